@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Meter counts what one position of a run does: the source, a stage or a
+// sink. Times are summed over the position's goroutines.
+type Meter struct {
+	Name    string
+	Label   string
+	Workers int
+
+	in, out    atomic.Int64
+	busy       atomic.Int64 // ns spent working
+	waitIn     atomic.Int64 // ns spent waiting for input
+	blockedOut atomic.Int64 // ns spent waiting for a buffer or for the next position
+}
+
+func (m *Meter) addBusy(since time.Time)    { m.busy.Add(int64(time.Since(since))) }
+func (m *Meter) addWaitIn(since time.Time)  { m.waitIn.Add(int64(time.Since(since))) }
+func (m *Meter) addBlocked(since time.Time) { m.blockedOut.Add(int64(time.Since(since))) }
+
+// BytesIn returns the bytes the position consumed so far.
+func (m *Meter) BytesIn() int64 { return m.in.Load() }
+
+// BytesOut returns the bytes the position produced so far.
+func (m *Meter) BytesOut() int64 { return m.out.Load() }
+
+// MeterReport is a Meter's final reading.
+type MeterReport struct {
+	Name       string        `json:"name"`
+	Label      string        `json:"label,omitempty"`
+	Workers    int           `json:"workers"`
+	BytesIn    int64         `json:"bytes_in"`
+	BytesOut   int64         `json:"bytes_out"`
+	Busy       time.Duration `json:"busy_ns"`
+	WaitIn     time.Duration `json:"wait_input_ns"`
+	BlockedOut time.Duration `json:"blocked_output_ns"`
+	// Utilization is busy time over wall time × workers: 1 means the
+	// position worked all the time on all its workers.
+	Utilization float64 `json:"utilization"`
+	// Throughput is bytes in per second of wall time.
+	Throughput float64 `json:"throughput_bytes_per_sec"`
+}
+
+func (m *Meter) report(wall time.Duration) MeterReport {
+	r := MeterReport{
+		Name: m.Name, Label: m.Label, Workers: m.Workers,
+		BytesIn: m.in.Load(), BytesOut: m.out.Load(),
+		Busy: time.Duration(m.busy.Load()), WaitIn: time.Duration(m.waitIn.Load()),
+		BlockedOut: time.Duration(m.blockedOut.Load()),
+	}
+	if wall > 0 {
+		r.Utilization = float64(r.Busy) / (float64(wall) * float64(max(1, m.Workers)))
+		r.Throughput = float64(r.BytesIn) / wall.Seconds()
+	}
+	return r
+}
+
+// bottleneck names the position with the highest utilization.
+func bottleneck(rs []MeterReport) string {
+	best, name := -1.0, ""
+	for _, r := range rs {
+		if r.Utilization > best {
+			best, name = r.Utilization, r.Name
+		}
+	}
+	return name
+}

@@ -1,0 +1,306 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// stream moves one stream from the source through the stages to the sinks
+// and commits its objects if, and only if, everything succeeded.
+func (r *Run) stream(ctx context.Context, i int) error {
+	st := &r.job.Streams[i]
+	res := &r.results[i]
+	res.Name = st.Name
+	res.Observed = map[string]string{}
+
+	writers := make([]sdk.ObjectWriter, 0, len(r.job.Sinks))
+	for k, s := range r.job.Sinks {
+		t := time.Now()
+		w, err := s.Sink.Create(ctx, st.Objects[k])
+		r.sinks[k].addBusy(t)
+		if err != nil {
+			abort(ctx, writers)
+			return fmt.Errorf("sink %s: creating %q: %w", s.Name, st.Objects[k].Key, err)
+		}
+		writers = append(writers, w)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	var chans []chan *chunk
+	newCh := func() chan *chunk {
+		c := make(chan *chunk, max(1, r.job.Depth))
+		chans = append(chans, c)
+		return c
+	}
+	cur := newCh()
+	src := cur
+	g.Go(func() error { return r.read(gctx, st, res, src) })
+	for _, obs := range st.Checks {
+		in, out := cur, newCh()
+		g.Go(func() error {
+			_, err := observe(gctx, r.checks, obs, in, out)
+			return err
+		})
+		cur = out
+	}
+	for k := range r.job.Stages {
+		s := &r.job.Stages[k]
+		in, out := cur, newCh()
+		m := r.stages[k]
+		switch p := s.Proc.(type) {
+		case Mapper:
+			g.Go(func() error { return wrap(s, mapStream(gctx, r.workers[k], r.pools[k], in, out)) })
+		case Streamer:
+			g.Go(func() error { return wrap(s, runStreamer(gctx, p, m, r.pools[k], in, out)) })
+		case Observer:
+			g.Go(func() error {
+				v, err := observe(gctx, m, p.Observe(st.Name), in, out)
+				if err == nil {
+					r.mu.Lock()
+					res.Observed[s.Name] = v
+					r.mu.Unlock()
+				}
+				return wrap(s, err)
+			})
+		}
+		cur = out
+	}
+	sinkChans := make([]chan *chunk, len(writers))
+	for k := range writers {
+		sinkChans[k] = newCh()
+		in, w, m, name, key := sinkChans[k], writers[k], r.sinks[k], r.job.Sinks[k].Name, st.Objects[k].Key
+		g.Go(func() error { return write(gctx, m, w, in, name, key) })
+	}
+	last := cur
+	g.Go(func() error { return distribute(gctx, last, sinkChans, &res.Written) })
+
+	err := g.Wait()
+	for _, c := range chans {
+		drain(c)
+	}
+	if err != nil {
+		abort(ctx, writers)
+		return err
+	}
+	for k, w := range writers {
+		t := time.Now()
+		err := w.Commit(ctx)
+		r.sinks[k].addBusy(t)
+		if err != nil {
+			abort(ctx, writers[k+1:])
+			return fmt.Errorf("sink %s: committing %q: %w", r.job.Sinks[k].Name, st.Objects[k].Key, err)
+		}
+		r.mu.Lock()
+		r.done = append(r.done, committed{sink: k, key: st.Objects[k].Key})
+		r.mu.Unlock()
+	}
+	res.Objects = st.Objects
+	res.Committed = true
+	return nil
+}
+
+func wrap(s *Stage, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.Label != "" {
+		return fmt.Errorf("%s (%s): %w", s.Name, s.Label, err)
+	}
+	return fmt.Errorf("%s: %w", s.Name, err)
+}
+
+// abort discards objects in flight; it runs even when ctx is cancelled.
+func abort(ctx context.Context, ws []sdk.ObjectWriter) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, w := range ws {
+		_ = w.Abort(ctx)
+	}
+}
+
+// read fills pooled chunks from the source.
+func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<- *chunk) error {
+	defer close(out)
+	m := r.source
+	t := time.Now()
+	rc, err := r.job.Source.Open(ctx, st.Name)
+	m.addBusy(t)
+	if err != nil {
+		return fmt.Errorf("source: opening: %w", err)
+	}
+	defer func() {
+		if rc != nil {
+			rc.Close()
+		}
+	}()
+	var seq int64
+	for {
+		t := time.Now()
+		buf, err := r.srcPool.get(ctx)
+		m.addBlocked(t)
+		if err != nil {
+			return err
+		}
+		t = time.Now()
+		n, rerr := io.ReadFull(rc, buf[:r.job.ChunkSize])
+		m.addBusy(t)
+		if n > 0 || (seq == 0 && rerr == io.EOF) {
+			c := newChunk(r.srcPool, buf, seq)
+			c.n = n
+			seq++
+			res.Read += int64(n)
+			m.out.Add(int64(n))
+			t = time.Now()
+			err := send(ctx, out, c)
+			m.addBlocked(t)
+			if err != nil {
+				return err
+			}
+		} else {
+			r.srcPool.put(buf)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("source: reading at byte %d: %w", res.Read, rerr)
+		}
+	}
+	c := rc
+	rc = nil
+	t = time.Now()
+	err = c.Close()
+	m.addBusy(t)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	return nil
+}
+
+// runStreamer runs one stream through a Streamer stage.
+func runStreamer(ctx context.Context, p Streamer, m *Meter, pools stagePools, in <-chan *chunk, out chan<- *chunk) error {
+	defer close(out)
+	t := time.Now()
+	local := &Meter{} // this stream's share; m is shared by all streams
+	r := &chunkReader{ctx: ctx, in: in, meter: local}
+	w := &chunkWriter{ctx: ctx, pool: pools.out, size: pools.chunkSize, meter: local,
+		emit: func(c *chunk) error { return send(ctx, out, c) }}
+	err := p.Stream(ctx, w, r)
+	if err == nil {
+		err = w.close()
+	} else {
+		w.discard()
+	}
+	trailing := r.close()
+	waitIn, blocked := local.waitIn.Load(), local.blockedOut.Load()
+	m.busy.Add(int64(time.Since(t)) - waitIn - blocked)
+	m.waitIn.Add(waitIn)
+	m.blockedOut.Add(blocked)
+	m.in.Add(local.in.Load())
+	m.out.Add(local.out.Load())
+	if err != nil {
+		return err
+	}
+	if trailing > 0 {
+		return fmt.Errorf("%d bytes follow the end of the data: the input is corrupt or was tampered with", trailing)
+	}
+	return nil
+}
+
+// observe passes chunks through unchanged while an Observation sees them.
+func observe(ctx context.Context, m *Meter, obs Observation, in <-chan *chunk, out chan<- *chunk) (string, error) {
+	defer close(out)
+	for {
+		t := time.Now()
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-in:
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+		m.addWaitIn(t)
+		if !ok {
+			break
+		}
+		t = time.Now()
+		_, err := obs.Write(c.data())
+		m.addBusy(t)
+		m.in.Add(int64(c.n))
+		m.out.Add(int64(c.n))
+		if err != nil {
+			c.release()
+			return "", err
+		}
+		t = time.Now()
+		err = send(ctx, out, c)
+		m.addBlocked(t)
+		if err != nil {
+			return "", err
+		}
+	}
+	return obs.Finish()
+}
+
+// distribute hands every chunk to every sink's writer.
+func distribute(ctx context.Context, in <-chan *chunk, outs []chan *chunk, written *int64) error {
+	defer func() {
+		for _, o := range outs {
+			close(o)
+		}
+	}()
+	for {
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-in:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if !ok {
+			return nil
+		}
+		*written += int64(c.n)
+		c.refs.Store(int32(len(outs)))
+		for k, o := range outs {
+			if err := send(ctx, o, c); err != nil {
+				for range outs[k+1:] {
+					c.release()
+				}
+				return err
+			}
+		}
+	}
+}
+
+// write feeds one sink's object.
+func write(ctx context.Context, m *Meter, w sdk.ObjectWriter, in <-chan *chunk, name, key string) error {
+	for {
+		t := time.Now()
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-in:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		m.addWaitIn(t)
+		if !ok {
+			return nil
+		}
+		t = time.Now()
+		n, err := w.Write(c.data())
+		m.addBusy(t)
+		m.in.Add(int64(n))
+		c.release()
+		if err != nil {
+			return fmt.Errorf("sink %s: writing %q: %w", name, key, err)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package sdk
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// Config holds an endpoint's settings as the host decoded them against the
+// endpoint's Schema: every declared attribute that was set or has a default,
+// with the Go type its Type delivers.
+type Config struct {
+	values map[string]any
+}
+
+// NewConfig returns a Config holding values. The host builds it; tests of
+// endpoints use it too.
+func NewConfig(values map[string]any) Config {
+	return Config{values: values}
+}
+
+// Get returns the value of attribute name and whether it is set.
+func (c Config) Get(name string) (any, bool) {
+	v, ok := c.values[name]
+	return v, ok
+}
+
+// Values returns a copy of all values by attribute name.
+func (c Config) Values() map[string]any {
+	out := make(map[string]any, len(c.values))
+	for k, v := range c.values {
+		out[k] = v
+	}
+	return out
+}
+
+// Decode copies the values into the fields of the struct dst points to. A
+// field receives the attribute named by its `pipe:"name"` tag; the field's
+// type must be the Go type of the attribute's Type. Attributes without a
+// field are ignored; fields without a value keep what they hold.
+//
+//	type config struct {
+//		Path string `pipe:"path"`
+//		Tar  bool   `pipe:"tar"`
+//	}
+func (c Config) Decode(dst any) error {
+	rv := reflect.ValueOf(dst)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("sdk: Decode needs a pointer to a struct, not %T", dst)
+	}
+	rv = rv.Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		name := f.Tag.Get("pipe")
+		if name == "" || name == "-" {
+			continue
+		}
+		v, ok := c.values[name]
+		if !ok || v == nil {
+			continue
+		}
+		val := reflect.ValueOf(v)
+		fv := rv.Field(i)
+		switch {
+		case val.Type().AssignableTo(f.Type):
+			fv.Set(val)
+		case f.Type.Kind() == reflect.Int && val.Kind() == reflect.Int64:
+			fv.SetInt(val.Int())
+		case f.Type == reflect.TypeOf(time.Duration(0)) && val.Kind() == reflect.Int64:
+			fv.SetInt(val.Int())
+		default:
+			return fmt.Errorf("sdk: attribute %q holds a %T; field %s is a %s", name, v, f.Name, f.Type)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package sdk
+
+import (
+	"fmt"
+	"time"
+)
+
+// Type is the type of a config attribute.
+type Type int
+
+const (
+	// String is a Go string.
+	String Type = iota + 1
+	// Number is a Go int64 (config numbers are whole).
+	Number
+	// Bool is a Go bool.
+	Bool
+	// StringList is a Go []string.
+	StringList
+	// StringMap is a Go map[string]string.
+	StringMap
+	// Size is a byte size written like "64MiB"; the endpoint gets an int64
+	// number of bytes.
+	Size
+	// Duration is a time span written like "30s"; the endpoint gets a
+	// time.Duration.
+	Duration
+)
+
+func (t Type) String() string {
+	switch t {
+	case String:
+		return "string"
+	case Number:
+		return "number"
+	case Bool:
+		return "bool"
+	case StringList:
+		return "list(string)"
+	case StringMap:
+		return "map(string)"
+	case Size:
+		return "size"
+	case Duration:
+		return "duration"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Attribute declares one config attribute of an endpoint.
+type Attribute struct {
+	Name        string
+	Type        Type
+	Required    bool
+	Description string
+	// Default is used when the attribute is absent. Its Go type is the one
+	// Config delivers for Type (string, int64, bool, []string,
+	// map[string]string, int64 for Size, time.Duration for Duration).
+	Default any
+	// Secret attributes are never printed: not in plans, logs, errors or
+	// manifests. The host also scrubs their values from any error text.
+	Secret bool
+	// Key marks the string attribute that says where each object goes (a
+	// sink's path or object key). The host renders it once per stream, with
+	// ${stream.name} and ${stream.ext} known, and passes the result as
+	// Object.Key; it is not part of the Config given to Configure. A sink
+	// has at most one key attribute.
+	Key bool
+}
+
+// Schema declares an endpoint's configuration.
+type Schema struct {
+	Description string
+	Attributes  []Attribute
+	// Storage is true for sinks that keep objects which a later restore
+	// reads back (files, buckets). The host writes the run's manifest to
+	// storage sinks only; a sink that feeds a consumer (a command's stdin, a
+	// database) gets no manifest.
+	Storage bool
+}
+
+// Attribute returns the attribute called name, if declared.
+func (s Schema) Attribute(name string) (Attribute, bool) {
+	for _, a := range s.Attributes {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Attribute{}, false
+}
+
+// KeyAttribute returns the sink's key attribute, if it has one.
+func (s Schema) KeyAttribute() (Attribute, bool) {
+	for _, a := range s.Attributes {
+		if a.Key {
+			return a, true
+		}
+	}
+	return Attribute{}, false
+}
+
+// Validate reports mistakes in the schema itself (for plugin authors' tests).
+func (s Schema) Validate() error {
+	seen := map[string]bool{}
+	keys := 0
+	for _, a := range s.Attributes {
+		if a.Name == "" {
+			return fmt.Errorf("attribute with empty name")
+		}
+		if seen[a.Name] {
+			return fmt.Errorf("attribute %q declared twice", a.Name)
+		}
+		seen[a.Name] = true
+		if a.Type < String || a.Type > Duration {
+			return fmt.Errorf("attribute %q: unknown type %d", a.Name, a.Type)
+		}
+		if a.Key {
+			keys++
+			if a.Type != String {
+				return fmt.Errorf("attribute %q: a key attribute must be a string", a.Name)
+			}
+		}
+		if a.Required && a.Default != nil {
+			return fmt.Errorf("attribute %q: required attributes have no default", a.Name)
+		}
+		if a.Default != nil {
+			if err := checkGoType(a.Type, a.Default); err != nil {
+				return fmt.Errorf("attribute %q: default: %w", a.Name, err)
+			}
+		}
+	}
+	if keys > 1 {
+		return fmt.Errorf("%d key attributes; at most one is allowed", keys)
+	}
+	return nil
+}
+
+func checkGoType(t Type, v any) error {
+	ok := false
+	switch t {
+	case String:
+		_, ok = v.(string)
+	case Number, Size:
+		_, ok = v.(int64)
+	case Bool:
+		_, ok = v.(bool)
+	case StringList:
+		_, ok = v.([]string)
+	case StringMap:
+		_, ok = v.(map[string]string)
+	case Duration:
+		_, ok = v.(time.Duration)
+	}
+	if !ok {
+		return fmt.Errorf("a %s attribute needs a %s value, not %T", t, goTypeName(t), v)
+	}
+	return nil
+}
+
+func goTypeName(t Type) string {
+	switch t {
+	case String:
+		return "string"
+	case Number, Size:
+		return "int64"
+	case Bool:
+		return "bool"
+	case StringList:
+		return "[]string"
+	case StringMap:
+		return "map[string]string"
+	case Duration:
+		return "time.Duration"
+	}
+	return "?"
+}

@@ -1,0 +1,101 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+// StreamInfo describes one stream a Source yields.
+type StreamInfo struct {
+	// Name identifies the stream within its source. For files it is the
+	// slash-separated path relative to the source's root.
+	Name string
+	// Size is the stream's length in bytes, or -1 when it is not known in
+	// advance (a command's output, say).
+	Size int64
+}
+
+// Source yields streams: a database dump, the files of a folder, the objects
+// of a bucket.
+type Source interface {
+	// Streams lists the streams a run reads, in the order it should read them.
+	Streams(ctx context.Context) ([]StreamInfo, error)
+	// Open opens one stream for reading. name is a name Streams returned or,
+	// for storage that a restore reads, any object key relative to the
+	// source's root (a manifest names the objects it needs). It returns an
+	// error wrapping ErrNotFound when there is no such stream.
+	Open(ctx context.Context, name string) (io.ReadCloser, error)
+}
+
+// Object is one object a Sink writes: the stored form of one stream.
+type Object struct {
+	// Key is where the object goes, rendered by the host from the sink's
+	// key attribute (see Attribute.Key). Sinks without a key attribute get
+	// the stream's name.
+	Key string
+	// Stream is the name of the stream the object holds.
+	Stream string
+	// Size is the number of bytes that will be written, or -1 when unknown.
+	// A sink may use it to preallocate; it must not rely on it.
+	Size int64
+}
+
+// Sink writes streams as objects.
+type Sink interface {
+	// Create starts one object. Nothing may be visible at obj.Key until
+	// Commit succeeds. The ObjectWriter lives no longer than ctx.
+	Create(ctx context.Context, obj Object) (ObjectWriter, error)
+}
+
+// ObjectWriter receives the bytes of one object.
+type ObjectWriter interface {
+	io.Writer
+	// Commit makes the object visible at its key, durably. It is called
+	// only when every byte of the stream arrived and every stage succeeded.
+	Commit(ctx context.Context) error
+	// Abort discards everything written. After Abort nothing is left at the
+	// object's key, nor any temporary data. Abort after Commit is a no-op.
+	Abort(ctx context.Context) error
+}
+
+// Remover is implemented by sinks that can delete a committed object. The
+// host uses it to take back the objects of a run that failed after some of
+// its streams committed, so a failed run leaves nothing at a final path.
+type Remover interface {
+	Remove(ctx context.Context, key string) error
+}
+
+// Flusher is implemented by sinks that batch durability work (a directory
+// fsync, say) across objects. The host calls Flush once after the last
+// commit of a run and before it writes the manifest.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// SourceType is a kind of source (e.g. "fs"): its config schema and a
+// constructor.
+type SourceType interface {
+	Schema() Schema
+	// Configure checks cfg and returns a ready Source. Diagnostics name the
+	// attribute they concern so the host can point at the file position.
+	Configure(ctx context.Context, cfg Config) (Source, Diagnostics)
+}
+
+// SinkType is a kind of sink (e.g. "fs"): its config schema and a
+// constructor.
+type SinkType interface {
+	Schema() Schema
+	Configure(ctx context.Context, cfg Config) (Sink, Diagnostics)
+}
+
+// Plugin is the set of endpoint types one plugin provides.
+type Plugin struct {
+	Name    string
+	Version string
+	Sources map[string]SourceType
+	Sinks   map[string]SinkType
+}
+
+// ErrNotFound is wrapped by Source.Open when the stream does not exist.
+var ErrNotFound = errors.New("not found")
