@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/engine/enginetest"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -26,7 +27,7 @@ func randBytes(seed uint64, n int) []byte {
 
 // job builds a job from src through stages into sinks, one object per
 // stream per sink, keyed by stream name.
-func job(src *memSource, stages []Stage, chunk int, sinks ...*memSink) *Job {
+func job(src *enginetest.MemSource, stages []Stage, chunk int, sinks ...*enginetest.MemSink) *Job {
 	j := &Job{Source: src, Stages: stages, ChunkSize: chunk, Parallel: 3, Depth: 1}
 	for i, s := range sinks {
 		j.Sinks = append(j.Sinks, Sink{Name: fmt.Sprintf("mem%d", i), Sink: s})
@@ -83,13 +84,13 @@ func TestRoundTripSizes(t *testing.T) {
 	for name, stages := range stageSets {
 		t.Run(name, func(t *testing.T) {
 			data := sizes(chunk)
-			sink := newMemSink()
-			res, r, err := run(t, job(&memSource{data: data}, stages, chunk, sink))
+			sink := enginetest.NewMemSink()
+			res, r, err := run(t, job(&enginetest.MemSource{Data: data}, stages, chunk, sink))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for k, want := range data {
-				got, ok := sink.get(k)
+				got, ok := sink.Get(k)
 				if !ok {
 					t.Fatalf("%s: not committed", k)
 				}
@@ -147,12 +148,12 @@ func TestMapperKeepsOrder(t *testing.T) {
 		{Name: "frame", Proc: framer{delay: delay}, Workers: 4, Bound: func(n int) int { return n + 4 }},
 		{Name: "unframe", Proc: unframer{}, Workers: 3, Bound: func(n int) int { return n + 4 }},
 	}
-	sink := newMemSink()
-	if _, _, err := run(t, job(&memSource{data: data}, stages, chunk, sink)); err != nil {
+	sink := enginetest.NewMemSink()
+	if _, _, err := run(t, job(&enginetest.MemSource{Data: data}, stages, chunk, sink)); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range data {
-		if got, _ := sink.get(k); !bytes.Equal(got, want) {
+		if got, _ := sink.Get(k); !bytes.Equal(got, want) {
 			t.Fatalf("%s differs", k)
 		}
 	}
@@ -161,18 +162,18 @@ func TestMapperKeepsOrder(t *testing.T) {
 // Frames larger than a buffer fall back to sequential processing.
 func TestSplitterFallback(t *testing.T) {
 	data := map[string][]byte{"big": randBytes(7, 100_000), "small": randBytes(8, 10)}
-	framed := newMemSink()
-	if _, _, err := run(t, job(&memSource{data: data}, []Stage{{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }}}, 30_000, framed)); err != nil {
+	framed := enginetest.NewMemSink()
+	if _, _, err := run(t, job(&enginetest.MemSource{Data: data}, []Stage{{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }}}, 30_000, framed)); err != nil {
 		t.Fatal(err)
 	}
-	out := newMemSink()
-	src := &memSource{data: framed.objects}
+	out := enginetest.NewMemSink()
+	src := &enginetest.MemSource{Data: framed.Objects}
 	// Chunks of 1000 bytes: every 30,000-byte frame is too large.
 	if _, _, err := run(t, job(src, []Stage{{Name: "unframe", Proc: unframer{}, Workers: 2}}, 1000, out)); err != nil {
 		t.Fatal(err)
 	}
 	for k, want := range data {
-		if got, _ := out.get(k); !bytes.Equal(got, want) {
+		if got, _ := out.Get(k); !bytes.Equal(got, want) {
 			t.Fatalf("%s: got %d bytes, want %d", k, len(got), len(want))
 		}
 	}
@@ -182,36 +183,36 @@ func TestFailuresLeaveNothing(t *testing.T) {
 	const chunk = 1024
 	frame := Stage{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }}
 	cases := map[string]struct {
-		src     *memSource
-		sink    func(*memSink)
+		src     *enginetest.MemSource
+		sink    func(*enginetest.MemSink)
 		stages  []Stage
 		wantErr string
 	}{
 		"source fails mid-stream": {
-			src:     &memSource{data: map[string][]byte{"a": randBytes(1, 10*chunk), "b": randBytes(2, 50*chunk)}, failAt: map[string]int{"b": 20 * chunk}},
+			src:     &enginetest.MemSource{Data: map[string][]byte{"a": randBytes(1, 10*chunk), "b": randBytes(2, 50*chunk)}, FailAt: map[string]int{"b": 20 * chunk}},
 			stages:  []Stage{frame},
 			wantErr: `stream "b": source: reading at byte 20480: disk on fire`,
 		},
 		"sink fails": {
-			src:     &memSource{data: map[string][]byte{"a": randBytes(1, 10*chunk), "b": randBytes(2, 50*chunk)}},
-			sink:    func(s *memSink) { s.failWrite["b"] = true; s.failAfter = 5 * chunk },
+			src:     &enginetest.MemSource{Data: map[string][]byte{"a": randBytes(1, 10*chunk), "b": randBytes(2, 50*chunk)}},
+			sink:    func(s *enginetest.MemSink) { s.FailWrite["b"] = true; s.FailAfter = 5 * chunk },
 			stages:  []Stage{frame, {Name: "rot", Proc: rot{1}}},
 			wantErr: `stream "b": sink mem0: writing "b": no space left on device`,
 		},
 		"mapper fails": {
-			src:     &memSource{data: map[string][]byte{"a": bytes.Repeat([]byte{1}, 30*chunk), "b": append(bytes.Repeat([]byte{1}, 30*chunk), 9)}},
+			src:     &enginetest.MemSource{Data: map[string][]byte{"a": bytes.Repeat([]byte{1}, 30*chunk), "b": append(bytes.Repeat([]byte{1}, 30*chunk), 9)}},
 			stages:  []Stage{frame, {Name: "unframe", Proc: unframer{failOn: 9}, Workers: 2}},
 			wantErr: "unframe: bad byte",
 		},
 		"observer fails": {
-			src:     &memSource{data: map[string][]byte{"a": {1, 2, 3}, "b": randBytes(3, 5*chunk)}},
+			src:     &enginetest.MemSource{Data: map[string][]byte{"a": {1, 2, 3}, "b": randBytes(3, 5*chunk)}},
 			stages:  []Stage{{Name: "checksum", Proc: digest{want: map[string]string{"b": strings.Repeat("0", 64)}}}},
 			wantErr: "checksum: digest mismatch",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			sink := newMemSink()
+			sink := enginetest.NewMemSink()
 			if tc.sink != nil {
 				tc.sink(sink)
 			}
@@ -221,14 +222,14 @@ func TestFailuresLeaveNothing(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
-			if len(sink.objects) != 0 || len(sink.pending) != 0 {
-				t.Fatalf("left behind: objects %d, pending %d", len(sink.objects), len(sink.pending))
+			if len(sink.Objects) != 0 || len(sink.Pending) != 0 {
+				t.Fatalf("left behind: objects %d, pending %d", len(sink.Objects), len(sink.Pending))
 			}
-			if len(sink.removed) != 1 || sink.removed[0] != "a" {
-				t.Fatalf("removed %v, want [a]", sink.removed)
+			if len(sink.Removed) != 1 || sink.Removed[0] != "a" {
+				t.Fatalf("removed %v, want [a]", sink.Removed)
 			}
-			if sink.aborted != 1 {
-				t.Fatalf("aborted %d writers, want 1", sink.aborted)
+			if sink.Aborted != 1 {
+				t.Fatalf("aborted %d writers, want 1", sink.Aborted)
 			}
 			_ = r
 		})
@@ -236,15 +237,15 @@ func TestFailuresLeaveNothing(t *testing.T) {
 }
 
 func TestFinishFailureTakesBack(t *testing.T) {
-	sink := newMemSink()
-	j := job(&memSource{data: map[string][]byte{"a": {1}, "b": {2}}}, nil, 16, sink)
+	sink := enginetest.NewMemSink()
+	j := job(&enginetest.MemSource{Data: map[string][]byte{"a": {1}, "b": {2}}}, nil, 16, sink)
 	j.Finish = func(context.Context, *Result) error { return errors.New("manifest refused") }
 	_, _, err := run(t, j)
 	if err == nil || !strings.Contains(err.Error(), "manifest refused") {
 		t.Fatalf("err = %v", err)
 	}
-	if len(sink.objects) != 0 {
-		t.Fatalf("objects left: %v", sink.objects)
+	if len(sink.Objects) != 0 {
+		t.Fatalf("objects left: %v", sink.Objects)
 	}
 }
 
@@ -253,13 +254,13 @@ func TestFinishFailureTakesBack(t *testing.T) {
 func TestBackpressure(t *testing.T) {
 	const chunk = 1024
 	data := map[string][]byte{"big": randBytes(1, 5000*chunk)}
-	sink := newMemSink()
-	sink.gate = make(chan struct{})
+	sink := enginetest.NewMemSink()
+	sink.Gate = make(chan struct{})
 	stages := []Stage{
 		{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }},
 		{Name: "rot", Proc: rot{3}},
 	}
-	j := job(&memSource{data: data}, stages, chunk, sink)
+	j := job(&enginetest.MemSource{Data: data}, stages, chunk, sink)
 	r, err := New(j)
 	if err != nil {
 		t.Fatal(err)
@@ -276,11 +277,11 @@ func TestBackpressure(t *testing.T) {
 	if again := r.Source().BytesOut(); again != read {
 		t.Fatalf("source kept reading (%d → %d) while the sink was stalled", read, again)
 	}
-	close(sink.gate)
+	close(sink.Gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := sink.get("big"); len(got) != len(data["big"])+4*5000 {
+	if got, _ := sink.Get("big"); len(got) != len(data["big"])+4*5000 {
 		t.Fatalf("got %d bytes", len(got))
 	}
 	for _, m := range r.Meters() {
@@ -291,8 +292,8 @@ func TestBackpressure(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	src := &memSource{data: map[string][]byte{"a": randBytes(1, 1<<20), "b": randBytes(2, 1<<20)}, block: make(chan struct{})}
-	sink := newMemSink()
+	src := &enginetest.MemSource{Data: map[string][]byte{"a": randBytes(1, 1<<20), "b": randBytes(2, 1<<20)}, Block: make(chan struct{})}
+	sink := enginetest.NewMemSink()
 	j := job(src, []Stage{{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }}}, 1024, sink)
 	r, err := New(j)
 	if err != nil {
@@ -303,7 +304,7 @@ func TestCancel(t *testing.T) {
 	go func() { _, err := r.Run(ctx); done <- err }()
 	go func() {
 		for i := 0; i < 50; i++ {
-			src.block <- struct{}{}
+			src.Block <- struct{}{}
 		}
 		cancel()
 	}()
@@ -315,20 +316,20 @@ func TestCancel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not stop after cancel")
 	}
-	if len(sink.objects) != 0 || len(sink.pending) != 0 {
-		t.Fatalf("left behind: %d objects, %d pending", len(sink.objects), len(sink.pending))
+	if len(sink.Objects) != 0 || len(sink.Pending) != 0 {
+		t.Fatalf("left behind: %d objects, %d pending", len(sink.Objects), len(sink.Pending))
 	}
 }
 
 func TestFanOut(t *testing.T) {
 	data := sizes(2048)
-	a, b := newMemSink(), newMemSink()
-	if _, _, err := run(t, job(&memSource{data: data}, []Stage{{Name: "rot", Proc: rot{2}}}, 2048, a, b)); err != nil {
+	a, b := enginetest.NewMemSink(), enginetest.NewMemSink()
+	if _, _, err := run(t, job(&enginetest.MemSource{Data: data}, []Stage{{Name: "rot", Proc: rot{2}}}, 2048, a, b)); err != nil {
 		t.Fatal(err)
 	}
 	for k := range data {
-		x, _ := a.get(k)
-		y, _ := b.get(k)
+		x, _ := a.Get(k)
+		y, _ := b.Get(k)
 		if !bytes.Equal(x, y) || len(x) != len(data[k]) {
 			t.Fatalf("%s: sinks differ", k)
 		}
@@ -336,7 +337,7 @@ func TestFanOut(t *testing.T) {
 }
 
 func TestLayout(t *testing.T) {
-	j := &Job{Source: &memSource{}, Sinks: []Sink{{Name: "m", Sink: newMemSink(), Memory: 1000}}, ChunkSize: 1 << 20, Parallel: 2, Depth: 1,
+	j := &Job{Source: &enginetest.MemSource{}, Sinks: []Sink{{Name: "m", Sink: enginetest.NewMemSink(), Memory: 1000}}, ChunkSize: 1 << 20, Parallel: 2, Depth: 1,
 		Stages: []Stage{
 			{Name: "compress", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + n/100 }, Memory: 5},
 			{Name: "encrypt", Proc: rot{}, Memory: 7},

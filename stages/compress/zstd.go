@@ -1,0 +1,215 @@
+package compress
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/pipebackup/pipe/engine"
+)
+
+func init() {
+	register(&Codec{
+		Name: "zstd", Ext: ".zst", MinLevel: 1, MaxLevel: 22, DefaultLevel: 3,
+		newEncoder: func(level int) (engine.Worker, error) {
+			enc, err := zstd.NewWriter(nil,
+				zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+				zstd.WithEncoderConcurrency(1),
+				zstd.WithZeroFrames(true))
+			if err != nil {
+				return nil, err
+			}
+			return zstdEncoder{enc}, nil
+		},
+		decoder: func(workers int) any { return zstdDecoders{} },
+		encMemory: func(level, chunk int) int64 {
+			// Match tables plus a history of up to one chunk.
+			tables := int64(4 << 20)
+			if zstd.EncoderLevelFromZstd(level) >= zstd.SpeedBetterCompression {
+				tables = 16 << 20
+			}
+			return tables + int64(chunk)
+		},
+		decMemory: func(chunk int) int64 { return 2<<20 + int64(chunk)/4 },
+	})
+}
+
+type zstdEncoder struct{ enc *zstd.Encoder }
+
+func (z zstdEncoder) Map(dst, src []byte) ([]byte, error) {
+	return z.enc.EncodeAll(src, dst), nil
+}
+
+// zstdDecoders decompress the frames of a stream in parallel; a frame whose
+// size is unknown or larger than a buffer (a single-frame file from the zstd
+// tool, say) switches the rest of the stream to a streaming decoder.
+type zstdDecoders struct{}
+
+func (zstdDecoders) NewWorker() (engine.Worker, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		return nil, err
+	}
+	return zstdDecoder{dec}, nil
+}
+
+type zstdDecoder struct{ dec *zstd.Decoder }
+
+func (z zstdDecoder) Map(dst, src []byte) ([]byte, error) {
+	out, err := z.dec.DecodeAll(src, dst)
+	if err != nil {
+		return nil, fmt.Errorf("corrupt zstd data: %w", err)
+	}
+	return out, nil
+}
+
+func (zstdDecoders) Rest(ctx context.Context, dst io.Writer, src io.Reader) error {
+	dec, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(2))
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	if _, err := dec.WriteTo(dst); err != nil {
+		return fmt.Errorf("corrupt zstd data: %w", err)
+	}
+	return nil
+}
+
+const (
+	zstdMagic         = 0xFD2FB528
+	skippableMagicLo  = 0x184D2A50
+	skippableMagicHi  = 0x184D2A5F
+	zstdBlockRaw      = 0
+	zstdBlockRLE      = 1
+	zstdBlockReserved = 3
+)
+
+var errTruncated = errors.New("truncated zstd frame: the data is incomplete")
+
+// NextUnit copies the next frame into buf, walking its block headers (no
+// decoding). Skippable frames are dropped.
+func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
+	var magic [4]byte
+	for {
+		if _, err := io.ReadFull(r, magic[:]); err != nil {
+			if err == io.ErrUnexpectedEOF {
+				return nil, errTruncated
+			}
+			return nil, err
+		}
+		m := binary.LittleEndian.Uint32(magic[:])
+		if m >= skippableMagicLo && m <= skippableMagicHi {
+			var size [4]byte
+			if _, err := io.ReadFull(r, size[:]); err != nil {
+				return nil, errTruncated
+			}
+			if _, err := io.CopyN(io.Discard, r, int64(binary.LittleEndian.Uint32(size[:]))); err != nil {
+				return nil, errTruncated
+			}
+			continue
+		}
+		if m != zstdMagic {
+			return nil, fmt.Errorf("not zstd data (magic %08x)", m)
+		}
+		break
+	}
+	buf = append(buf, magic[:]...)
+	var fhd [1]byte
+	if _, err := io.ReadFull(r, fhd[:]); err != nil {
+		return nil, errTruncated
+	}
+	buf = append(buf, fhd[0])
+	d := fhd[0]
+	single := d&0x20 != 0
+	checksum := d&0x04 != 0
+	dictSize := [4]int{0, 1, 2, 4}[d&3]
+	fcsSize := [4]int{0, 2, 4, 8}[d>>6]
+	if fcsSize == 0 && single {
+		fcsSize = 1
+	}
+	n := dictSize + fcsSize
+	if !single {
+		n++
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, errTruncated
+	}
+	buf = append(buf, hdr...)
+	// The output must fit in one buffer, which has the capacity of buf: the
+	// frame content size says so exactly; without it, the block headers
+	// bound it (a compressed block yields at most min(window, 128 KiB)).
+	fcs, bound := int64(-1), int64(0)
+	if fcsSize > 0 {
+		f := hdr[n-fcsSize:]
+		switch fcsSize {
+		case 1:
+			fcs = int64(f[0])
+		case 2:
+			fcs = int64(binary.LittleEndian.Uint16(f)) + 256
+		case 4:
+			fcs = int64(binary.LittleEndian.Uint32(f))
+		case 8:
+			fcs = int64(binary.LittleEndian.Uint64(f) & (1<<62 - 1))
+		}
+		if fcs > int64(cap(buf)) {
+			return buf, engine.ErrUnitTooLarge
+		}
+	}
+	maxBlock := int64(128 << 10)
+	if !single {
+		wd := hdr[0]
+		windowLog := 10 + uint(wd>>3)
+		window := int64(1)<<windowLog + (int64(1)<<windowLog)/8*int64(wd&7)
+		maxBlock = min(maxBlock, window)
+	}
+	var bh [3]byte
+	for {
+		if _, err := io.ReadFull(r, bh[:]); err != nil {
+			return nil, errTruncated
+		}
+		h := uint32(bh[0]) | uint32(bh[1])<<8 | uint32(bh[2])<<16
+		last := h&1 != 0
+		typ := (h >> 1) & 3
+		size := int(h >> 3)
+		body := size
+		switch typ {
+		case zstdBlockRaw:
+			bound += int64(size)
+		case zstdBlockRLE:
+			bound += int64(size)
+			body = 1
+		case zstdBlockReserved:
+			return nil, errors.New("corrupt zstd data: reserved block type")
+		default:
+			bound += maxBlock
+		}
+		if len(buf)+3+body > cap(buf) || (fcs < 0 && bound > int64(cap(buf))) {
+			return append(buf, bh[:]...), engine.ErrUnitTooLarge
+		}
+		buf = append(buf, bh[:]...)
+		start := len(buf)
+		buf = buf[:start+body]
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			return nil, errTruncated
+		}
+		if last {
+			break
+		}
+	}
+	if checksum {
+		if len(buf)+4 > cap(buf) {
+			return buf, engine.ErrUnitTooLarge
+		}
+		start := len(buf)
+		buf = buf[:start+4]
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			return nil, errTruncated
+		}
+	}
+	return buf, nil
+}

@@ -1,0 +1,178 @@
+package encrypt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"filippo.io/age"
+
+	"github.com/pipebackup/pipe/engine"
+)
+
+// Ext is the extension encrypted streams get.
+const Ext = ".age"
+
+// streamMemory is what one age stream keeps: a plaintext and a ciphertext
+// chunk of 64 KiB.
+const streamMemory = 2 * (64<<10 + 16)
+
+// Keys are the recipients a backup is encrypted to, or the identities a
+// restore decrypts with.
+type Keys struct {
+	Recipients []age.Recipient
+	Identities []age.Identity
+	// Fingerprints identify the recipients (or the identities' recipients)
+	// without revealing them.
+	Fingerprints []string
+}
+
+// ParseRecipients reads recipients from the contents of age recipient
+// files: one "age1…" per line, # comments and blank lines allowed.
+func ParseRecipients(texts []string) (Keys, error) {
+	var k Keys
+	for i, t := range texts {
+		rs, err := age.ParseRecipients(strings.NewReader(t))
+		if err != nil {
+			return k, fmt.Errorf("recipient %d: %s", i+1, scrub(err))
+		}
+		for _, r := range rs {
+			x, ok := r.(*age.X25519Recipient)
+			if !ok {
+				return k, fmt.Errorf("recipient %d: only X25519 recipients (age1…) are supported", i+1)
+			}
+			k.Recipients = append(k.Recipients, r)
+			k.Fingerprints = append(k.Fingerprints, Fingerprint(x.String()))
+		}
+	}
+	if len(k.Recipients) == 0 {
+		return k, errors.New("no recipients: give at least one age public key (age1…)")
+	}
+	return k, nil
+}
+
+// ParseIdentities reads identities from the contents of age identity files
+// (AGE-SECRET-KEY-1… lines).
+func ParseIdentities(texts []string) (Keys, error) {
+	var k Keys
+	for i, t := range texts {
+		ids, err := age.ParseIdentities(strings.NewReader(t))
+		if err != nil {
+			return k, fmt.Errorf("identity %d: %s", i+1, scrub(err))
+		}
+		for _, id := range ids {
+			x, ok := id.(*age.X25519Identity)
+			if !ok {
+				return k, fmt.Errorf("identity %d: only X25519 identities are supported", i+1)
+			}
+			k.Identities = append(k.Identities, id)
+			k.Fingerprints = append(k.Fingerprints, Fingerprint(x.Recipient().String()))
+		}
+	}
+	if len(k.Identities) == 0 {
+		return k, errors.New("no identities: give at least one age secret key file")
+	}
+	return k, nil
+}
+
+// Passphrase returns keys that encrypt and decrypt with a passphrase
+// (scrypt). Each stream pays one scrypt derivation (about a second) on
+// backup and on restore; prefer X25519 keys for many streams.
+func Passphrase(p string) (Keys, error) {
+	if p == "" {
+		return Keys{}, errors.New("the passphrase is empty")
+	}
+	r, err := age.NewScryptRecipient(p)
+	if err != nil {
+		return Keys{}, err
+	}
+	id, err := age.NewScryptIdentity(p)
+	if err != nil {
+		return Keys{}, err
+	}
+	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{"scrypt"}}, nil
+}
+
+// Fingerprint identifies a recipient without revealing it.
+func Fingerprint(recipient string) string {
+	sum := sha256.Sum256([]byte(recipient))
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// scrub drops the offending input from age's parse errors, which may quote
+// a (secret) line.
+func scrub(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 && strings.Contains(msg, "AGE-SECRET-KEY") {
+		return msg[:i]
+	}
+	if strings.Contains(msg, "AGE-SECRET-KEY") {
+		return "malformed secret key"
+	}
+	return msg
+}
+
+// Stage returns the encrypt stage.
+func Stage(k Keys) engine.Stage {
+	return engine.Stage{
+		Name:   "encrypt",
+		Label:  fmt.Sprintf("age, %d recipient(s)", len(k.Recipients)),
+		Proc:   encrypter{k.Recipients},
+		Bound:  bound,
+		Memory: streamMemory,
+	}
+}
+
+// DecryptStage returns the decrypt stage.
+func DecryptStage(k Keys) engine.Stage {
+	return engine.Stage{
+		Name:   "decrypt",
+		Label:  "age",
+		Proc:   decrypter{k.Identities},
+		Memory: streamMemory,
+	}
+}
+
+// bound leaves room for age's header when a stage after encrypt works on
+// whole chunks.
+func bound(n int) int { return n + n/(64<<10)*16 + 4096 }
+
+type encrypter struct{ recipients []age.Recipient }
+
+func (e encrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
+	w, err := age.Encrypt(dst, e.recipients...)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, src); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+type decrypter struct{ identities []age.Identity }
+
+func (d decrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
+	r, err := age.Decrypt(src, d.identities...)
+	if err != nil {
+		var nm *age.NoIdentityMatchError
+		if errors.As(err, &nm) {
+			return errors.New("none of the identities opens this stream: it was encrypted to other keys (the manifest lists their fingerprints); use the matching identity file")
+		}
+		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("not a valid age file: %w", err)
+	}
+	if _, err := io.Copy(dst, r); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("decryption failed, the data is truncated or was tampered with: %w", err)
+	}
+	return nil
+}
