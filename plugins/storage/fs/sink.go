@@ -1,0 +1,370 @@
+package fs
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// SinkType is the "fs" sink.
+type SinkType struct{}
+
+var _ sdk.SinkType = SinkType{}
+
+func (SinkType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Writes each stream to a local file: a temporary file in the target folder, preallocated when the size is known, fsynced once, then renamed into place; folders are fsynced before the manifest is written.",
+		Storage:     true,
+		Attributes: []sdk.Attribute{
+			{Name: "path", Type: sdk.String, Required: true, Key: true, Description: `Where each stream goes. A path ending in "/" is a folder that receives every stream as ${stream.name}${stream.ext}; a path that mentions ${stream.name} is a template; any other path is one file and the source must yield exactly one stream.`},
+			{Name: "untar", Type: sdk.Bool, Default: false, Description: "Each stream is a tar archive (from a source with tar = true): extract it into a folder at the path instead of writing a file. The folder appears only when the whole archive was extracted."},
+		},
+	}
+}
+
+type sinkConfig struct {
+	Untar bool `pipe:"untar"`
+}
+
+func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
+	var c sinkConfig
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	return &Sink{untar: c.Untar, dirs: map[string]bool{}}, nil
+}
+
+// Sink writes local files.
+type Sink struct {
+	untar bool
+	mu    sync.Mutex
+	dirs  map[string]bool // folders with renames not yet made durable
+}
+
+var (
+	_ sdk.Sink    = (*Sink)(nil)
+	_ sdk.Remover = (*Sink)(nil)
+	_ sdk.Flusher = (*Sink)(nil)
+)
+
+// Create makes the temporary file (or folder, with untar) next to the
+// final path, so the rename at Commit is atomic.
+func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	final := filepath.Clean(obj.Key)
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, advise(err)
+	}
+	if fi, err := os.Stat(final); err == nil && fi.IsDir() != s.untar {
+		if fi.IsDir() {
+			return nil, fmt.Errorf("%s is a folder; end the sink path with / to write into it", final)
+		}
+		return nil, fmt.Errorf("%s exists and is not a folder", final)
+	}
+	tmp := filepath.Join(dir, ".pipe-tmp-"+filepath.Base(final)+"-"+random())
+	if s.untar {
+		return newUntar(ctx, s, final, tmp)
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, advise(err)
+	}
+	if obj.Size > 0 {
+		// Reserve the blocks up front; KEEP_SIZE leaves the file's length
+		// to the writes. Filesystems without fallocate just skip it.
+		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, obj.Size); err != nil && isNoSpace(err) {
+			f.Close()
+			os.Remove(tmp)
+			return nil, fmt.Errorf("reserving %d bytes for %s: %w", obj.Size, final, advise(err))
+		}
+	}
+	return &fileWriter{s: s, f: f, tmp: tmp, final: final}, nil
+}
+
+// Remove deletes a committed file or extracted folder.
+func (s *Sink) Remove(ctx context.Context, key string) error {
+	p := filepath.Clean(key)
+	var err error
+	if s.untar {
+		err = os.RemoveAll(p)
+	} else {
+		err = os.Remove(p)
+	}
+	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Flush fsyncs every folder that received a rename, once.
+func (s *Sink) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	dirs := make([]string, 0, len(s.dirs))
+	for d := range s.dirs {
+		dirs = append(dirs, d)
+	}
+	s.dirs = map[string]bool{}
+	s.mu.Unlock()
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sink) renamed(dir string) {
+	s.mu.Lock()
+	s.dirs[dir] = true
+	s.mu.Unlock()
+}
+
+type fileWriter struct {
+	s          *Sink
+	f          *os.File
+	tmp, final string
+	done       bool
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("writing %s: %w", w.final, advise(err))
+	}
+	return n, nil
+}
+
+func (w *fileWriter) Commit(ctx context.Context) error {
+	if err := w.f.Sync(); err != nil {
+		w.Abort(ctx)
+		return fmt.Errorf("syncing %s: %w", w.final, advise(err))
+	}
+	if err := w.f.Close(); err != nil {
+		w.Abort(ctx)
+		return fmt.Errorf("closing %s: %w", w.final, advise(err))
+	}
+	if err := os.Rename(w.tmp, w.final); err != nil {
+		os.Remove(w.tmp)
+		return err
+	}
+	w.done = true
+	w.s.renamed(filepath.Dir(w.final))
+	return nil
+}
+
+func (w *fileWriter) Abort(ctx context.Context) error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	w.f.Close()
+	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// untarWriter extracts a tar stream into a temporary folder, confined to
+// it by os.Root (no entry can escape through ".." or a symlink), and renames
+// the folder into place at Commit.
+type untarWriter struct {
+	s          *Sink
+	tmp, final string
+	pw         *io.PipeWriter
+	result     chan error
+	done       bool
+}
+
+func newUntar(ctx context.Context, s *Sink, final, tmp string) (*untarWriter, error) {
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, advise(err)
+	}
+	root, err := os.OpenRoot(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	w := &untarWriter{s: s, tmp: tmp, final: final, pw: pw, result: make(chan error, 1)}
+	go func() {
+		err := extract(root, pr)
+		root.Close()
+		pr.CloseWithError(err) // unblock the writer if extraction stopped early
+		w.result <- err
+	}()
+	return w, nil
+}
+
+func (w *untarWriter) Write(p []byte) (int, error) {
+	n, err := w.pw.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("extracting into %s: %w", w.final, advise(err))
+	}
+	return n, nil
+}
+
+func (w *untarWriter) Commit(ctx context.Context) error {
+	w.pw.Close()
+	if err := <-w.result; err != nil {
+		w.done = true
+		os.RemoveAll(w.tmp)
+		return fmt.Errorf("extracting into %s: %w", w.final, advise(err))
+	}
+	if err := syncTree(w.tmp); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	if fi, err := os.Stat(w.final); err == nil && fi.IsDir() {
+		if err := os.RemoveAll(w.final); err != nil {
+			w.Abort(ctx)
+			return fmt.Errorf("replacing %s: %w", w.final, err)
+		}
+	}
+	if err := os.Rename(w.tmp, w.final); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	w.done = true
+	w.s.renamed(filepath.Dir(w.final))
+	return nil
+}
+
+func (w *untarWriter) Abort(ctx context.Context) error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	w.pw.CloseWithError(errors.New("aborted"))
+	<-w.result
+	return os.RemoveAll(w.tmp)
+}
+
+func extract(root *os.Root, r io.Reader) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			// Read to the end so the writer side never blocks on padding.
+			_, err = io.Copy(io.Discard, r)
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("not a valid tar stream: %w", err)
+		}
+		name := filepath.FromSlash(filepath.Clean(h.Name))
+		if !iofs.ValidPath(filepath.ToSlash(name)) {
+			return fmt.Errorf("tar entry %q points outside the target folder", h.Name)
+		}
+		mode := os.FileMode(h.Mode).Perm()
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return err
+			}
+			if err := root.Chmod(name, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			if err := root.Symlink(h.Linkname, name); err != nil {
+				return err
+			}
+		default:
+			// Hard links, devices and fifos are not restored.
+		}
+	}
+}
+
+// syncTree fsyncs every file and folder under dir, deepest first.
+func syncTree(dir string) error {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() || d.IsDir() {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		if err := syncDir(paths[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	return nil
+}
+
+func random() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
+}
+
+// advise adds what to do to the errors a full or forbidden disk gives.
+func advise(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: the disk is full; free space there or point the sink at another disk", err)
+	case errors.Is(err, syscall.EFBIG):
+		return fmt.Errorf("%w: the file size limit (ulimit -f) or the filesystem's maximum file size was reached", err)
+	case errors.Is(err, iofs.ErrPermission):
+		return fmt.Errorf("%w: pipe's user may not write there", err)
+	}
+	return err
+}
