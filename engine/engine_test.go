@@ -351,10 +351,10 @@ func TestLayout(t *testing.T) {
 	if got := []int{l.Positions[0].Buffers, l.Positions[1].Buffers, l.Positions[2].Buffers}; fmt.Sprint(got) != "[6 6 4]" {
 		t.Fatalf("buffers %v", got)
 	}
-	if l.BufferSize != (1<<20)+(1<<20)/100 {
-		t.Fatalf("buffer size %d", l.BufferSize)
+	if got := fmt.Sprint(l.Positions[0].BufferSize, l.Positions[1].BufferSize, l.Positions[2].BufferSize); got != fmt.Sprint(1<<20, (1<<20)+(1<<20)/100, 1<<20) {
+		t.Fatalf("buffer sizes %s", got)
 	}
-	if want := int64(16*l.BufferSize) + 2*5 + 2*7 + 1000; l.Total != want {
+	if want := int64(10<<20) + 6*int64((1<<20)+(1<<20)/100) + 2*5 + 2*7 + 1000; l.Total != want {
 		t.Fatalf("total %d, want %d", l.Total, want)
 	}
 	j.Buffers = 8
@@ -364,5 +364,29 @@ func TestLayout(t *testing.T) {
 	j.Buffers = 2
 	if _, err = j.Layout(); err == nil || !strings.Contains(err.Error(), "buffers = 2 is too few") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A Mapper with its own chunk size re-cuts the stream: 1000-byte source
+// chunks become 300-byte frames.
+func TestMapperChunkSize(t *testing.T) {
+	data := map[string][]byte{"a": randBytes(1, 10_000), "empty": {}}
+	sink := enginetest.NewMemSink()
+	stages := []Stage{{Name: "frame", Proc: framer{}, Workers: 2, ChunkSize: 300, Bound: func(n int) int { return n + 4 }}}
+	res, r, err := run(t, job(&enginetest.MemSource{Data: data}, stages, 1000, sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sink.Get("a"); len(got) != 10_000+4*34 {
+		t.Fatalf("%d bytes: want 34 frames of at most 300 bytes", len(got))
+	}
+	if got, _ := sink.Get("empty"); len(got) != 4 {
+		t.Fatalf("empty stream: %d bytes, want one empty frame", len(got))
+	}
+	if res.Layout.Positions[1].Name != "frame input" || res.Layout.Positions[1].BufferSize != 304 {
+		t.Fatalf("positions %+v", res.Layout.Positions)
+	}
+	if r.buffersInUse() != 0 {
+		t.Fatal("buffers leaked")
 	}
 }

@@ -107,6 +107,9 @@ func (j *Job) validate() error {
 				return fmt.Errorf("engine: stage %s: workers %d must be positive", s.Name, s.Workers)
 			}
 		case Streamer, Observer:
+			if s.ChunkSize > 0 {
+				return fmt.Errorf("engine: stage %s: only chunk-parallel stages have a chunk size", s.Name)
+			}
 		default:
 			return fmt.Errorf("engine: stage %s: %T is neither a Mapper, a Streamer nor an Observer", s.Name, s.Proc)
 		}

@@ -13,8 +13,10 @@ import (
 // stagePools are the buffers of one stage: out for its results, in for the
 // units a Splitter cuts.
 type stagePools struct {
-	in, out   *pool
-	chunkSize int
+	in, out *pool
+	// unit is the payload size a Mapper cuts its input into, or the size a
+	// Streamer fills its output chunks to.
+	unit int
 }
 
 // workerPool runs the workers of one Mapper stage for every stream of a run.
@@ -122,7 +124,11 @@ func dispatch(ctx context.Context, wp *workerPool, pools stagePools, in <-chan *
 		seq++
 		return nil
 	}
-	if sp, ok := wp.stage.Proc.(Splitter); ok {
+	if pools.in != nil {
+		sp, ok := wp.stage.Proc.(Splitter)
+		if !ok {
+			sp = &fixedSplitter{n: pools.unit}
+		}
 		err := split(ctx, sp, m, pools, in, submit, done, &seq)
 		return seq, err
 	}
@@ -177,7 +183,7 @@ func split(ctx context.Context, sp Splitter, m *Meter, pools stagePools, in <-ch
 			return err
 		}
 		// Sequential from here on.
-		w := &chunkWriter{ctx: ctx, pool: pools.out, size: pools.chunkSize, meter: m, seq: *seq,
+		w := &chunkWriter{ctx: ctx, pool: pools.out, size: pools.out.size, meter: m, seq: *seq,
 			emit: func(c *chunk) error {
 				*seq = c.seq + 1
 				done <- c
@@ -261,4 +267,25 @@ func reorder(ctx context.Context, m *Meter, p *pool, done <-chan *chunk, totalCh
 		return send(ctx, out, newChunk(p, buf, 0))
 	}
 	return nil
+}
+
+// fixedSplitter cuts a byte stream into units of n bytes, for a Mapper whose
+// chunk size differs from that of the chunks arriving.
+// An empty stream gives one empty unit, as the source gives one empty chunk.
+type fixedSplitter struct {
+	n     int
+	units int
+}
+
+func (f *fixedSplitter) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
+	k, err := io.ReadFull(r, buf[:f.n])
+	if k > 0 || (err == io.EOF && f.units == 0) {
+		f.units++
+		return buf[:k], nil
+	}
+	return nil, err
+}
+
+func (*fixedSplitter) Rest(context.Context, io.Writer, io.Reader) error {
+	return errors.New("internal error: fixed-size units always fit")
 }

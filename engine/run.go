@@ -48,25 +48,33 @@ func New(job *Job) (*Run, error) {
 	r.source = &Meter{Name: "source", Workers: 1}
 	r.checks = &Meter{Name: "verify", Workers: 1}
 	pos := l.Positions
-	r.srcPool = newPool("source", pos[0].Buffers, l.BufferSize)
-	pos = pos[1:]
+	take := func() *pool {
+		p := newPool(pos[0].Name, pos[0].Buffers, pos[0].BufferSize)
+		pos = pos[1:]
+		return p
+	}
+	r.srcPool = take()
+	cur := job.ChunkSize
 	for i := range job.Stages {
 		s := &job.Stages[i]
 		m := &Meter{Name: s.Name, Label: s.Label, Workers: 1}
 		var sp stagePools
-		sp.chunkSize = job.ChunkSize
 		switch s.Proc.(type) {
 		case Mapper:
 			m.Workers = s.Workers
-			if _, ok := s.Proc.(Splitter); ok {
-				sp.in = newPool(pos[0].Name, pos[0].Buffers, l.BufferSize)
-				pos = pos[1:]
+			sp.unit = cur
+			if s.ChunkSize > 0 {
+				sp.unit = s.ChunkSize
 			}
-			sp.out = newPool(pos[0].Name, pos[0].Buffers, l.BufferSize)
-			pos = pos[1:]
+			if s.cuts(cur) {
+				sp.in = take()
+			}
+			sp.out = take()
+			cur = sp.out.size
 		case Streamer:
-			sp.out = newPool(pos[0].Name, pos[0].Buffers, l.BufferSize)
-			pos = pos[1:]
+			sp.out = take()
+			sp.unit = job.ChunkSize
+			cur = job.ChunkSize
 		}
 		r.stages = append(r.stages, m)
 		r.pools = append(r.pools, sp)

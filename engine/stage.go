@@ -17,6 +17,10 @@ type Stage struct {
 	// Workers is the number of Mapper workers, shared by all streams of a
 	// run. Streamers and Observers run once per stream.
 	Workers int
+	// ChunkSize is the size of the units a Mapper works on (a compressor's
+	// frame size); 0 means the chunks as they arrive. For a Splitter it is
+	// the largest unit result expected.
+	ChunkSize int
 	// Bound returns the largest buffer the stage needs when chunks hold n
 	// bytes (a compressor's worst-case output, say). nil means n.
 	Bound func(n int) int

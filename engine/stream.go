@@ -189,7 +189,7 @@ func runStreamer(ctx context.Context, p Streamer, m *Meter, pools stagePools, in
 	t := time.Now()
 	local := &Meter{} // this stream's share; m is shared by all streams
 	r := &chunkReader{ctx: ctx, in: in, meter: local}
-	w := &chunkWriter{ctx: ctx, pool: pools.out, size: pools.chunkSize, meter: local,
+	w := &chunkWriter{ctx: ctx, pool: pools.out, size: pools.unit, meter: local,
 		emit: func(c *chunk) error { return send(ctx, out, c) }}
 	err := p.Stream(ctx, w, r)
 	if err == nil {

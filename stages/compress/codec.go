@@ -69,8 +69,8 @@ func (c *Codec) CheckLevel(level int) error {
 }
 
 // Stage returns the compress stage: workers encoders at level, shared by all
-// streams of a run.
-func (c *Codec) Stage(level, workers, chunk int) (engine.Stage, error) {
+// streams of a run, each compressing frame bytes into one independent frame.
+func (c *Codec) Stage(level, workers, frame int) (engine.Stage, error) {
 	if err := c.CheckLevel(level); err != nil {
 		return engine.Stage{}, err
 	}
@@ -81,25 +81,36 @@ func (c *Codec) Stage(level, workers, chunk int) (engine.Stage, error) {
 		Name:    "compress",
 		Label:   fmt.Sprintf("%s level %d", c.Name, level),
 		Proc:    encoders{c: c, level: level},
-		Workers: workers,
-		Bound:   Bound,
-		Memory:  c.encMemory(level, chunk),
+		Workers:   workers,
+		ChunkSize: frame,
+		Bound:     Bound,
+		Memory:    c.encMemory(level, frame),
 	}, nil
 }
 
-// DecompressStage returns the decompress stage.
-func (c *Codec) DecompressStage(workers, chunk int) engine.Stage {
+// DecompressStage returns the decompress stage. frame is the largest frame
+// content expected (the backup's frame size); larger frames are decoded
+// sequentially. Codecs whose frames cannot be found without decoding them
+// decode sequentially with read-ahead.
+func (c *Codec) DecompressStage(workers, frame int) engine.Stage {
 	s := engine.Stage{
 		Name:   "decompress",
 		Label:  c.Name,
 		Proc:   c.decoder(workers),
 		Bound:  Bound,
-		Memory: c.decMemory(chunk),
+		Memory: c.decMemory(frame),
 	}
 	if _, ok := s.Proc.(engine.Mapper); ok {
 		s.Workers = workers
+		s.ChunkSize = frame
 	}
 	return s
+}
+
+// Parallel reports whether the codec decompresses frames in parallel.
+func (c *Codec) Parallel() bool {
+	_, ok := c.decoder(1).(engine.Mapper)
+	return ok
 }
 
 type encoders struct {

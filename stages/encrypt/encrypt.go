@@ -122,7 +122,6 @@ func Stage(k Keys) engine.Stage {
 		Name:   "encrypt",
 		Label:  fmt.Sprintf("age, %d recipient(s)", len(k.Recipients)),
 		Proc:   encrypter{k.Recipients},
-		Bound:  bound,
 		Memory: streamMemory,
 	}
 }
@@ -136,10 +135,6 @@ func DecryptStage(k Keys) engine.Stage {
 		Memory: streamMemory,
 	}
 }
-
-// bound leaves room for age's header when a stage after encrypt works on
-// whole chunks.
-func bound(n int) int { return n + n/(64<<10)*16 + 4096 }
 
 type encrypter struct{ recipients []age.Recipient }
 
