@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/profiles"
+)
+
+func (a *app) validateCmd() *cobra.Command {
+	var f loadFlags
+	cmd := &cobra.Command{
+		Use:   "validate FILE.hcl",
+		Short: "Check a pipeline file without moving a byte",
+		Long: `validate loads a pipeline file, decodes every block against its schema and
+resolves its profile, reporting every problem of the file at once with
+file:line:column and a snippet. Exit code 0: valid; 2: invalid.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.load(args[0], &f, "")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s: valid (%d pipeline(s))\n", args[0], len(p.Pipelines))
+			return nil
+		},
+	}
+	f.register(cmd, true, false, false)
+	return cmd
+}
+
+func (a *app) planCmd() *cobra.Command {
+	var f loadFlags
+	cmd := &cobra.Command{
+		Use:   "plan FILE.hcl",
+		Short: "Print the resolved pipelines: stages, workers, buffers and the memory budget",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := a.load(args[0], &f, "")
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return writeJSON(a.stdout, p.JSON())
+			}
+			p.Print(a.stdout)
+			return nil
+		},
+	}
+	f.register(cmd, true, true, true)
+	return cmd
+}
+
+func (a *app) fmtCmd() *cobra.Command {
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "fmt FILE.hcl...",
+		Short: "Rewrite pipeline files in canonical HCL formatting",
+		Long:  "fmt rewrites each file in canonical layout. With --check it changes nothing and exits 1 if a file needs formatting.",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := exitOK
+			for _, path := range args {
+				src, err := os.ReadFile(path)
+				if err != nil {
+					fmt.Fprintln(a.stderr, "Error:", err)
+					code = exitInvalid
+					continue
+				}
+				out, parser, diags := pipefile.Format(path, src)
+				if diags.HasErrors() {
+					pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
+					code = exitInvalid
+					continue
+				}
+				if bytes.Equal(out, src) {
+					continue
+				}
+				if check {
+					fmt.Fprintln(a.stdout, path)
+					code = max(code, exitFailed)
+					continue
+				}
+				fi, _ := os.Stat(path)
+				if err := os.WriteFile(path, out, fi.Mode().Perm()); err != nil {
+					fmt.Fprintln(a.stderr, "Error:", err)
+					code = exitInvalid
+					continue
+				}
+				fmt.Fprintln(a.stdout, path)
+			}
+			if code != exitOK {
+				return &exitError{code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&check, "check", false, "list files that need formatting, change nothing")
+	return cmd
+}
+
+func (a *app) profilesCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "profiles",
+		Short: "Print the profiles and the numbers each sets on this machine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all := profiles.All(a.host)
+			auto := profiles.Auto(a.host)
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": auto, "profiles": all})
+			}
+			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto picks %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), auto)
+			fmt.Fprintf(a.stdout, "%-16s %10s %8s %8s %6s  %-22s %s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "")
+			for _, p := range all {
+				mark := ""
+				if p.Name == auto {
+					mark = "← auto"
+				}
+				fmt.Fprintf(a.stdout, "%-16s %10s %8d %8d %6d  %-22s %s\n", p.Name, pipefile.FormatSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
+					fmt.Sprintf("zstd %d gzip %d lz4 %d", p.Levels["zstd"], p.Levels["gzip"], p.Levels["lz4"]), mark)
+			}
+			fmt.Fprintln(a.stdout)
+			for _, p := range all {
+				fmt.Fprintf(a.stdout, "%-16s %s\n", p.Name, p.Description)
+			}
+			fmt.Fprintf(a.stdout, "%-16s %s\n", "auto", "under 2 GiB of memory conservative; up to 2 CPUs balanced; up to 8 performance; more max-performance")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,37 @@
+// Command pipe runs declarative backup and restore pipelines: a source, in-
+// process stages (compress, encrypt, checksum) and sinks, with bounded memory.
+//
+// This package is the CLI only: flags, output and exit codes. Loading,
+// planning and running live in pipefile, plan and runner.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1   // a run failed
+	exitInvalid     = 2   // bad usage or an invalid pipeline file
+	exitInterrupted = 130 // SIGINT or SIGTERM
+)
+
+// exitError carries an exit code; its message, if any, is already printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func main() {
+	cmd := newRootCmd(os.Stdout, os.Stderr)
+	if err := cmd.Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(exitInvalid)
+	}
+}

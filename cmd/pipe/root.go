@@ -1,0 +1,156 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/all"
+	"github.com/pipebackup/pipe/plugins/host"
+	"github.com/pipebackup/pipe/profiles"
+)
+
+var version = "dev"
+
+// app holds what every command shares.
+type app struct {
+	stdout, stderr io.Writer
+	registry       *host.Registry
+	host           profiles.Host
+	// color renders diagnostics with terminal colors.
+	color bool
+}
+
+// loadFlags are the flags of commands that read a pipeline file.
+type loadFlags struct {
+	vars      []string
+	profile   string
+	pipelines []string
+	json      bool
+}
+
+func (f *loadFlags) register(cmd *cobra.Command, withProfile, withPipeline, withJSON bool) {
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: --var name=value (repeatable; also PIPE_VAR_name)")
+	if withProfile {
+		cmd.Flags().StringVar(&f.profile, "profile", "", "profile to use, beating the file's: "+strings.Join(profiles.Names(), ", "))
+	}
+	if withPipeline {
+		cmd.Flags().StringArrayVar(&f.pipelines, "pipeline", nil, "only this pipeline (repeatable); default: all, in file order")
+	}
+	if withJSON {
+		cmd.Flags().BoolVar(&f.json, "json", false, "print JSON instead of text")
+	}
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	reg, err := host.NewRegistry(all.Builtin())
+	if err != nil {
+		panic(err) // the built-ins are fixed at compile time; a test covers them
+	}
+	a := &app{stdout: stdout, stderr: stderr, registry: reg, host: profiles.ThisHost(), color: isTerminal(stderr)}
+	root := &cobra.Command{
+		Use:   "pipe",
+		Short: "Fast, memory-bounded database backup and restore pipelines",
+		Long: `pipe runs declarative pipelines (HCL files): a source (a database dump, files,
+any command) through parallel compression, encryption and checksums into
+sinks (local disk, any command), and the same the other way round to restore.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd())
+	return root
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// parseVars reads --var name=value flags.
+func parseVars(vars []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range vars {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--var %q: write --var name=value", v)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+// load reads and plans a pipeline file, printing every diagnostic. runID
+// is empty for validate and plan.
+func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) {
+	vars, err := parseVars(f.vars)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return nil, &exitError{exitInvalid}
+	}
+	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: a.registry})
+	var p *plan.Plan
+	if !diags.HasErrors() {
+		var d hcl.Diagnostics
+		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host})
+		diags = append(diags, d...)
+	}
+	if len(diags) > 0 {
+		a.printDiags(file, diags)
+	}
+	if diags.HasErrors() {
+		return nil, &exitError{exitInvalid}
+	}
+	if len(f.pipelines) > 0 {
+		var keep []*plan.Pipeline
+		for _, name := range f.pipelines {
+			found := false
+			for _, pp := range p.Pipelines {
+				if pp.Name == name {
+					keep, found = append(keep, pp), true
+				}
+			}
+			if !found {
+				names := make([]string, 0, len(p.Pipelines))
+				for _, pp := range p.Pipelines {
+					names = append(names, pp.Name)
+				}
+				sort.Strings(names)
+				fmt.Fprintf(a.stderr, "Error: --pipeline %s: %s has no such pipeline (it has %s)\n", name, path, strings.Join(names, ", "))
+				return nil, &exitError{exitInvalid}
+			}
+		}
+		p.Pipelines = keep
+	}
+	return p, nil
+}
+
+func (a *app) printDiags(f *pipefile.File, diags hcl.Diagnostics) {
+	var files map[string]*hcl.File
+	if f != nil {
+		files = f.Files()
+	}
+	if err := pipefile.WriteDiagnostics(a.stderr, files, diags, a.color); err != nil {
+		fmt.Fprintln(a.stderr, diags.Error())
+	}
+}
+
+// newRunID returns a sortable run id: UTC time and 6 random hex digits.
+func newRunID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}

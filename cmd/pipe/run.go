@@ -1,0 +1,100 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
+)
+
+func (a *app) runCmd() *cobra.Command {
+	var f loadFlags
+	var progress string
+	cmd := &cobra.Command{
+		Use:   "run FILE.hcl",
+		Short: "Run the pipelines of a file",
+		Long: `run executes the file's pipelines in order (or those named by --pipeline).
+Each stream's objects are committed only when the stream ended cleanly; a
+backup's manifest is written last. A failed or interrupted run leaves
+nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runID := newRunID(time.Now())
+			p, err := a.load(args[0], &f, runID)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			showProgress := progress == "always" || (progress == "auto" && !f.json && isTerminal(a.stderr))
+			secrets := p.File.Secrets()
+			var reports []runSummary
+			failed := false
+			for _, pp := range p.Pipelines {
+				setMemoryLimit(pp)
+				o := runner.Options{RunID: runID, Registry: a.registry,
+					Warn: func(msg string) { fmt.Fprintln(a.stderr, "Warning:", scrub(msg, secrets)) }}
+				if showProgress {
+					o.Progress = newProgressBar(a.stderr)
+				}
+				rep, err := runner.Run(ctx, pp, o)
+				s := summarize(pp, rep, err, secrets)
+				reports = append(reports, s)
+				if !f.json {
+					a.printSummary(s)
+				}
+				if err != nil {
+					var de *runner.DiagError
+					if errors.As(err, &de) {
+						a.printDiags(p.File, de.Diags)
+					} else if !f.json {
+						fmt.Fprintln(a.stderr, "Error:", s.Error)
+					}
+					failed = true
+					break
+				}
+			}
+			if f.json {
+				if err := writeJSON(a.stdout, map[string]any{"run_id": runID, "ok": !failed, "pipelines": reports}); err != nil {
+					return err
+				}
+			}
+			switch {
+			case ctx.Err() != nil:
+				return &exitError{exitInterrupted}
+			case failed:
+				return &exitError{exitFailed}
+			}
+			return nil
+		},
+	}
+	f.register(cmd, true, true, true)
+	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
+	return cmd
+}
+
+// setMemoryLimit tells the Go runtime the run's budget, so garbage is
+// collected before the heap outgrows it. GOMEMLIMIT, if set, wins.
+func setMemoryLimit(p *plan.Pipeline) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(p.Budget())
+	}
+}
+
+// scrub replaces every secret in msg.
+func scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "(sensitive)")
+	}
+	return msg
+}
+

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
+)
+
+// runSummary is what a run reports, as text or JSON.
+type runSummary struct {
+	Pipeline     string                `json:"pipeline"`
+	RunID        string                `json:"run_id"`
+	OK           bool                  `json:"ok"`
+	Error        string                `json:"error,omitempty"`
+	Seconds      float64               `json:"duration_seconds"`
+	Restore      bool                  `json:"restore"`
+	Streams      int                   `json:"streams"`
+	ManifestRead string                `json:"manifest_read,omitempty"`
+	Manifests    []string              `json:"manifests_written,omitempty"`
+	BytesRead    int64                 `json:"bytes_read"`
+	BytesWritten int64                 `json:"bytes_written"`
+	Bottleneck   string                `json:"bottleneck,omitempty"`
+	Stages       []engine.MeterReport  `json:"stages,omitempty"`
+	Memory       memorySummary         `json:"memory"`
+	Positions    []engine.Position     `json:"-"`
+	Wall         time.Duration         `json:"-"`
+	p            *plan.Pipeline
+	res          *engine.Result
+}
+
+type memorySummary struct {
+	Budget      int64 `json:"budget_bytes"`
+	Buffers     int   `json:"buffers"`
+	PeakBuffers int   `json:"peak_buffers"`
+}
+
+func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string) runSummary {
+	s := runSummary{Pipeline: p.Name, OK: err == nil, p: p}
+	if err != nil {
+		s.Error = scrub(err.Error(), secrets)
+	}
+	if rep == nil {
+		return s
+	}
+	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
+	s.Memory.Budget = rep.Budget
+	if r := rep.Result; r != nil {
+		s.res = r
+		s.Wall = r.Finished.Sub(r.Started)
+		s.Seconds = s.Wall.Seconds()
+		s.Bottleneck = r.Bottleneck
+		s.Stages = r.Meters
+		s.Memory.Buffers, s.Memory.PeakBuffers = r.Layout.Buffers, r.PeakBuffers
+		for _, st := range r.Streams {
+			s.BytesRead += st.Read
+			s.BytesWritten += st.Written
+		}
+	}
+	return s
+}
+
+func (a *app) printSummary(s runSummary) {
+	size := pipefile.FormatSize
+	status := "ok"
+	if !s.OK {
+		status = "FAILED"
+	}
+	fmt.Fprintf(a.stderr, "pipeline %q · run %s · %s in %s\n", s.Pipeline, s.RunID, status, s.Wall.Round(time.Millisecond))
+	if s.res == nil {
+		return
+	}
+	what := fmt.Sprintf("%d streams", s.Streams)
+	if s.ManifestRead != "" {
+		what += " from manifest " + s.ManifestRead
+	}
+	if len(s.Manifests) > 0 {
+		what += ", manifest " + strings.Join(s.Manifests, ", ")
+	}
+	fmt.Fprintf(a.stderr, "  %-14s %s\n", "streams", what)
+	wall := s.Wall.Seconds()
+	for _, m := range s.Stages {
+		if m.BytesIn == 0 && m.BytesOut == 0 && m.Busy == 0 {
+			continue
+		}
+		bytes := size(m.BytesIn)
+		if m.Name == "source" {
+			bytes = size(m.BytesOut) + " read"
+		} else if m.BytesOut != m.BytesIn && !strings.HasPrefix(m.Name, "sink") {
+			bytes = fmt.Sprintf("%s → %s", size(m.BytesIn), size(m.BytesOut))
+		}
+		rate := ""
+		if wall > 0 {
+			n := m.BytesIn
+			if m.Name == "source" {
+				n = m.BytesOut
+			}
+			rate = size(int64(float64(n)/wall)) + "/s"
+		}
+		mark := ""
+		if m.Name == s.Bottleneck {
+			mark = "  ← bottleneck"
+		}
+		label := m.Name
+		if m.Label != "" {
+			label += " (" + m.Label + ")"
+		}
+		fmt.Fprintf(a.stderr, "  %-30s %-24s %12s  busy %3.0f%%%s\n", label, bytes, rate, 100*m.Utilization, mark)
+	}
+	fmt.Fprintf(a.stderr, "  %-14s peak %d of %d buffers, budget %s\n", "memory", s.Memory.PeakBuffers, s.Memory.Buffers, size(s.Memory.Budget))
+}

@@ -1,0 +1,231 @@
+package pipefile
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+	"time"
+
+	"github.com/agext/levenshtein"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+type functionT = function.Function
+
+// sensitiveMark marks values that came from a sensitive variable.
+const sensitiveMark = "sensitive"
+
+// decodeAttributes turns a block's attributes into Go values of the types
+// the schema declares, with defaults, recording positions and secrets.
+// keyName is a sink's key attribute: it is left to the KeyTemplate.
+func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes, schema []sdk.Attribute, keyName string, ectx *hcl.EvalContext, src []byte) (*Block, hcl.Diagnostics) {
+	b := &Block{Type: what, Range: rng, Values: map[string]any{}, Unknown: map[string]bool{}, Sensitive: map[string]bool{}, attrs: attrs, src: src}
+	var diags hcl.Diagnostics
+	for _, a := range schema {
+		if a.Secret {
+			b.Sensitive[a.Name] = true
+		}
+		attr, ok := attrs[a.Name]
+		if !ok || a.Name == keyName {
+			if a.Default != nil && a.Name != keyName {
+				b.Values[a.Name] = a.Default
+			}
+			continue
+		}
+		for _, tr := range attr.Expr.Variables() {
+			if tr.RootName() == "stream" {
+				detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
+				if keyName != "" {
+					detail += fmt.Sprintf(" (here: %s)", keyName)
+				}
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "stream is not known here",
+					Detail: detail + ".", Subject: tr.SourceRange().Ptr(), Expression: attr.Expr, EvalContext: ectx,
+				})
+			}
+		}
+		if diags.HasErrors() {
+			continue
+		}
+		val, d := attr.Expr.Value(ectx)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		val, marks := val.UnmarkDeep()
+		if _, ok := marks[sensitiveMark]; ok {
+			b.Sensitive[a.Name] = true
+		}
+		if !val.IsWhollyKnown() {
+			b.Unknown[a.Name] = true
+			continue
+		}
+		if val.IsNull() {
+			if a.Required {
+				diags = append(diags, attrDiag(attr, "Missing value", fmt.Sprintf("%q is required and cannot be null.", a.Name)))
+			} else if a.Default != nil {
+				b.Values[a.Name] = a.Default
+			}
+			continue
+		}
+		v, d := goValue(a, attr, val)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		b.Values[a.Name] = v
+		if b.Sensitive[a.Name] {
+			f.addSecrets(v)
+		}
+	}
+	return b, diags
+}
+
+func (f *File) addSecrets(v any) {
+	add := func(s string) {
+		if len(s) >= 4 {
+			f.secrets[s] = true
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		add(x)
+	case []string:
+		for _, s := range x {
+			add(s)
+		}
+	case map[string]string:
+		for _, s := range x {
+			add(s)
+		}
+	}
+}
+
+func attrDiag(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: attr.Expr.Range().Ptr()}
+}
+
+// goValue converts val to the Go type of a's Type.
+func goValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
+	typeErr := func(want string) hcl.Diagnostics {
+		return hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type",
+			fmt.Sprintf("Inappropriate value for attribute %q: %s required, got %s.", a.Name, want, val.Type().FriendlyName()))}
+	}
+	switch a.Type {
+	case sdk.String:
+		v, err := convert.Convert(val, cty.String)
+		if err != nil {
+			return nil, typeErr("a string")
+		}
+		return v.AsString(), nil
+	case sdk.Bool:
+		v, err := convert.Convert(val, cty.Bool)
+		if err != nil {
+			return nil, typeErr("a bool (true or false)")
+		}
+		return v.True(), nil
+	case sdk.Number:
+		v, err := convert.Convert(val, cty.Number)
+		if err != nil {
+			return nil, typeErr("a number")
+		}
+		return wholeNumber(a.Name, attr, v.AsBigFloat())
+	case sdk.Size:
+		if val.Type() == cty.Number {
+			return wholeNumber(a.Name, attr, val.AsBigFloat())
+		}
+		v, err := convert.Convert(val, cty.String)
+		if err != nil {
+			return nil, typeErr(`a size such as "8MiB"`)
+		}
+		n, warn, err := ParseSize(v.AsString())
+		if err != nil {
+			return nil, hcl.Diagnostics{attrDiag(attr, "Invalid size", err.Error()+".")}
+		}
+		var diags hcl.Diagnostics
+		if warn != "" {
+			d := attrDiag(attr, "Decimal size unit", warn+".")
+			d.Severity = hcl.DiagWarning
+			diags = append(diags, d)
+		}
+		if n <= 0 {
+			diags = append(diags, attrDiag(attr, "Invalid size", fmt.Sprintf("%s must be larger than zero.", a.Name)))
+		}
+		return n, diags
+	case sdk.Duration:
+		v, err := convert.Convert(val, cty.String)
+		if err != nil {
+			return nil, typeErr(`a duration such as "30s"`)
+		}
+		d, err := time.ParseDuration(v.AsString())
+		if err != nil {
+			return nil, hcl.Diagnostics{attrDiag(attr, "Invalid duration", fmt.Sprintf("%q is not a duration; write e.g. \"30s\", \"5m\" or \"1h30m\".", v.AsString()))}
+		}
+		return d, nil
+	case sdk.StringList:
+		v, err := convert.Convert(val, cty.List(cty.String))
+		if err != nil {
+			return nil, typeErr("a list of strings")
+		}
+		out := []string{}
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() {
+				return nil, hcl.Diagnostics{attrDiag(attr, "Null list element", fmt.Sprintf("%q cannot hold null.", a.Name))}
+			}
+			out = append(out, e.AsString())
+		}
+		return out, nil
+	case sdk.StringMap:
+		v, err := convert.Convert(val, cty.Map(cty.String))
+		if err != nil {
+			return nil, typeErr("a map of strings")
+		}
+		out := map[string]string{}
+		for it := v.ElementIterator(); it.Next(); {
+			k, e := it.Element()
+			if e.IsNull() {
+				return nil, hcl.Diagnostics{attrDiag(attr, "Null map value", fmt.Sprintf("%q cannot hold null.", a.Name))}
+			}
+			out[k.AsString()] = e.AsString()
+		}
+		return out, nil
+	}
+	return nil, hcl.Diagnostics{attrDiag(attr, "Unsupported attribute type", fmt.Sprintf("The endpoint declares %q with unknown type %v.", a.Name, a.Type))}
+}
+
+func wholeNumber(name string, attr *hcl.Attribute, f *big.Float) (any, hcl.Diagnostics) {
+	if !f.IsInt() {
+		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid number", fmt.Sprintf("%s must be a whole number, not %s.", name, f.Text('g', -1)))}
+	}
+	n, acc := f.Int64()
+	if acc != big.Exact {
+		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid number", fmt.Sprintf("%s is out of range.", name))}
+	}
+	return n, nil
+}
+
+// suggest returns the candidate closest to s, if it is close.
+func suggest(s string, candidates []string) string {
+	best, dist := "", 3
+	for _, c := range candidates {
+		if d := levenshtein.Distance(s, c, nil); d < dist {
+			best, dist = c, d
+		}
+	}
+	return best
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

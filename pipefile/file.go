@@ -1,0 +1,458 @@
+package pipefile
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// Options is what a load knows about the run.
+type Options struct {
+	// Vars are the --var name=value overrides.
+	Vars map[string]string
+	// LookupEnv reads the environment for env() and PIPE_VAR_name; nil
+	// means the process environment.
+	LookupEnv func(string) (string, bool)
+	// RunID is the run's id. It is empty for validate and plan, where
+	// ${run.id} is not known yet.
+	RunID string
+	// Now is what timestamp() returns.
+	Now time.Time
+	// Dir is where relative paths in file() start; "" is the working
+	// directory.
+	Dir string
+	// Schemas declares the endpoint types the file may use.
+	Schemas Schemas
+}
+
+func (o *Options) lookupEnv(name string) (string, bool) {
+	if o.LookupEnv != nil {
+		return o.LookupEnv(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// Schemas tells the loader which endpoint types exist and their schemas.
+type Schemas interface {
+	SourceSchema(typ string) (sdk.Schema, bool)
+	SinkSchema(typ string) (sdk.Schema, bool)
+	SourceTypes() []string
+	SinkTypes() []string
+}
+
+// File is a loaded pipeline file.
+type File struct {
+	Path      string
+	Variables []*Variable
+	Pipelines []*Pipeline
+	parser    *hclparse.Parser
+	secrets   map[string]bool
+}
+
+// Variable is a variable block with its final value.
+type Variable struct {
+	Name        string
+	Description string
+	Sensitive   bool
+	Value       cty.Value
+	Range       hcl.Range
+}
+
+// Pipeline is one pipeline block.
+type Pipeline struct {
+	Name  string
+	Range hcl.Range
+	// Attrs holds the pipeline's own attributes (profile, chunk_size,
+	// buffers, streams).
+	Attrs  *Block
+	Source *Endpoint
+	Stages []*Block
+	Sinks  []*Endpoint
+}
+
+// Block is a decoded block: its values by attribute name, with the
+// attributes' positions for later diagnostics.
+type Block struct {
+	Type   string
+	Range  hcl.Range
+	Values map[string]any
+	// Unknown attributes depend on ${run.id} and are known only at run time.
+	Unknown map[string]bool
+	// Sensitive attributes are secret by schema or hold a sensitive variable.
+	Sensitive map[string]bool
+	attrs     hcl.Attributes
+	src       []byte
+}
+
+// Endpoint is a source or sink block.
+type Endpoint struct {
+	Block
+	// Kind is "source" or "sink"; Type is the endpoint type ("fs").
+	Kind   string
+	Schema sdk.Schema
+	// TypeRange is the position of the type label.
+	TypeRange hcl.Range
+	// Key is the per-stream location template of a sink, if it has one.
+	Key *KeyTemplate
+}
+
+// Stage types, in the order data meets them in a backup.
+var StageTypes = []string{"compress", "decompress", "encrypt", "decrypt", "checksum"}
+
+// Has reports whether the attribute was set (or has a default).
+func (b *Block) Has(name string) bool {
+	_, ok := b.Values[name]
+	return ok || b.Unknown[name]
+}
+
+// Set reports whether the attribute appears in the file.
+func (b *Block) Set(name string) bool {
+	_, ok := b.attrs[name]
+	return ok
+}
+
+// String returns a string attribute.
+func (b *Block) String(name string) string {
+	s, _ := b.Values[name].(string)
+	return s
+}
+
+// Int returns a number or size attribute and whether it is set.
+func (b *Block) Int(name string) (int64, bool) {
+	n, ok := b.Values[name].(int64)
+	return n, ok
+}
+
+// Strings returns a list attribute.
+func (b *Block) Strings(name string) []string {
+	s, _ := b.Values[name].([]string)
+	return s
+}
+
+// AttrRange returns the position of an attribute's value, or of the block
+// when the attribute is not in the file.
+func (b *Block) AttrRange(name string) hcl.Range {
+	if a, ok := b.attrs[name]; ok {
+		return a.Expr.Range()
+	}
+	return b.Range
+}
+
+// Source returns the text of an attribute's value as written.
+func (b *Block) Source(name string) string {
+	a, ok := b.attrs[name]
+	if !ok || b.src == nil {
+		return ""
+	}
+	return string(a.Expr.Range().SliceBytes(b.src))
+}
+
+// Files returns the parsed files, for rendering diagnostics with snippets.
+func (f *File) Files() map[string]*hcl.File {
+	if f == nil || f.parser == nil {
+		return nil
+	}
+	return f.parser.Files()
+}
+
+// Secrets returns every secret value in the file (secret attributes and
+// sensitive variables), longest first, for scrubbing from messages.
+func (f *File) Secrets() []string {
+	var out []string
+	for s := range f.secrets {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// Pipeline returns the pipeline called name.
+func (f *File) Pipeline(name string) *Pipeline {
+	for _, p := range f.Pipelines {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "pipeline", LabelNames: []string{"name"}},
+	},
+}
+
+var pipelineAttrs = []sdk.Attribute{
+	{Name: "profile", Type: sdk.String, Description: "Resource preset: conservative, balanced, performance, max-performance, turbo or auto."},
+	{Name: "chunk_size", Type: sdk.Size, Description: "Size of the chunks the source reads (default from the profile)."},
+	{Name: "buffers", Type: sdk.Number, Description: "Total chunk buffers of a run (default: computed from workers and streams)."},
+	{Name: "streams", Type: sdk.Number, Description: "How many streams move at once (default from the profile)."},
+}
+
+// StageAttributes declares the attributes of each stage block.
+var StageAttributes = map[string][]sdk.Attribute{
+	"compress": {
+		{Name: "codec", Type: sdk.String, Default: "zstd", Description: "zstd, gzip, lz4 or none."},
+		{Name: "level", Type: sdk.Number, Description: "Compression level in the codec's scale (default from the profile)."},
+		{Name: "workers", Type: sdk.Number, Description: "Encoders working at once, shared by all streams (default from the profile)."},
+		{Name: "chunk_size", Type: sdk.Size, Description: "Frame size: each frame is compressed independently (default: the pipeline's chunk_size)."},
+	},
+	"decompress": {
+		{Name: "codec", Type: sdk.String, Default: "auto", Description: "zstd, gzip, lz4, none, or auto: from the manifest, else from the file extension."},
+		{Name: "workers", Type: sdk.Number, Description: "Decoders working at once (zstd frames decode in parallel)."},
+		{Name: "chunk_size", Type: sdk.Size, Description: "Largest frame expected (default: the manifest's frame size, else chunk_size); larger frames decode sequentially."},
+	},
+	"encrypt": {
+		{Name: "recipients", Type: sdk.StringList, Description: `age public keys (age1…) or the contents of recipient files: [file("keys/backup.pub")].`},
+		{Name: "passphrase", Type: sdk.String, Secret: true, Description: `Encrypt with a passphrase instead (scrypt), e.g. env("PIPE_PASSPHRASE").`},
+	},
+	"decrypt": {
+		{Name: "identities", Type: sdk.StringList, Secret: true, Description: `Contents of age identity files: [file("keys/backup.key")].`},
+		{Name: "passphrase", Type: sdk.String, Secret: true, Description: "The passphrase the backup was encrypted with."},
+	},
+	"checksum": {
+		{Name: "algorithm", Type: sdk.String, Default: "sha256", Description: "Digest of the stored bytes; sha256."},
+	},
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// Load reads and decodes a pipeline file.
+func Load(path string, o Options) (*File, hcl.Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read the pipeline file",
+			Detail:   err.Error(),
+		}}
+	}
+	return LoadSource(path, src, o)
+}
+
+// LoadSource decodes a pipeline file from src; path names it in
+// diagnostics.
+func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	f := &File{Path: path, parser: hclparse.NewParser(), secrets: map[string]bool{}}
+	hf, diags := f.parser.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return f, diags
+	}
+	content, d := hf.Body.Content(rootSchema)
+	diags = append(diags, d...)
+	funcs := functions(&o)
+
+	vars, d := f.loadVariables(content.Blocks, &o, funcs)
+	diags = append(diags, d...)
+
+	seen := map[string]hcl.Range{}
+	for _, b := range content.Blocks {
+		if b.Type != "pipeline" {
+			continue
+		}
+		name := b.Labels[0]
+		if !nameRE.MatchString(name) {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Invalid pipeline name",
+				Detail:  fmt.Sprintf("%q: a pipeline name starts with a letter or _ and holds letters, digits, _ and -.", name),
+				Subject: b.LabelRanges[0].Ptr(),
+			})
+			continue
+		}
+		if prev, dup := seen[name]; dup {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "Duplicate pipeline",
+				Detail:  fmt.Sprintf("A pipeline named %q is already defined at %s.", name, prev),
+				Subject: b.LabelRanges[0].Ptr(),
+			})
+			continue
+		}
+		seen[name] = b.DefRange
+		ectx := evalContext(vars, name, o.RunID, funcs)
+		p, d := f.loadPipeline(b, ectx, &o, src)
+		diags = append(diags, d...)
+		if p != nil {
+			f.Pipelines = append(f.Pipelines, p)
+		}
+	}
+	if len(f.Pipelines) == 0 && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "No pipeline",
+			Detail:  `The file defines no pipeline block: add pipeline "name" { source "…" { } sink "…" { } }.`,
+			Subject: hf.Body.MissingItemRange().Ptr(),
+		})
+	}
+	return f, diags
+}
+
+// evalContext is what expressions in a pipeline see. stream is unknown
+// here: it is known only when a sink renders its key for a stream.
+func evalContext(vars map[string]cty.Value, pipeline, runID string, funcs map[string]functionT) *hcl.EvalContext {
+	run := cty.UnknownVal(cty.String)
+	if runID != "" {
+		run = cty.StringVal(runID)
+	}
+	varObj := cty.EmptyObjectVal
+	if len(vars) > 0 {
+		varObj = cty.ObjectVal(vars)
+	}
+	return &hcl.EvalContext{
+		Variables: map[string]cty.Value{
+			"var":      varObj,
+			"pipeline": cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(pipeline)}),
+			"run":      cty.ObjectVal(map[string]cty.Value{"id": run}),
+			"stream":   cty.ObjectVal(map[string]cty.Value{"name": cty.UnknownVal(cty.String), "ext": cty.UnknownVal(cty.String)}),
+		},
+		Functions: funcs,
+	}
+}
+
+func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Pipeline, hcl.Diagnostics) {
+	p := &Pipeline{Name: b.Labels[0], Range: b.DefRange}
+	schema := &hcl.BodySchema{
+		Attributes: attributeSchema(pipelineAttrs, ""),
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "source", LabelNames: []string{"type"}},
+			{Type: "sink", LabelNames: []string{"type"}},
+		},
+	}
+	for _, t := range StageTypes {
+		schema.Blocks = append(schema.Blocks, hcl.BlockHeaderSchema{Type: t})
+	}
+	content, diags := b.Body.Content(schema)
+	attrs, d := f.decodeAttributes("pipeline", b.DefRange, content.Attributes, pipelineAttrs, "", ectx, src)
+	diags = append(diags, d...)
+	p.Attrs = attrs
+
+	stageSeen := map[string]hcl.Range{}
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "source":
+			ep, d := f.loadEndpoint(blk, ectx, o, src)
+			diags = append(diags, d...)
+			if p.Source != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "More than one source",
+					Detail:  fmt.Sprintf("Pipeline %q already has a source at %s; a pipeline reads one source (which may yield many streams). Use another pipeline for another source.", p.Name, p.Source.Range),
+					Subject: blk.DefRange.Ptr(),
+				})
+				continue
+			}
+			if ep != nil {
+				p.Source = ep
+			} else {
+				p.Source = &Endpoint{Block: Block{Range: blk.DefRange}} // keep the position for "more than one"
+			}
+		case "sink":
+			ep, d := f.loadEndpoint(blk, ectx, o, src)
+			diags = append(diags, d...)
+			if ep != nil {
+				p.Sinks = append(p.Sinks, ep)
+			}
+		default:
+			if prev, dup := stageSeen[blk.Type]; dup {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError, Summary: "Duplicate " + blk.Type + " block",
+					Detail:  fmt.Sprintf("Pipeline %q already has a %s stage at %s.", p.Name, blk.Type, prev),
+					Subject: blk.DefRange.Ptr(),
+				})
+				continue
+			}
+			stageSeen[blk.Type] = blk.DefRange
+			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(StageAttributes[blk.Type], "")})
+			diags = append(diags, d...)
+			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, StageAttributes[blk.Type], "", ectx, src)
+			diags = append(diags, d...)
+			p.Stages = append(p.Stages, st)
+		}
+	}
+	if p.Source == nil {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Missing source",
+			Detail:  fmt.Sprintf(`Pipeline %q has no source block: add one, e.g. source "fs" { path = "data/" }.`, p.Name),
+			Subject: b.DefRange.Ptr(),
+		})
+	} else if p.Source.Type == "" {
+		p.Source = nil
+	}
+	if len(p.Sinks) == 0 && !hasSinkBlock(content.Blocks) {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError, Summary: "Missing sink",
+			Detail:  fmt.Sprintf(`Pipeline %q has no sink block: add one, e.g. sink "fs" { path = "backups/" }.`, p.Name),
+			Subject: b.DefRange.Ptr(),
+		})
+	}
+	return p, diags
+}
+
+func hasSinkBlock(bs hcl.Blocks) bool {
+	for _, b := range bs {
+		if b.Type == "sink" {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Endpoint, hcl.Diagnostics) {
+	kind, typ := blk.Type, blk.Labels[0]
+	var schema sdk.Schema
+	var ok bool
+	var known []string
+	if kind == "source" {
+		schema, ok = o.Schemas.SourceSchema(typ)
+		known = o.Schemas.SourceTypes()
+	} else {
+		schema, ok = o.Schemas.SinkSchema(typ)
+		known = o.Schemas.SinkTypes()
+	}
+	if !ok {
+		detail := fmt.Sprintf("There is no %s type %q. Available: %s; plugins add more.", kind, typ, strings.Join(known, ", "))
+		if s := suggest(typ, known); s != "" {
+			detail = fmt.Sprintf("There is no %s type %q. Did you mean %q? Available: %s.", kind, typ, s, strings.Join(known, ", "))
+		}
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: fmt.Sprintf("Unknown %s type", kind),
+			Detail: detail, Subject: blk.LabelRanges[0].Ptr(),
+		}}
+	}
+	keyName := ""
+	if ka, ok := schema.KeyAttribute(); ok && kind == "sink" {
+		keyName = ka.Name
+	}
+	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(schema.Attributes, "")})
+	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, schema.Attributes, keyName, ectx, src)
+	diags = append(diags, d...)
+	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0]}
+	ep.Type = typ
+	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
+		k, d := newKeyTemplate(keyName, a, ectx, src)
+		diags = append(diags, d...)
+		ep.Key = k
+	}
+	return ep, diags
+}
+
+func attributeSchema(attrs []sdk.Attribute, skip string) []hcl.AttributeSchema {
+	out := make([]hcl.AttributeSchema, 0, len(attrs))
+	for _, a := range attrs {
+		if a.Name == skip {
+			continue
+		}
+		out = append(out, hcl.AttributeSchema{Name: a.Name, Required: a.Required})
+	}
+	return out
+}

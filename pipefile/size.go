@@ -1,0 +1,38 @@
+package pipefile
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/dustin/go-humanize"
+)
+
+// ParseSize reads a byte size such as "8MiB", "512KiB" or "1GiB". SI units
+// ("8MB" = 8,000,000 bytes) are accepted with a warning, since chunk and
+// part sizes are almost always meant in binary units.
+func ParseSize(s string) (n int64, warning string, err error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, "", fmt.Errorf("empty size")
+	}
+	if !unicode.IsDigit(rune(t[0])) {
+		return 0, "", fmt.Errorf("%q is not a size: write a number and a unit, e.g. \"8MiB\"", s)
+	}
+	v, err := humanize.ParseBytes(t)
+	if err != nil {
+		return 0, "", fmt.Errorf("%q is not a size: write a number and a unit, e.g. \"8MiB\" (units: B, KiB, MiB, GiB, TiB)", s)
+	}
+	if v > 1<<50 {
+		return 0, "", fmt.Errorf("%q is larger than 1 PiB", s)
+	}
+	unit := strings.ToLower(strings.TrimLeft(t, "0123456789. "))
+	if unit != "" && unit != "b" && !strings.Contains(unit, "i") {
+		bin := strings.ToUpper(unit[:1]) + "iB"
+		warning = fmt.Sprintf("%q means %s bytes (SI units, powers of 1000); if you meant %s write %q", s, humanize.Comma(int64(v)), strings.TrimRight(t, "bBmMkKgGtT ")+" "+bin, strings.TrimRight(t, "bBmMkKgGtT ")+bin)
+	}
+	return int64(v), warning, nil
+}
+
+// FormatSize prints n in binary units ("8 MiB").
+func FormatSize(n int64) string { return humanize.IBytes(uint64(n)) }

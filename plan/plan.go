@@ -1,0 +1,358 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/profiles"
+	"github.com/pipebackup/pipe/stages/checksum"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+)
+
+// Options steer resolution.
+type Options struct {
+	// Profile, when set (--profile), beats the file's profile.
+	Profile string
+	// Host is the machine the profiles resolve for.
+	Host profiles.Host
+}
+
+// Plan is a resolved pipeline file.
+type Plan struct {
+	File      *pipefile.File
+	Host      profiles.Host
+	Pipelines []*Pipeline
+}
+
+// Pipeline is one resolved pipeline.
+type Pipeline struct {
+	Name    string
+	Def     *pipefile.Pipeline
+	Profile profiles.Profile
+	// ProfileFrom says where the profile came from: "flag", "file" or
+	// "default".
+	ProfileFrom string
+	ChunkSize   int
+	Streams     int
+	Depth       int
+	// Buffers is the file's explicit buffer count, 0 for the default.
+	Buffers int
+	Stages  []*Stage
+	Source  *pipefile.Endpoint
+	Sinks   []*pipefile.Endpoint
+	// Layout is the buffer layout and memory budget. For a restore whose
+	// codec comes from the manifest it assumes zstd, the largest.
+	Layout engine.Layout
+}
+
+// Stage is one resolved stage.
+type Stage struct {
+	Type string
+	Def  *pipefile.Block
+	// Codec is set for compress and decompress ("auto" until the run
+	// knows it).
+	Codec     string
+	Level     int
+	Workers   int
+	ChunkSize int
+	Keys      encrypt.Keys
+	// Explicit lists the settings the file gave (the rest come from the
+	// profile).
+	Explicit map[string]bool
+}
+
+// Encodes reports whether the stage writes a stored form (compress,
+// encrypt) rather than reading one back (decompress, decrypt).
+func (s *Stage) Encodes() bool { return s.Type == "compress" || s.Type == "encrypt" }
+
+// Decodes reports whether the stage reads a stored form back.
+func (s *Stage) Decodes() bool { return s.Type == "decompress" || s.Type == "decrypt" }
+
+// Ext is the extension an encoding stage adds to stream names.
+func (s *Stage) Ext() string {
+	switch s.Type {
+	case "compress":
+		if c, ok := compress.Lookup(s.Codec); ok {
+			return c.Ext
+		}
+	case "encrypt":
+		return encrypt.Ext
+	}
+	return ""
+}
+
+// Restores reports whether the pipeline's last transforming stage decodes:
+// its output is plain data, so it writes no manifest.
+func (p *Pipeline) Restores() bool {
+	for i := len(p.Stages) - 1; i >= 0; i-- {
+		if p.Stages[i].Encodes() {
+			return false
+		}
+		if p.Stages[i].Decodes() {
+			return true
+		}
+	}
+	return false
+}
+
+// Stage returns the pipeline's stage of type t, or nil.
+func (p *Pipeline) Stage(t string) *Stage {
+	for _, s := range p.Stages {
+		if s.Type == t {
+			return s
+		}
+	}
+	return nil
+}
+
+// Ext is what the pipeline's encoding stages append to a stream's name.
+func (p *Pipeline) Ext() string {
+	var b strings.Builder
+	for _, s := range p.Stages {
+		b.WriteString(s.Ext())
+	}
+	return b.String()
+}
+
+const (
+	minChunk = 4 << 10
+	maxChunk = 1 << 30
+)
+
+// New resolves every pipeline of f.
+func New(f *pipefile.File, o Options) (*Plan, hcl.Diagnostics) {
+	pl := &Plan{File: f, Host: o.Host}
+	var diags hcl.Diagnostics
+	if o.Profile != "" {
+		if _, err := profiles.Resolve(o.Profile, o.Host); err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Unknown profile", Detail: "--profile: " + err.Error() + "."}}
+		}
+	}
+	for _, def := range f.Pipelines {
+		p, d := resolve(def, o)
+		diags = append(diags, d...)
+		if p != nil {
+			pl.Pipelines = append(pl.Pipelines, p)
+		}
+	}
+	return pl, diags
+}
+
+func errAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+func warnAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail, Subject: rng.Ptr()}
+}
+
+func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	a := def.Attrs
+	p := &Pipeline{Name: def.Name, Def: def, Source: def.Source, Sinks: def.Sinks}
+
+	name, from := profiles.Default, "default"
+	if a.Has("profile") {
+		name, from = a.String("profile"), "file"
+	}
+	if o.Profile != "" {
+		name, from = o.Profile, "flag"
+	}
+	prof, err := profiles.Resolve(name, o.Host)
+	if err != nil {
+		diags = append(diags, errAt(a.AttrRange("profile"), "Unknown profile", err.Error()+"."))
+		prof, _ = profiles.Resolve(profiles.Default, o.Host)
+	}
+	p.Profile, p.ProfileFrom = prof, from
+	p.ChunkSize, p.Streams, p.Depth = int(prof.ChunkSize), prof.Streams, prof.Depth
+
+	if n, ok := a.Int("chunk_size"); ok {
+		if d := checkChunk(a, "chunk_size", n); d != nil {
+			diags = append(diags, d)
+		} else {
+			p.ChunkSize = int(n)
+		}
+	}
+	if n, ok := a.Int("streams"); ok {
+		if n < 1 || n > 1024 {
+			diags = append(diags, errAt(a.AttrRange("streams"), "Invalid streams", fmt.Sprintf("streams = %d: at least 1 and at most 1024 streams can move at once.", n)))
+		} else {
+			p.Streams = int(n)
+		}
+	}
+	if n, ok := a.Int("buffers"); ok {
+		if n < 1 || n > 1<<16 {
+			diags = append(diags, errAt(a.AttrRange("buffers"), "Invalid buffers", fmt.Sprintf("buffers = %d must be between 1 and 65536.", n)))
+		} else {
+			p.Buffers = int(n)
+		}
+	}
+
+	for _, b := range def.Stages {
+		s, d := resolveStage(b, p)
+		diags = append(diags, d...)
+		if s != nil {
+			p.Stages = append(p.Stages, s)
+		}
+	}
+	diags = append(diags, checkOrder(p)...)
+	if diags.HasErrors() {
+		return p, diags
+	}
+	job, err := p.Job("", 0)
+	if err != nil {
+		return p, append(diags, errAt(def.Range, "Invalid pipeline", err.Error()))
+	}
+	l, err := job.Layout()
+	if err != nil {
+		diags = append(diags, errAt(a.AttrRange("buffers"), "Too few buffers", err.Error()+"."))
+	}
+	p.Layout = l
+	return p, diags
+}
+
+func checkChunk(b *pipefile.Block, attr string, n int64) *hcl.Diagnostic {
+	if n < minChunk || n > maxChunk {
+		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.FormatSize(n), pipefile.FormatSize(minChunk), pipefile.FormatSize(maxChunk)))
+	}
+	return nil
+}
+
+func resolveStage(b *pipefile.Block, p *Pipeline) (*Stage, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	s := &Stage{Type: b.Type, Def: b, Workers: p.Profile.Workers, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}}
+	for _, attr := range []string{"codec", "level", "workers", "chunk_size", "recipients", "identities", "passphrase"} {
+		if b.Set(attr) {
+			s.Explicit[attr] = true
+		}
+	}
+	if n, ok := b.Int("workers"); ok {
+		if n < 1 || n > 1024 {
+			diags = append(diags, errAt(b.AttrRange("workers"), "Invalid workers", fmt.Sprintf("workers = %d: a stage needs at least 1 worker (and at most 1024).", n)))
+		} else {
+			s.Workers = int(n)
+		}
+	}
+	if n, ok := b.Int("chunk_size"); ok {
+		if d := checkChunk(b, "chunk_size", n); d != nil {
+			diags = append(diags, d)
+		} else {
+			s.ChunkSize = int(n)
+		}
+	}
+	switch b.Type {
+	case "compress":
+		s.Codec = b.String("codec")
+		if s.Codec == "none" {
+			return s, diags
+		}
+		c, ok := compress.Lookup(s.Codec)
+		if !ok {
+			return nil, append(diags, unknownCodec(b, s.Codec, false))
+		}
+		s.Level = c.DefaultLevel
+		if l, ok := p.Profile.Levels[c.Name]; ok {
+			s.Level = l
+		}
+		if n, ok := b.Int("level"); ok {
+			s.Level = int(n)
+			if err := c.CheckLevel(s.Level); err != nil {
+				diags = append(diags, errAt(b.AttrRange("level"), "Invalid compression level", err.Error()+"."))
+			}
+		}
+	case "decompress":
+		s.Codec = b.String("codec")
+		if s.Codec != "auto" && s.Codec != "none" {
+			if _, ok := compress.Lookup(s.Codec); !ok {
+				return nil, append(diags, unknownCodec(b, s.Codec, true))
+			}
+		}
+	case "encrypt", "decrypt":
+		keysAttr := map[string]string{"encrypt": "recipients", "decrypt": "identities"}[b.Type]
+		switch {
+		case b.Has(keysAttr) && b.Has("passphrase"):
+			return nil, append(diags, errAt(b.AttrRange("passphrase"), "Keys and passphrase", fmt.Sprintf("Give %s or passphrase, not both.", keysAttr)))
+		case b.Unknown[keysAttr] || b.Unknown["passphrase"]:
+			// Known at run time only.
+		case b.Has("passphrase"):
+			k, err := encrypt.Passphrase(b.String("passphrase"))
+			if err != nil {
+				return nil, append(diags, errAt(b.AttrRange("passphrase"), "Invalid passphrase", err.Error()+"."))
+			}
+			s.Keys = k
+		case b.Has(keysAttr):
+			var k encrypt.Keys
+			var err error
+			if b.Type == "encrypt" {
+				k, err = encrypt.ParseRecipients(b.Strings(keysAttr))
+			} else {
+				k, err = encrypt.ParseIdentities(b.Strings(keysAttr))
+			}
+			if err != nil {
+				return nil, append(diags, errAt(b.AttrRange(keysAttr), "Invalid "+keysAttr, err.Error()+"."))
+			}
+			s.Keys = k
+		default:
+			what := `recipients = [file("keys/backup.pub")]`
+			if b.Type == "decrypt" {
+				what = `identities = [file("keys/backup.key")]`
+			}
+			return nil, append(diags, errAt(b.Range, "Missing keys", fmt.Sprintf("%s needs %s or passphrase = env(\"PIPE_PASSPHRASE\"); `pipe keygen` creates a key pair.", b.Type, what)))
+		}
+	case "checksum":
+		if alg := b.String("algorithm"); alg != checksum.Algorithm {
+			return nil, append(diags, errAt(b.AttrRange("algorithm"), "Unsupported checksum algorithm", fmt.Sprintf("%q: the checksum stage computes sha256.", alg)))
+		}
+	}
+	return s, diags
+}
+
+func unknownCodec(b *pipefile.Block, codec string, auto bool) *hcl.Diagnostic {
+	names := compress.Names()
+	if auto {
+		names = append(names, "auto")
+	}
+	return errAt(b.AttrRange("codec"), "Unknown codec", fmt.Sprintf("%q is not a codec; codecs are %s.", codec, strings.Join(names, ", ")))
+}
+
+// checkOrder enforces the order data must meet stages in: compress before
+// encrypt (warned: encrypted data does not compress), decrypt before
+// decompress, decoding before encoding, checksum last.
+func checkOrder(p *Pipeline) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	idx := map[string]int{}
+	for i, s := range p.Stages {
+		idx[s.Type] = i
+	}
+	at := func(t string) (int, bool) { i, ok := idx[t]; return i, ok }
+	if c, ok := at("compress"); ok {
+		if e, ok := at("encrypt"); ok && e < c && p.Stages[c].Codec != "none" {
+			diags = append(diags, warnAt(p.Stages[c].Def.Range, "Compress after encrypt",
+				"Encrypted data looks random and does not compress: put compress before encrypt."))
+		}
+	}
+	if d, ok := at("decompress"); ok {
+		if x, ok := at("decrypt"); ok && d < x {
+			diags = append(diags, errAt(p.Stages[d].Def.Range, "Decompress before decrypt",
+				"Backups are compressed, then encrypted: a restore decrypts first. Put decrypt before decompress."))
+		}
+	}
+	for _, pair := range [][2]string{{"decompress", "compress"}, {"decrypt", "encrypt"}, {"decrypt", "compress"}, {"decompress", "encrypt"}} {
+		dec, ok1 := at(pair[0])
+		enc, ok2 := at(pair[1])
+		if ok1 && ok2 && enc < dec {
+			diags = append(diags, errAt(p.Stages[dec].Def.Range, pair[0]+" after "+pair[1],
+				fmt.Sprintf("%s reads back what a backup stored; it cannot follow %s in the same pipeline. To convert a backup, %s first.", pair[0], pair[1], pair[0])))
+		}
+	}
+	if c, ok := at("checksum"); ok && c != len(p.Stages)-1 {
+		diags = append(diags, errAt(p.Stages[c].Def.Range, "Checksum is not last",
+			fmt.Sprintf("checksum records the digest of the bytes the sinks store, so it must be the last stage; %s follows it.", p.Stages[c+1].Type)))
+	}
+	return diags
+}

@@ -1,0 +1,258 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// RuntimeMemory is what the process needs besides the layout: the Go
+// runtime and heap slack, goroutine stacks, the endpoints' small buffers.
+// The memory benchmark checks that peak RSS stays within Budget.
+const RuntimeMemory = 48 << 20
+
+// Budget is the run's memory budget: the layout plus the runtime.
+func (p *Pipeline) Budget() int64 { return p.Layout.Total + RuntimeMemory }
+
+var size = pipefile.FormatSize
+
+// Print writes the plan for people.
+func (pl *Plan) Print(w io.Writer) {
+	for i, p := range pl.Pipelines {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		p.print(w, pl.Host.CPUs)
+	}
+}
+
+func (p *Pipeline) print(w io.Writer, cpus int) {
+	fmt.Fprintf(w, "pipeline %q\n", p.Name)
+	fmt.Fprintf(w, "  profile     %s (%s) on %d CPUs: chunk_size %s, %s, %s, queue depth %d\n",
+		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
+		cpus, size(int64(p.Profile.ChunkSize)), plural(p.Profile.Workers, "worker"), plural(p.Profile.Streams, "stream"), p.Profile.Depth)
+	fmt.Fprintf(w, "  settings    chunk_size %s, streams %d, buffers %d\n", size(int64(p.ChunkSize)), p.Streams, p.Layout.Buffers)
+	fmt.Fprintf(w, "  source %-5s %s\n", p.Source.Type, endpointAttrs(p.Source))
+	for _, s := range p.Stages {
+		fmt.Fprintf(w, "  → %-10s %s\n", s.Type, s.describe())
+	}
+	for _, k := range p.Sinks {
+		fmt.Fprintf(w, "  → sink %-5s %s\n", k.Type, endpointAttrs(k))
+		if k.Key != nil {
+			fmt.Fprintf(w, "               objects: %s\n", objectsLine(p, k))
+		}
+	}
+	fmt.Fprintf(w, "  buffers    ")
+	for i, pos := range p.Layout.Positions {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %d × %s", sep, pos.Name, pos.Buffers, size(int64(pos.BufferSize)))
+	}
+	fmt.Fprintf(w, " = %s\n", size(p.Layout.Chunks))
+	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + sinks %s + runtime %s), whatever the input size\n",
+		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.Layout.Sinks), size(RuntimeMemory))
+}
+
+func objectsLine(p *Pipeline, k *pipefile.Endpoint) string {
+	ext := p.Ext()
+	manifest := "no manifest (a restore)"
+	if !p.Restores() && k.Schema.Storage {
+		manifest = "manifest at " + placeholderKey(k.Key, true, ext)
+	} else if !k.Schema.Storage {
+		manifest = "no manifest (not storage)"
+	}
+	switch k.Key.Kind {
+	case pipefile.KeyFolder:
+		return fmt.Sprintf("a folder: each stream at %s; %s", placeholderKey(k.Key, false, ext), manifest)
+	case pipefile.KeyObject:
+		return "one object (the source must yield one stream); " + manifest
+	}
+	return fmt.Sprintf("%s per stream; %s", placeholderKey(k.Key, false, ext), manifest)
+}
+
+// placeholderKey renders a key with ${…} placeholders for what is known at
+// run time only.
+func placeholderKey(k *pipefile.KeyTemplate, manifest bool, ext string) string {
+	k = k.Preview()
+	var s string
+	var err error
+	if manifest {
+		s, err = k.ManifestKey()
+	} else {
+		s, err = k.Render("${stream.name}", ext)
+	}
+	if err != nil {
+		return k.Text
+	}
+	return s
+}
+
+func (s *Stage) describe() string {
+	src := func(attr string) string {
+		if s.Explicit[attr] {
+			return ""
+		}
+		return " (profile)"
+	}
+	switch s.Type {
+	case "compress":
+		if s.Codec == "none" {
+			return "none (data stored as is)"
+		}
+		return fmt.Sprintf("%s level %d%s, %s%s, frames of %s", s.Codec, s.Level, src("level"), plural(s.Workers, "worker"), src("workers"), size(int64(s.ChunkSize)))
+	case "decompress":
+		codec := s.Codec
+		if codec == "auto" {
+			codec = "codec from the manifest or the file extension"
+		}
+		return fmt.Sprintf("%s, %s%s", codec, plural(s.Workers, "worker"), src("workers"))
+	case "encrypt", "decrypt":
+		if len(s.Keys.Fingerprints) == 0 {
+			return "age, keys known at run time"
+		}
+		what := plural(len(s.Keys.Fingerprints), "recipient")
+		if s.Type == "decrypt" {
+			what = plural(len(s.Keys.Fingerprints), "identity")
+		}
+		return fmt.Sprintf("age, %s (%s)", what, strings.Join(s.Keys.Fingerprints, ", "))
+	case "checksum":
+		return "sha256 of the stored bytes, into the manifest"
+	}
+	return ""
+}
+
+// endpointAttrs prints an endpoint's settings; secrets never appear.
+func endpointAttrs(e *pipefile.Endpoint) string {
+	var parts []string
+	for _, a := range e.Schema.Attributes {
+		if !e.Set(a.Name) {
+			continue
+		}
+		parts = append(parts, a.Name+" = "+displayValue(e, a))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func displayValue(e *pipefile.Endpoint, a sdk.Attribute) string {
+	switch {
+	case e.Sensitive[a.Name]:
+		return "(sensitive)"
+	case a.Key:
+		return e.Key.Text
+	case e.Unknown[a.Name]:
+		return "(known at run time)"
+	}
+	v := e.Values[a.Name]
+	switch x := v.(type) {
+	case map[string]string:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return "{ " + strings.Join(keys, ", ") + " }"
+	case int64:
+		if a.Type == sdk.Size {
+			return size(x)
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// JSON is the plan for programs.
+type JSON struct {
+	Host      HostJSON       `json:"host"`
+	Pipelines []PipelineJSON `json:"pipelines"`
+}
+
+type HostJSON struct {
+	CPUs   int   `json:"cpus"`
+	Memory int64 `json:"memory_bytes"`
+}
+
+type PipelineJSON struct {
+	Name        string           `json:"name"`
+	Profile     string           `json:"profile"`
+	ProfileFrom string           `json:"profile_from"`
+	ChunkSize   int              `json:"chunk_size"`
+	Streams     int              `json:"streams"`
+	Buffers     int              `json:"buffers"`
+	Source      EndpointJSON     `json:"source"`
+	Stages      []StageJSON      `json:"stages"`
+	Sinks       []EndpointJSON   `json:"sinks"`
+	Positions   []PositionJSON   `json:"positions"`
+	Memory      map[string]int64 `json:"memory_bytes"`
+}
+
+type EndpointJSON struct {
+	Type   string            `json:"type"`
+	Config map[string]string `json:"config"`
+}
+
+type StageJSON struct {
+	Type         string   `json:"type"`
+	Codec        string   `json:"codec,omitempty"`
+	Level        int      `json:"level,omitempty"`
+	Workers      int      `json:"workers,omitempty"`
+	ChunkSize    int      `json:"chunk_size,omitempty"`
+	Fingerprints []string `json:"fingerprints,omitempty"`
+}
+
+type PositionJSON struct {
+	Name       string `json:"name"`
+	Buffers    int    `json:"buffers"`
+	BufferSize int    `json:"buffer_size"`
+}
+
+// JSON returns the plan for --json.
+func (pl *Plan) JSON() JSON {
+	out := JSON{Host: HostJSON{CPUs: pl.Host.CPUs, Memory: pl.Host.Memory}}
+	for _, p := range pl.Pipelines {
+		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ChunkSize: p.ChunkSize,
+			Streams: p.Streams, Buffers: p.Layout.Buffers, Source: endpointJSON(p.Source),
+			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "sinks": p.Layout.Sinks, "runtime": RuntimeMemory}}
+		for _, s := range p.Stages {
+			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}
+			if s.Type == "compress" || s.Type == "decompress" {
+				sj.Workers, sj.ChunkSize = s.Workers, s.ChunkSize
+			}
+			pj.Stages = append(pj.Stages, sj)
+		}
+		for _, k := range p.Sinks {
+			pj.Sinks = append(pj.Sinks, endpointJSON(k))
+		}
+		for _, pos := range p.Layout.Positions {
+			pj.Positions = append(pj.Positions, PositionJSON{pos.Name, pos.Buffers, pos.BufferSize})
+		}
+		out.Pipelines = append(out.Pipelines, pj)
+	}
+	return out
+}
+
+func endpointJSON(e *pipefile.Endpoint) EndpointJSON {
+	ej := EndpointJSON{Type: e.Type, Config: map[string]string{}}
+	for _, a := range e.Schema.Attributes {
+		if e.Set(a.Name) {
+			ej.Config[a.Name] = displayValue(e, a)
+		}
+	}
+	return ej
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	if strings.HasSuffix(word, "y") {
+		return fmt.Sprintf("%d %sies", n, word[:len(word)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,527 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/host"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/checksum"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+)
+
+// Version is recorded in manifests.
+var Version = "dev"
+
+// Options configure a run.
+type Options struct {
+	RunID    string
+	Registry *host.Registry
+	// Progress, when set, shows the run as it goes.
+	Progress Progress
+	// Warn receives warnings (a manifest without digests, say).
+	Warn func(string)
+}
+
+// Progress shows a running pipeline.
+type Progress interface {
+	// Start is called once the streams are known; total is the bytes the
+	// source will yield, or -1.
+	Start(pipeline string, total int64, r *engine.Run)
+	Stop()
+}
+
+// Report describes a finished (or failed) run.
+type Report struct {
+	Pipeline string `json:"pipeline"`
+	RunID    string `json:"run_id"`
+	// Restore is true when the pipeline decodes a backup.
+	Restore bool `json:"restore"`
+	// ManifestRead is the manifest a restore followed, if any.
+	ManifestRead string `json:"manifest_read,omitempty"`
+	// Manifests are the manifests written, one per storage sink.
+	Manifests []string       `json:"manifests_written,omitempty"`
+	Streams   int            `json:"streams"`
+	Result    *engine.Result `json:"-"`
+	Budget    int64          `json:"memory_budget_bytes"`
+}
+
+// DiagError carries diagnostics from configuring endpoints, with file
+// positions.
+type DiagError struct{ Diags hcl.Diagnostics }
+
+func (e *DiagError) Error() string { return e.Diags.Error() }
+
+type endpoint struct {
+	def    *pipefile.Endpoint
+	name   string
+	source sdk.Source
+	sink   sdk.Sink
+}
+
+// Run executes p.
+func Run(ctx context.Context, p *plan.Pipeline, o Options) (*Report, error) {
+	if o.Warn == nil {
+		o.Warn = func(string) {}
+	}
+	rep := &Report{Pipeline: p.Name, RunID: o.RunID, Restore: p.Restores(), Budget: p.Budget()}
+	src, sinks, err := configure(ctx, p, o.Registry)
+	if err != nil {
+		return rep, err
+	}
+	defer closeAll(src, sinks)
+
+	infos, err := src.source.Streams(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("source %s: listing streams: %w", src.name, err)
+	}
+	sp, err := planStreams(ctx, p, src, infos, o.Warn)
+	if err != nil {
+		return rep, err
+	}
+	rep.ManifestRead = sp.manifestKey
+	rep.Streams = len(sp.streams)
+
+	job, err := p.Job(sp.codec, sp.frame)
+	if err != nil {
+		return rep, err
+	}
+	job.Source = src.source
+	for _, s := range sinks {
+		job.Sinks = append(job.Sinks, engine.Sink{Name: s.name, Sink: s.sink})
+	}
+	manifests, err := nameObjects(p, sinks, sp, job)
+	if err != nil {
+		return rep, err
+	}
+	started := time.Now().UTC()
+	job.Finish = func(ctx context.Context, res *engine.Result) error {
+		keys, err := writeManifests(ctx, p, o.RunID, started, src, sinks, manifests, sp, res)
+		rep.Manifests = keys
+		return err
+	}
+	r, err := engine.New(job)
+	if err != nil {
+		return rep, err
+	}
+	if o.Progress != nil {
+		o.Progress.Start(p.Name, sp.total, r)
+	}
+	res, err := r.Run(ctx)
+	if o.Progress != nil {
+		o.Progress.Stop()
+	}
+	rep.Result = res
+	if err != nil {
+		rep.Manifests = nil
+		return rep, fmt.Errorf("pipeline %q: %w", p.Name, err)
+	}
+	return rep, nil
+}
+
+// configure starts every endpoint with its decoded settings; an endpoint's
+// complaint points at the attribute it is about.
+func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry) (*endpoint, []*endpoint, error) {
+	var diags hcl.Diagnostics
+	at := func(e *pipefile.Endpoint, ds sdk.Diagnostics) {
+		for _, d := range ds {
+			sev := hcl.DiagError
+			if d.Severity == sdk.Warning {
+				sev = hcl.DiagWarning
+			}
+			rng := e.Range
+			if d.Attribute != "" {
+				rng = e.AttrRange(d.Attribute)
+			}
+			diags = append(diags, &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s %q: %s", e.Kind, e.Type, d.Summary), Detail: d.Detail, Subject: rng.Ptr()})
+		}
+	}
+	config := func(e *pipefile.Endpoint) sdk.Config {
+		vals := map[string]any{}
+		for k, v := range e.Values {
+			vals[k] = v
+		}
+		return sdk.NewConfig(vals)
+	}
+	st, _ := reg.Source(p.Source.Type)
+	source, ds := st.Configure(ctx, config(p.Source))
+	at(p.Source, ds)
+	src := &endpoint{def: p.Source, name: p.Source.Type, source: source}
+	var sinks []*endpoint
+	for i, def := range p.Sinks {
+		kt, _ := reg.Sink(def.Type)
+		sink, ds := kt.Configure(ctx, config(def))
+		at(def, ds)
+		name := def.Type
+		if len(p.Sinks) > 1 {
+			name = fmt.Sprintf("%s#%d", def.Type, i+1)
+		}
+		sinks = append(sinks, &endpoint{def: def, name: name, sink: sink})
+	}
+	if diags.HasErrors() {
+		closeAll(src, sinks)
+		return nil, nil, &DiagError{diags}
+	}
+	return src, sinks, nil
+}
+
+func closeAll(src *endpoint, sinks []*endpoint) {
+	if src != nil {
+		if c, ok := src.source.(io.Closer); ok {
+			c.Close()
+		}
+	}
+	for _, s := range sinks {
+		if c, ok := s.sink.(io.Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+// stream is one stream as the run names it.
+type stream struct {
+	source  string // name in the source
+	name    string // name for sinks and the manifest
+	ext     string // extension of what the sinks receive
+	size    int64  // source size, or -1
+	outSize int64  // size the sinks receive if known, or -1
+	digest  string // recorded digest to verify (restore), or ""
+}
+
+type streamsPlan struct {
+	streams     []stream
+	manifestKey string
+	codec       string // decompress codec when "auto"
+	frame       int
+	total       int64
+}
+
+// planStreams decides what the run reads: the objects of the newest
+// manifest in the source, or the source's streams as they are.
+func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, warn func(string)) (*streamsPlan, error) {
+	sp := &streamsPlan{}
+	var candidates []string
+	for _, in := range infos {
+		if pipefile.IsManifest(in.Name) {
+			candidates = append(candidates, in.Name)
+		}
+	}
+	if len(candidates) > 0 {
+		if err := fromManifest(ctx, p, src, candidates, sp, warn); err != nil {
+			return nil, err
+		}
+	} else if err := fromListing(p, infos, sp); err != nil {
+		return nil, err
+	}
+	sp.total = 0
+	for _, s := range sp.streams {
+		if s.size < 0 {
+			sp.total = -1
+			break
+		}
+		sp.total += s.size
+	}
+	return sp, nil
+}
+
+func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidates []string, sp *streamsPlan, warn func(string)) error {
+	var best *manifest.Manifest
+	for _, key := range candidates {
+		m, err := readManifest(ctx, src.source, key)
+		if err != nil {
+			return fmt.Errorf("source %s: manifest %s: %w; point the source at one run's folder or manifest", src.name, key, err)
+		}
+		if best == nil || m.FinishedAt.After(best.FinishedAt) {
+			best, sp.manifestKey = m, key
+		}
+	}
+	m := best
+	if len(candidates) > 1 {
+		warn(fmt.Sprintf("%d manifests under the source; restoring the newest: run %s of pipeline %q (%s)", len(candidates), m.RunID, m.Pipeline, sp.manifestKey))
+	}
+	sp.frame = int(m.FrameSize)
+	dec, decomp := p.Stage("decrypt"), p.Stage("decompress")
+	codecs := map[string]bool{}
+	noDigest := 0
+	for _, o := range m.Objects {
+		codecs[o.Codec] = true
+		key := manifest.Resolve(sp.manifestKey, o.Key)
+		if strings.HasPrefix(key, "../") {
+			return fmt.Errorf("manifest %s: object %q lies outside the source", sp.manifestKey, o.Key)
+		}
+		switch {
+		case o.Encryption != "" && dec == nil:
+			return fmt.Errorf("the backup in %s is encrypted (recipients %s): add decrypt { identities = [file(\"keys/backup.key\")] } to pipeline %q", sp.manifestKey, strings.Join(o.Recipients, ", "), p.Name)
+		case o.Encryption == "" && dec != nil:
+			return fmt.Errorf("the backup in %s is not encrypted: remove the decrypt stage from pipeline %q", sp.manifestKey, p.Name)
+		case dec != nil && !anyShared(dec.Keys.Fingerprints, o.Recipients):
+			return fmt.Errorf("wrong key: %s was encrypted to %s, and decrypt holds %s; use the identity file of one of those recipients", o.Key, strings.Join(o.Recipients, ", "), strings.Join(dec.Keys.Fingerprints, ", "))
+		}
+		ext := ""
+		if c, ok := compress.Lookup(o.Codec); ok && decomp == nil {
+			ext = c.Ext
+		}
+		if o.Encryption != "" && dec == nil {
+			ext += encrypt.Ext
+		}
+		s := stream{source: key, name: o.Stream, ext: ext + p.Ext(), size: o.Size, outSize: -1, digest: o.Digest}
+		if (o.Codec == "none" || decomp != nil) && (o.Encryption == "" || dec != nil) && p.Ext() == "" {
+			s.outSize = o.OriginalSize
+		}
+		if o.Digest == "" {
+			noDigest++
+		}
+		sp.streams = append(sp.streams, s)
+	}
+	if len(codecs) > 1 {
+		return fmt.Errorf("manifest %s mixes codecs (%s); restore them in separate runs", sp.manifestKey, strings.Join(sortedSet(codecs), ", "))
+	}
+	for c := range codecs {
+		if decomp != nil && decomp.Codec != "auto" && decomp.Codec != c {
+			return fmt.Errorf("decompress { codec = %q } but the backup in %s is %s: drop codec to take it from the manifest", decomp.Codec, sp.manifestKey, c)
+		}
+		sp.codec = c
+	}
+	if noDigest > 0 {
+		warn(fmt.Sprintf("%d objects of %s have no recorded digest (the backup had no checksum stage): they cannot be verified", noDigest, sp.manifestKey))
+	}
+	return nil
+}
+
+func readManifest(ctx context.Context, src sdk.Source, key string) (*manifest.Manifest, error) {
+	rc, err := src.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, manifest.MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > manifest.MaxSize {
+		return nil, fmt.Errorf("larger than %d bytes", manifest.MaxSize)
+	}
+	return manifest.Parse(b)
+}
+
+func anyShared(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fromListing reads the source's streams as they are. Decoding stages take
+// their extension off a stream's name; encoding stages add theirs.
+func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) error {
+	decomp := p.Stage("decompress")
+	codecs := map[string][]string{}
+	sizeKept := true
+	for _, s := range p.Stages {
+		if s.Type != "checksum" && !(s.Type == "compress" && s.Codec == "none") && !(s.Type == "decompress" && s.Codec == "none") {
+			sizeKept = false
+		}
+	}
+	for _, in := range infos {
+		name, ext := in.Name, ""
+		for _, s := range p.Stages {
+			switch s.Type {
+			case "decrypt":
+				name = strings.TrimSuffix(name, encrypt.Ext)
+			case "decompress":
+				codec := s.Codec
+				if codec == "auto" {
+					c, ok := compress.ByExt(name)
+					if !ok {
+						return fmt.Errorf("cannot tell how %s is compressed from its name: set decompress { codec = \"zstd\" } (or gzip, lz4, none)", in.Name)
+					}
+					codec = c.Name
+					codecs[codec] = append(codecs[codec], in.Name)
+				}
+				if c, ok := compress.Lookup(codec); ok {
+					name = strings.TrimSuffix(name, c.Ext)
+				}
+			default:
+				ext += s.Ext()
+			}
+		}
+		st := stream{source: in.Name, name: name, ext: ext, size: in.Size, outSize: -1}
+		if sizeKept {
+			st.outSize = in.Size
+		}
+		sp.streams = append(sp.streams, st)
+	}
+	if len(codecs) > 1 {
+		var parts []string
+		for _, c := range sortedSet(toSet(codecs)) {
+			parts = append(parts, fmt.Sprintf("%s (%s)", c, codecs[c][0]))
+		}
+		return fmt.Errorf("the streams use different codecs: %s; restore them in separate runs or set decompress { codec = … }", strings.Join(parts, ", "))
+	}
+	for c := range codecs {
+		sp.codec = c
+	}
+	if decomp != nil && decomp.Codec != "auto" {
+		sp.codec = decomp.Codec
+	}
+	return nil
+}
+
+// nameObjects renders each stream's object key for each sink and the
+// manifest key of each storage sink, and fills the job's streams.
+func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
+	manifests := map[int]string{}
+	for i, s := range sinks {
+		if !p.Restores() && s.def.Schema.Storage && s.def.Key != nil {
+			k, err := s.def.Key.ManifestKey()
+			if err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+			manifests[i] = k
+		}
+		if s.def.Key != nil && s.def.Key.Kind == pipefile.KeyObject && len(sp.streams) != 1 {
+			return nil, fmt.Errorf("sink %s: %s = %s names one object, but the source yields %d streams: end it with \"/\" to make it a folder, or use ${stream.name} in it", s.name, s.def.Key.Attr, s.def.Key.Text, len(sp.streams))
+		}
+	}
+	keys := make([]map[string]string, len(sinks))
+	for i := range keys {
+		keys[i] = map[string]string{}
+		if m, ok := manifests[i]; ok {
+			keys[i][m] = "the manifest"
+		}
+	}
+	for _, st := range sp.streams {
+		es := engine.Stream{Name: st.source, Size: st.size}
+		for i, s := range sinks {
+			key := st.name + st.ext
+			if s.def.Key != nil {
+				var err error
+				if key, err = s.def.Key.Render(st.name, st.ext); err != nil {
+					return nil, fmt.Errorf("sink %s: %w", s.name, err)
+				}
+			}
+			if prev, dup := keys[i][key]; dup {
+				return nil, fmt.Errorf("sink %s: stream %q and %s would both be written to %s: make the sink's path a folder (ending in /) or use ${stream.name} in it", s.name, st.name, prev, key)
+			}
+			keys[i][key] = fmt.Sprintf("%q", st.name)
+			es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize})
+		}
+		if st.digest != "" {
+			v, err := checksum.Verify(st.digest, fmt.Sprintf("object %q", st.source))
+			if err != nil {
+				return nil, err
+			}
+			es.Checks = append(es.Checks, v)
+		}
+		job.Streams = append(job.Streams, es)
+	}
+	return manifests, nil
+}
+
+// writeManifests writes the run's manifest to each storage sink, last.
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, src *endpoint, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
+	if c := p.Stage("compress"); c != nil && c.Codec != "none" {
+		codec, frame = c.Codec, int64(c.ChunkSize)
+	}
+	if e := p.Stage("encrypt"); e != nil {
+		encryption, recipients = "age", e.Keys.Fingerprints
+	}
+	decodes := p.Stage("decompress") != nil || p.Stage("decrypt") != nil
+	var written []string
+	for i, s := range sinks {
+		mkey, ok := keys[i]
+		if !ok {
+			continue
+		}
+		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
+			FrameSize: frame, Source: map[string]string{"type": src.def.Type}, PipeVersion: Version}
+		for k, r := range res.Streams {
+			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
+				OriginalSize: r.Read, Digest: r.Observed["checksum"], Codec: codec, Encryption: encryption, Recipients: recipients}
+			if decodes {
+				o.OriginalSize = -1
+			}
+			m.Objects = append(m.Objects, o)
+		}
+		b, err := m.Marshal()
+		if err == nil {
+			err = put(ctx, s.sink, mkey, b)
+		}
+		if err != nil {
+			removeAll(ctx, sinks, keys, written)
+			return nil, fmt.Errorf("sink %s: writing the manifest %s: %w", s.name, mkey, err)
+		}
+		written = append(written, mkey)
+	}
+	return written, nil
+}
+
+func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {
+	w, err := s.Create(ctx, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b))})
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	if err := w.Commit(ctx); err != nil {
+		return err
+	}
+	if f, ok := s.(sdk.Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// removeAll takes back manifests already written when a later one failed.
+func removeAll(ctx context.Context, sinks []*endpoint, keys map[int]string, written []string) {
+	done := map[string]bool{}
+	for _, k := range written {
+		done[k] = true
+	}
+	for i, s := range sinks {
+		if k, ok := keys[i]; ok && done[k] {
+			if rm, ok := s.sink.(sdk.Remover); ok {
+				rm.Remove(context.WithoutCancel(ctx), k)
+			}
+		}
+	}
+}
+
+func toSet[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
