@@ -25,13 +25,19 @@ type exitError struct{ code int }
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
-	cmd := newRootCmd(os.Stdout, os.Stderr)
-	if err := cmd.Execute(); err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(exitInvalid)
+	err := newRootCmd(os.Stdout, os.Stderr).Execute()
+	os.Exit(exitCode(err))
+}
+
+// exitCode prints an error not yet printed and returns the exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
 	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(os.Stderr, "Error:", err)
+	return exitInvalid
 }

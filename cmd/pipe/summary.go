@@ -74,7 +74,7 @@ func (a *app) printSummary(s runSummary) {
 	if s.res == nil {
 		return
 	}
-	what := fmt.Sprintf("%d streams", s.Streams)
+	what := fmt.Sprintf("%d stream(s)", s.Streams)
 	if s.ManifestRead != "" {
 		what += " from manifest " + s.ManifestRead
 	}
