@@ -45,8 +45,10 @@ func New(job *Job) (*Run, error) {
 		return nil, err
 	}
 	r := &Run{job: job, layout: l}
-	r.source = &Meter{Name: "source", Workers: 1}
-	r.checks = &Meter{Name: "verify", Workers: 1}
+	// Per-stream positions work on up to Parallel streams at once.
+	perStream := min(job.Parallel, max(1, len(job.Streams)))
+	r.source = &Meter{Name: "source", Workers: perStream}
+	r.checks = &Meter{Name: "verify", Workers: perStream}
 	pos := l.Positions
 	take := func() *pool {
 		p := newPool(pos[0].Name, pos[0].Buffers, pos[0].BufferSize)
@@ -57,7 +59,7 @@ func New(job *Job) (*Run, error) {
 	cur := job.ChunkSize
 	for i := range job.Stages {
 		s := &job.Stages[i]
-		m := &Meter{Name: s.Name, Label: s.Label, Workers: 1}
+		m := &Meter{Name: s.Name, Label: s.Label, Workers: perStream}
 		var sp stagePools
 		switch s.Proc.(type) {
 		case Mapper:
@@ -80,7 +82,7 @@ func New(job *Job) (*Run, error) {
 		r.pools = append(r.pools, sp)
 	}
 	for _, s := range job.Sinks {
-		r.sinks = append(r.sinks, &Meter{Name: "sink " + s.Name, Workers: 1})
+		r.sinks = append(r.sinks, &Meter{Name: "sink " + s.Name, Workers: perStream})
 	}
 	r.results = make([]StreamResult, len(job.Streams))
 	return r, nil

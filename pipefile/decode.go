@@ -37,19 +37,21 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 			}
 			continue
 		}
+		var ad hcl.Diagnostics // this attribute's problems
 		for _, tr := range attr.Expr.Variables() {
 			if tr.RootName() == "stream" {
 				detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
 				if keyName != "" {
 					detail += fmt.Sprintf(" (here: %s)", keyName)
 				}
-				diags = append(diags, &hcl.Diagnostic{
+				ad = append(ad, &hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "stream is not known here",
-					Detail: detail + ".", Subject: tr.SourceRange().Ptr(), Expression: attr.Expr, EvalContext: ectx,
+					Detail: detail + ".", Subject: tr.SourceRange().Ptr(),
 				})
 			}
 		}
-		if diags.HasErrors() {
+		if ad.HasErrors() {
+			diags = append(diags, ad...)
 			continue
 		}
 		val, d := attr.Expr.Value(ectx)
@@ -76,6 +78,10 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		v, d := goValue(a, attr, val)
 		diags = append(diags, d...)
 		if d.HasErrors() {
+			continue
+		}
+		if a.Required && empty(v) {
+			diags = append(diags, attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name)))
 			continue
 		}
 		b.Values[a.Name] = v
@@ -114,7 +120,7 @@ func attrDiag(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
 func goValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
 	typeErr := func(want string) hcl.Diagnostics {
 		return hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type",
-			fmt.Sprintf("Inappropriate value for attribute %q: %s required, got %s.", a.Name, want, val.Type().FriendlyName()))}
+			fmt.Sprintf("Inappropriate value for attribute %q: %s required, got %s.", a.Name, want, friendlyType(val.Type())))}
 	}
 	switch a.Type {
 	case sdk.String:
@@ -205,14 +211,15 @@ func wholeNumber(name string, attr *hcl.Attribute, f *big.Float) (any, hcl.Diagn
 	}
 	n, acc := f.Int64()
 	if acc != big.Exact {
-		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid number", fmt.Sprintf("%s is out of range.", name))}
+		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid number", fmt.Sprintf("%s = %s is far too large.", name, f.Text('g', 6)))}
 	}
 	return n, nil
 }
 
-// suggest returns the candidate closest to s, if it is close.
+// suggest returns the candidate closest to s, if it is close: at most one
+// edit in three characters, so "s3" suggests nothing but "fz" suggests "fs".
 func suggest(s string, candidates []string) string {
-	best, dist := "", 3
+	best, dist := "", max(1, len(s)/3)+1
 	for _, c := range candidates {
 		if d := levenshtein.Distance(s, c, nil); d < dist {
 			best, dist = c, d
@@ -228,4 +235,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// friendlyType names a value's type as a user would.
+func friendlyType(t cty.Type) string {
+	switch {
+	case t.IsTupleType() || t.IsListType() || t.IsSetType():
+		return "a list"
+	case t.IsObjectType() || t.IsMapType():
+		return "an object"
+	case t == cty.String:
+		return "a string"
+	case t == cty.Number:
+		return "a number"
+	case t == cty.Bool:
+		return "a bool"
+	}
+	return t.FriendlyName()
+}
+
+// empty reports whether a required value holds nothing.
+func empty(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return x == ""
+	case []string:
+		return len(x) == 0
+	case map[string]string:
+		return len(x) == 0
+	}
+	return false
 }

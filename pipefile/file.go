@@ -275,7 +275,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 		if prev, dup := seen[name]; dup {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError, Summary: "Duplicate pipeline",
-				Detail:  fmt.Sprintf("A pipeline named %q is already defined at %s.", name, prev),
+				Detail:  fmt.Sprintf("A pipeline named %q is already defined at %s.", name, pos(prev)),
 				Subject: b.LabelRanges[0].Ptr(),
 			})
 			continue
@@ -346,7 +346,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			if p.Source != nil {
 				diags = append(diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "More than one source",
-					Detail:  fmt.Sprintf("Pipeline %q already has a source at %s; a pipeline reads one source (which may yield many streams). Use another pipeline for another source.", p.Name, p.Source.Range),
+					Detail:  fmt.Sprintf("Pipeline %q already has a source at %s; a pipeline reads one source (which may yield many streams). Use another pipeline for another source.", p.Name, pos(p.Source.Range)),
 					Subject: blk.DefRange.Ptr(),
 				})
 				continue
@@ -366,7 +366,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			if prev, dup := stageSeen[blk.Type]; dup {
 				diags = append(diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError, Summary: "Duplicate " + blk.Type + " block",
-					Detail:  fmt.Sprintf("Pipeline %q already has a %s stage at %s.", p.Name, blk.Type, prev),
+					Detail:  fmt.Sprintf("Pipeline %q already has a %s stage at %s.", p.Name, blk.Type, pos(prev)),
 					Subject: blk.DefRange.Ptr(),
 				})
 				continue
@@ -455,4 +455,9 @@ func attributeSchema(attrs []sdk.Attribute, skip string) []hcl.AttributeSchema {
 		out = append(out, hcl.AttributeSchema{Name: a.Name, Required: a.Required})
 	}
 	return out
+}
+
+// pos prints a position as file:line:column.
+func pos(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
 }

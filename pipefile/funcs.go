@@ -67,6 +67,9 @@ func envFunc(o *Options) function.Function {
 	})
 }
 
+// maxFileSize bounds what file() reads.
+const maxFileSize = 16 << 20
+
 // fileFunc reads a file; relative paths start at the working directory.
 func fileFunc(o *Options) function.Function {
 	return function.New(&function.Spec{
@@ -77,11 +80,19 @@ func fileFunc(o *Options) function.Function {
 			if !filepath.IsAbs(p) && o.Dir != "" {
 				p = filepath.Join(o.Dir, p)
 			}
+			fi, err := os.Stat(p)
+			switch {
+			case os.IsNotExist(err):
+				return cty.NilVal, fmt.Errorf("no file %s (relative paths start at the working directory; `pipe keygen` creates a key pair)", args[0].AsString())
+			case err != nil:
+				return cty.NilVal, fmt.Errorf("cannot read %s: %v", args[0].AsString(), err)
+			case !fi.Mode().IsRegular():
+				return cty.NilVal, fmt.Errorf("%s is not a regular file", args[0].AsString())
+			case fi.Size() > maxFileSize:
+				return cty.NilVal, fmt.Errorf("%s is larger than %d MiB; file() reads small files such as keys", args[0].AsString(), maxFileSize>>20)
+			}
 			b, err := os.ReadFile(p)
 			if err != nil {
-				if os.IsNotExist(err) {
-					return cty.NilVal, fmt.Errorf("no file %s (relative paths start at the working directory; `pipe keygen` creates a key pair)", args[0].AsString())
-				}
 				return cty.NilVal, fmt.Errorf("cannot read %s: %v", args[0].AsString(), err)
 			}
 			return cty.StringVal(string(b)), nil

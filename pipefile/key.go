@@ -30,7 +30,7 @@ type KeyTemplate struct {
 	Attr string
 	Kind KeyKind
 	// Text is the expression as written, for plans.
-	Text string
+	Text    string
 	expr    hcl.Expression
 	ectx    *hcl.EvalContext
 	preview bool

@@ -26,10 +26,11 @@ func ParseSize(s string) (n int64, warning string, err error) {
 	if v > 1<<50 {
 		return 0, "", fmt.Errorf("%q is larger than 1 PiB", s)
 	}
-	unit := strings.ToLower(strings.TrimLeft(t, "0123456789. "))
+	num := strings.TrimRight(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+	unit := strings.ToLower(strings.TrimSpace(t[len(num):]))
 	if unit != "" && unit != "b" && !strings.Contains(unit, "i") {
 		bin := strings.ToUpper(unit[:1]) + "iB"
-		warning = fmt.Sprintf("%q means %s bytes (SI units, powers of 1000); if you meant %s write %q", s, humanize.Comma(int64(v)), strings.TrimRight(t, "bBmMkKgGtT ")+" "+bin, strings.TrimRight(t, "bBmMkKgGtT ")+bin)
+		warning = fmt.Sprintf("%q means %s bytes (SI units, powers of 1000); if you meant binary units write %q", s, humanize.Comma(int64(v)), num+bin)
 	}
 	return int64(v), warning, nil
 }

@@ -41,30 +41,34 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 			continue
 		}
 		declared[name] = true
+		// A variable that fails holds an unknown value, so its uses do not
+		// fail a second time.
+		vals[name] = cty.DynamicVal
+		var vd hcl.Diagnostics // this variable's problems
 		content, d := b.Body.Content(variableSchema)
-		diags = append(diags, d...)
+		vd = append(vd, d...)
 		v := &Variable{Name: name, Range: b.DefRange, Value: cty.NilVal}
 		ty := cty.DynamicPseudoType
 		if a, ok := content.Attributes["type"]; ok {
 			t, d := typeexpr.TypeConstraint(a.Expr)
-			diags = append(diags, d...)
+			vd = append(vd, d...)
 			if !d.HasErrors() {
 				ty = t
 			}
 		}
 		if a, ok := content.Attributes["description"]; ok {
 			dv, d := a.Expr.Value(nil)
-			diags = append(diags, d...)
+			vd = append(vd, d...)
 			if !d.HasErrors() && dv.Type() == cty.String && dv.IsKnown() && !dv.IsNull() {
 				v.Description = dv.AsString()
 			}
 		}
 		if a, ok := content.Attributes["sensitive"]; ok {
 			sv, d := a.Expr.Value(nil)
-			diags = append(diags, d...)
+			vd = append(vd, d...)
 			if !d.HasErrors() {
 				if sv.Type() != cty.Bool || sv.IsNull() {
-					diags = append(diags, attrDiag(a, "Incorrect attribute value type", "sensitive must be true or false."))
+					vd = append(vd, attrDiag(a, "Incorrect attribute value type", "sensitive must be true or false."))
 				} else {
 					v.Sensitive = sv.True()
 				}
@@ -79,37 +83,46 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 		case overridden:
 			val, err := parseOverride(raw, ty)
 			if err != nil {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
+				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
 					Detail: fmt.Sprintf("The value given for var.%s does not fit its type %s: %v.", name, ty.FriendlyName(), err), Subject: b.DefRange.Ptr()})
+				diags = append(diags, vd...)
 				continue
 			}
 			v.Value = val
 		default:
 			a, ok := content.Attributes["default"]
 			if !ok {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable not set",
+				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable not set",
 					Detail:  fmt.Sprintf("var.%s has no default and no value: give it with --var %s=… or the environment variable PIPE_VAR_%s.", name, name, name),
 					Subject: b.DefRange.Ptr()})
+				diags = append(diags, vd...)
 				continue
 			}
 			for _, tr := range a.Expr.Variables() {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variables not allowed",
+				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variables not allowed",
 					Detail: "A variable's default cannot refer to other values; functions such as env() are fine.", Subject: tr.SourceRange().Ptr()})
 			}
-			if diags.HasErrors() {
+			if vd.HasErrors() {
+				diags = append(diags, vd...)
 				continue
 			}
 			val, d := a.Expr.Value(fctx)
-			diags = append(diags, d...)
+			vd = append(vd, d...)
 			if d.HasErrors() {
+				diags = append(diags, vd...)
 				continue
 			}
 			cv, err := convert.Convert(val, ty)
 			if err != nil {
-				diags = append(diags, attrDiag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
+				vd = append(vd, attrDiag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
+				diags = append(diags, vd...)
 				continue
 			}
 			v.Value = cv
+		}
+		diags = append(diags, vd...)
+		if vd.HasErrors() {
+			continue
 		}
 		if v.Sensitive {
 			f.addSecretValue(v.Value)
@@ -142,19 +155,26 @@ func (f *File) addSecretValue(v cty.Value) {
 	}
 }
 
-// parseOverride reads a --var value: the raw text for strings, an HCL
-// expression for other types (numbers, bools, lists, maps).
+// parseOverride reads a --var value: the raw text for strings, a literal
+// for numbers and bools, an HCL expression for lists and maps.
 func parseOverride(raw string, ty cty.Type) (cty.Value, error) {
-	if ty == cty.String || ty == cty.DynamicPseudoType {
+	switch {
+	case ty == cty.String || ty == cty.DynamicPseudoType:
 		return cty.StringVal(raw), nil
+	case ty == cty.Number || ty == cty.Bool:
+		v, err := convert.Convert(cty.StringVal(strings.TrimSpace(raw)), ty)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("%q is not a %s", raw, ty.FriendlyName())
+		}
+		return v, nil
 	}
 	expr, diags := hclsyntax.ParseExpression([]byte(raw), "<value>", hcl.InitialPos)
 	if diags.HasErrors() {
-		return cty.NilVal, fmt.Errorf("%s", strings.TrimSpace(diags.Error()))
+		return cty.NilVal, fmt.Errorf("%q is not an HCL value such as [\"a\", \"b\"] or { k = \"v\" }", raw)
 	}
 	val, diags := expr.Value(nil)
 	if diags.HasErrors() {
-		return cty.NilVal, fmt.Errorf("%s", strings.TrimSpace(diags.Error()))
+		return cty.NilVal, fmt.Errorf("%q is not a literal value (no references or functions)", raw)
 	}
 	return convert.Convert(val, ty)
 }

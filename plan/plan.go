@@ -157,7 +157,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	p := &Pipeline{Name: def.Name, Def: def, Source: def.Source, Sinks: def.Sinks}
 
 	name, from := profiles.Default, "default"
-	if a.Has("profile") {
+	if a.Has("profile") && !a.Unknown["profile"] {
 		name, from = a.String("profile"), "file"
 	}
 	if o.Profile != "" {
@@ -233,7 +233,7 @@ func resolveStage(b *pipefile.Block, p *Pipeline) (*Stage, hcl.Diagnostics) {
 	}
 	if n, ok := b.Int("workers"); ok {
 		if n < 1 || n > 1024 {
-			diags = append(diags, errAt(b.AttrRange("workers"), "Invalid workers", fmt.Sprintf("workers = %d: a stage needs at least 1 worker (and at most 1024).", n)))
+			diags = append(diags, errAt(b.AttrRange("workers"), "Invalid workers", fmt.Sprintf("workers = %d: give between 1 and 1024 workers.", n)))
 		} else {
 			s.Workers = int(n)
 		}
@@ -244,6 +244,12 @@ func resolveStage(b *pipefile.Block, p *Pipeline) (*Stage, hcl.Diagnostics) {
 		} else {
 			s.ChunkSize = int(n)
 		}
+	}
+	if b.Unknown["codec"] || b.Unknown["level"] || b.Unknown["algorithm"] {
+		// Known at run time only: plan with the defaults, check at run.
+		s.Codec = map[string]string{"compress": "zstd", "decompress": "auto"}[b.Type]
+		s.Level = 3
+		return s, diags
 	}
 	switch b.Type {
 	case "compress":

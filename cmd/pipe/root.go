@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -138,14 +139,17 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 	return p, nil
 }
 
+// printDiags renders diagnostics with snippets, scrubbing every secret the
+// file holds (an inline passphrase would otherwise show in its snippet).
 func (a *app) printDiags(f *pipefile.File, diags hcl.Diagnostics) {
 	var files map[string]*hcl.File
+	var secrets []string
 	if f != nil {
-		files = f.Files()
+		files, secrets = f.Files(), f.Secrets()
 	}
-	if err := pipefile.WriteDiagnostics(a.stderr, files, diags, a.color); err != nil {
-		fmt.Fprintln(a.stderr, diags.Error())
-	}
+	var buf bytes.Buffer
+	pipefile.WriteDiagnostics(&buf, files, diags, a.color)
+	io.WriteString(a.stderr, scrub(buf.String(), secrets))
 }
 
 // newRunID returns a sortable run id: UTC time and 6 random hex digits.

@@ -97,4 +97,3 @@ func scrub(msg string, secrets []string) string {
 	}
 	return msg
 }
-

@@ -33,7 +33,7 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"gendata": cmdGendata,
+			"gendata":  cmdGendata,
 			"filesize": cmdFilesize,
 			"flipbyte": cmdFlipbyte,
 			"truncate": cmdTruncate,

@@ -13,22 +13,22 @@ import (
 
 // runSummary is what a run reports, as text or JSON.
 type runSummary struct {
-	Pipeline     string                `json:"pipeline"`
-	RunID        string                `json:"run_id"`
-	OK           bool                  `json:"ok"`
-	Error        string                `json:"error,omitempty"`
-	Seconds      float64               `json:"duration_seconds"`
-	Restore      bool                  `json:"restore"`
-	Streams      int                   `json:"streams"`
-	ManifestRead string                `json:"manifest_read,omitempty"`
-	Manifests    []string              `json:"manifests_written,omitempty"`
-	BytesRead    int64                 `json:"bytes_read"`
-	BytesWritten int64                 `json:"bytes_written"`
-	Bottleneck   string                `json:"bottleneck,omitempty"`
-	Stages       []engine.MeterReport  `json:"stages,omitempty"`
-	Memory       memorySummary         `json:"memory"`
-	Positions    []engine.Position     `json:"-"`
-	Wall         time.Duration         `json:"-"`
+	Pipeline     string               `json:"pipeline"`
+	RunID        string               `json:"run_id"`
+	OK           bool                 `json:"ok"`
+	Error        string               `json:"error,omitempty"`
+	Seconds      float64              `json:"duration_seconds"`
+	Restore      bool                 `json:"restore"`
+	Streams      int                  `json:"streams"`
+	ManifestRead string               `json:"manifest_read,omitempty"`
+	Manifests    []string             `json:"manifests_written,omitempty"`
+	BytesRead    int64                `json:"bytes_read"`
+	BytesWritten int64                `json:"bytes_written"`
+	Bottleneck   string               `json:"bottleneck,omitempty"`
+	Stages       []engine.MeterReport `json:"stages,omitempty"`
+	Memory       memorySummary        `json:"memory"`
+	Positions    []engine.Position    `json:"-"`
+	Wall         time.Duration        `json:"-"`
 	p            *plan.Pipeline
 	res          *engine.Result
 }

@@ -49,8 +49,10 @@ func (t Type) String() string {
 
 // Attribute declares one config attribute of an endpoint.
 type Attribute struct {
-	Name        string
-	Type        Type
+	Name string
+	Type Type
+	// Required attributes must be set, and set to something: a required
+	// string or list may not be empty.
 	Required    bool
 	Description string
 	// Default is used when the attribute is absent. Its Go type is the one

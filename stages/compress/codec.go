@@ -78,9 +78,9 @@ func (c *Codec) Stage(level, workers, frame int) (engine.Stage, error) {
 		return engine.Stage{}, err
 	}
 	return engine.Stage{
-		Name:    "compress",
-		Label:   fmt.Sprintf("%s level %d", c.Name, level),
-		Proc:    encoders{c: c, level: level},
+		Name:      "compress",
+		Label:     fmt.Sprintf("%s level %d", c.Name, level),
+		Proc:      encoders{c: c, level: level},
 		Workers:   workers,
 		ChunkSize: frame,
 		Bound:     Bound,

@@ -38,7 +38,7 @@ func ParseRecipients(texts []string) (Keys, error) {
 	for i, t := range texts {
 		rs, err := age.ParseRecipients(strings.NewReader(t))
 		if err != nil {
-			return k, fmt.Errorf("recipient %d: %s", i+1, scrub(err))
+			return k, fmt.Errorf("recipient %d is not an age public key (age1…); `pipe keygen` makes a key pair", i+1)
 		}
 		for _, r := range rs {
 			x, ok := r.(*age.X25519Recipient)
@@ -84,7 +84,7 @@ func ParseIdentities(texts []string) (Keys, error) {
 // backup and on restore; prefer X25519 keys for many streams.
 func Passphrase(p string) (Keys, error) {
 	if p == "" {
-		return Keys{}, errors.New("the passphrase is empty")
+		return Keys{}, errors.New("the passphrase is empty: set it, e.g. passphrase = env(\"PIPE_PASSPHRASE\") with that variable exported")
 	}
 	r, err := age.NewScryptRecipient(p)
 	if err != nil {

@@ -207,4 +207,3 @@ func describe(err error) string {
 	}
 	return err.Error()
 }
-

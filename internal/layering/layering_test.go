@@ -1,0 +1,73 @@
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/pipebackup/pipe/"
+
+// deps returns the packages of this module that pkg imports, directly or
+// not (tests excluded).
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var own []string
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, mod) && p != mod+pkg {
+			own = append(own, strings.TrimPrefix(p, mod))
+		}
+	}
+	return own
+}
+
+func packages(t *testing.T, pattern string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", mod+pattern).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		pkgs = append(pkgs, strings.TrimPrefix(p, mod))
+	}
+	return pkgs
+}
+
+func forbid(t *testing.T, pkg string, prefixes ...string) {
+	t.Helper()
+	for _, d := range deps(t, pkg) {
+		for _, f := range prefixes {
+			if d == f || strings.HasPrefix(d, f+"/") {
+				t.Errorf("%s imports %s", pkg, d)
+			}
+		}
+	}
+}
+
+func TestImportRules(t *testing.T) {
+	// The engine knows stages and endpoints through interfaces only.
+	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner")
+	// A plugin binary links the SDK and nothing else of pipe.
+	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command")
+	for _, st := range packages(t, "stages/...") {
+		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
+	}
+	// Built-in plugins import the SDK only.
+	plugins := append(packages(t, "plugins/storage/..."), packages(t, "plugins/command/...")...)
+	for _, p := range plugins {
+		for _, d := range deps(t, p) {
+			if d != "plugins/sdk" {
+				t.Errorf("plugin %s imports %s; plugins may import only plugins/sdk", p, d)
+			}
+		}
+	}
+	// Nothing but the CLI wires the built-ins in.
+	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host"} {
+		forbid(t, p, "plugins/all")
+	}
+}

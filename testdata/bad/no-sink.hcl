@@ -1,0 +1,8 @@
+# Nowhere to write.
+pipeline "backup" {
+  source "fs" {
+    path = "examples/data"
+  }
+
+  compress {}
+}

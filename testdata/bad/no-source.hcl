@@ -1,0 +1,8 @@
+# Nothing to read.
+pipeline "backup" {
+  compress {}
+
+  sink "fs" {
+    path = "backups/"
+  }
+}

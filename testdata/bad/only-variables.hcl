@@ -1,0 +1,4 @@
+# Variables, but no pipeline.
+variable "data" {
+  default = "examples/data"
+}

@@ -1,0 +1,10 @@
+# The source path lacks its closing quote.
+pipeline "backup" {
+  source "fs" {
+    path = "examples/data
+  }
+
+  sink "fs" {
+    path = "backups/"
+  }
+}

@@ -1,0 +1,14 @@
+# "xz" is not a codec.
+pipeline "backup" {
+  source "fs" {
+    path = "examples/data"
+  }
+
+  compress {
+    codec = "xz"
+  }
+
+  sink "fs" {
+    path = "backups/"
+  }
+}

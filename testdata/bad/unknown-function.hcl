@@ -1,0 +1,10 @@
+# There is no function "getenv"; env() reads the environment.
+pipeline "backup" {
+  source "fs" {
+    path = getenv("BACKUP_ROOT")
+  }
+
+  sink "fs" {
+    path = "backups/"
+  }
+}

@@ -1,0 +1,10 @@
+# An endpoint type that is nothing like a built-in one.
+pipeline "backup" {
+  source "fs" {
+    path = "examples/data"
+  }
+
+  sink "s3" {
+    bucket = "backups"
+  }
+}

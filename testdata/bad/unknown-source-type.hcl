@@ -1,0 +1,10 @@
+# "fss" for "fs".
+pipeline "backup" {
+  source "fss" {
+    path = "examples/data"
+  }
+
+  sink "fs" {
+    path = "backups/"
+  }
+}

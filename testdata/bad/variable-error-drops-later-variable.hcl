@@ -1,0 +1,18 @@
+# expect: errors=1
+# var.data is not set; that error must not drop var.dest, whose valid
+# reference draws no error.
+variable "data" {}
+
+variable "dest" {
+  default = "backups/"
+}
+
+pipeline "backup" {
+  source "fs" {
+    path = "examples/data"
+  }
+
+  sink "fs" {
+    path = var.dest
+  }
+}
