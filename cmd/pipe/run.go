@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 func (a *app) runCmd() *cobra.Command {
 	var f loadFlags
-	var progress string
+	var progress, cpuprofile string
 	cmd := &cobra.Command{
 		Use:   "run FILE.hcl",
 		Short: "Run the pipelines of a file",
@@ -28,6 +29,17 @@ backup's manifest is written last. A failed or interrupted run leaves
 nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cpuprofile != "" {
+				pf, err := os.Create(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			runID := newRunID(time.Now())
 			p, err := a.load(args[0], &f, runID)
 			if err != nil {
@@ -79,6 +91,8 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 	}
 	f.register(cmd, true, true, true)
 	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
+	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
+	cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
 }
 

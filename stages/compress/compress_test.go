@@ -198,3 +198,19 @@ func TestLevels(t *testing.T) {
 		t.Fatal(Names())
 	}
 }
+
+// Blocks without any match (base64 of random bytes) are still entropy
+// coded from level 3, as the zstd tool does.
+func TestZstdCodesLiteralOnlyBlocks(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	r := rand.New(rand.NewPCG(5, 5))
+	b64 := make([]byte, 4*chunk)
+	for i := range b64 {
+		b64[i] = alphabet[r.IntN(64)]
+	}
+	c, _ := Lookup("zstd")
+	packed := roundTrip(t, c, 3, map[string][]byte{"b64": b64})["b64"]
+	if ratio := float64(len(b64)) / float64(len(packed)); ratio < 1.25 {
+		t.Fatalf("base64 compressed %.2f×; entropy coding of literals gives about 1.33×", ratio)
+	}
+}

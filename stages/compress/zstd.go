@@ -19,7 +19,12 @@ func init() {
 			enc, err := zstd.NewWriter(nil,
 				zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 				zstd.WithEncoderConcurrency(1),
-				zstd.WithZeroFrames(true))
+				zstd.WithZeroFrames(true),
+				// From level 3 up, entropy-code blocks without matches too
+				// (the library stores them raw below SpeedBetterCompression):
+				// base64 compresses 1.33× instead of 1.00×, hex 1.96× instead
+				// of 1.85×, like the zstd tool; plain text is unchanged.
+				zstd.WithAllLitEntropyCompression(level >= 3))
 			if err != nil {
 				return nil, err
 			}

@@ -139,14 +139,39 @@ type fileWriter struct {
 	f          *os.File
 	tmp, final string
 	done       bool
+	off        int64 // bytes written so far
+	started    int64 // bytes whose writeback has been started
 }
 
+// writePiece is the largest write(2) the sink issues: large writes into
+// the page cache stall on dirty-page throttling here (600 MB in 4 MiB writes
+// took 1-1.6 s, in 1 MiB writes 0.16 s).
+const writePiece = 1 << 20
+
+// writebackEvery is how much is written before writeback of it is started.
+const writebackEvery = 4 << 20
+
+// Write writes p and starts the disk writeback of what was written
+// (sync_file_range WRITE, which does not wait), so that the disk works
+// while the stream is still arriving and the final fsync has little left
+// to do: durable output at the speed of an unsynced copy.
 func (w *fileWriter) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	if err != nil {
-		return n, fmt.Errorf("writing %s: %w", w.final, advise(err))
+	written := 0
+	for len(p) > 0 {
+		n, err := w.f.Write(p[:min(len(p), writePiece)])
+		written += n
+		w.off += int64(n)
+		p = p[n:]
+		if err != nil {
+			return written, fmt.Errorf("writing %s: %w", w.final, advise(err))
+		}
 	}
-	return n, nil
+	if w.off-w.started >= writebackEvery {
+		// Only a hint: a filesystem without it still gets the fsync.
+		_ = unix.SyncFileRange(int(w.f.Fd()), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+		w.started = w.off
+	}
+	return written, nil
 }
 
 func (w *fileWriter) Commit(ctx context.Context) error {

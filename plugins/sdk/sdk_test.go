@@ -1,0 +1,70 @@
+package sdk
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDecode(t *testing.T) {
+	var c struct {
+		Path    string            `pipe:"path"`
+		Jobs    int               `pipe:"jobs"`
+		Big     int64             `pipe:"big"`
+		Tar     bool              `pipe:"tar"`
+		Args    []string          `pipe:"args"`
+		Env     map[string]string `pipe:"env"`
+		Timeout time.Duration     `pipe:"timeout"`
+		Other   string
+	}
+	cfg := NewConfig(map[string]any{"path": "p", "jobs": int64(4), "big": int64(1 << 40), "tar": true,
+		"args": []string{"a"}, "env": map[string]string{"K": "V"}, "timeout": 3 * time.Second, "ignored": 1})
+	if err := cfg.Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != "p" || c.Jobs != 4 || c.Big != 1<<40 || !c.Tar || c.Args[0] != "a" || c.Env["K"] != "V" || c.Timeout != 3*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	if err := NewConfig(map[string]any{"path": 3}).Decode(&c); err == nil || !strings.Contains(err.Error(), `"path" holds a int`) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := cfg.Decode(c); err == nil {
+		t.Fatal("decoded into a non-pointer")
+	}
+}
+
+func TestSchemaValidate(t *testing.T) {
+	for _, tc := range []struct {
+		s    Schema
+		want string
+	}{
+		{Schema{Attributes: []Attribute{{Name: "a", Type: String}, {Name: "a", Type: String}}}, "declared twice"},
+		{Schema{Attributes: []Attribute{{Name: "k", Type: Number, Key: true}}}, "must be a string"},
+		{Schema{Attributes: []Attribute{{Name: "k", Type: String, Key: true}, {Name: "j", Type: String, Key: true}}}, "at most one"},
+		{Schema{Attributes: []Attribute{{Name: "n", Type: Number, Default: 3}}}, "needs a int64"},
+		{Schema{Attributes: []Attribute{{Name: "r", Type: String, Required: true, Default: "x"}}}, "no default"},
+		{Schema{Attributes: []Attribute{{Name: "t", Type: Type(99)}}}, "unknown type"},
+	} {
+		if err := tc.s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.s, err, tc.want)
+		}
+	}
+	ok := Schema{Attributes: []Attribute{{Name: "path", Type: String, Required: true, Key: true}, {Name: "n", Type: Size, Default: int64(1)}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if a, found := ok.KeyAttribute(); !found || a.Name != "path" {
+		t.Fatal("KeyAttribute")
+	}
+}
+
+func TestDiagnostics(t *testing.T) {
+	d := Diagnostics{{Severity: Warning, Summary: "w"}}
+	if d.HasErrors() || d.Err() != nil {
+		t.Fatal("a warning is not an error")
+	}
+	d = append(d, AttrError("path", "bad path", "no such file")...)
+	if !d.HasErrors() || d.Err().Error() != "path: bad path: no such file" {
+		t.Fatalf("%v", d.Err())
+	}
+}
