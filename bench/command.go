@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cmdTimeout bounds any one measured command.
+const cmdTimeout = 30 * time.Minute
+
+// measurement is one timed command (or sequence of commands).
+type measurement struct {
+	wall   time.Duration
+	cpu    time.Duration // user + system time of the process and its waited-for children
+	maxRSS int64         // bytes; the largest of the process and its waited-for children
+	stdout []byte
+}
+
+// timeCommands runs the commands one after the other, without a shell, and
+// returns their total wall time, from the first start to the last exit.
+func timeCommands(ctx context.Context, cmds ...[]string) (measurement, error) {
+	var m measurement
+	for _, argv := range cmds {
+		r, err := timeCommand(ctx, argv)
+		m.wall += r.wall
+		m.cpu += r.cpu
+		m.maxRSS = max(m.maxRSS, r.maxRSS)
+		m.stdout = append(m.stdout, r.stdout...)
+		if err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+func timeCommand(ctx context.Context, argv []string) (measurement, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	m := measurement{wall: time.Since(start), stdout: stdout.Bytes()}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			m.maxRSS = ru.Maxrss << 10 // KiB on Linux
+			m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > 2000 {
+			msg = "…" + msg[len(msg)-2000:]
+		}
+		return m, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, msg)
+	}
+	return m, nil
+}
+
+// settle makes the disk quiet before a measurement: whatever the previous
+// run left dirty is written now, outside any timing.
+func settle() {
+	syscall.Sync()
+}
+
+// warm reads a file once so every tool starts from the page cache.
+func warm(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
+}

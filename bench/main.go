@@ -1,0 +1,199 @@
+// Command bench measures pipe against the tools it replaces, on the same
+// data in one run, and writes a markdown report (`make bench`):
+//
+//   - fs → fs with no stages vs cp (and cp followed by sync -d, since pipe's
+//     fs sink fsyncs what it writes);
+//   - zstd level 3 with 2 workers vs zstd -3 -T2;
+//   - decompressing pipe's .zst vs zstd -d on the same file;
+//   - peak RSS of a balanced backup pipeline (exec source → zstd → age →
+//     sha256 → exec sink) for a small and a large input, against the memory
+//     budget `pipe plan --json` prints.
+//
+// After an untimed warm-up round, runs are interleaved (pipe, reference,
+// pipe, reference, …) so a noisy neighbour slows both; each scenario
+// reports the median wall time of the process as seen by a user (start to
+// exit). Every output is checked (sizes on every run, full contents once)
+// so a broken pipeline cannot report a fast number.
+//
+// The data set is a synthetic PostgreSQL plain-format dump made by a
+// deterministic generator (gen.go), cached under bench/results/data/. The
+// same generator is the memory benchmark's exec source: the bench binary
+// run as `bench gen -bytes N`.
+//
+// Usage:
+//
+//	go run ./bench -pipe ./bin/pipe -out bench/results/latest.md [-quick]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is what the flags set.
+type config struct {
+	pipe     string // absolute path of the pipe binary
+	out      string
+	dataDir  string
+	workDir  string
+	quick    bool
+	reps     int
+	dataSize int64
+	memSizes [2]int64
+	skipMem  bool
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "gen" {
+		if err := genMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	// An interrupt kills the command being measured and lets run remove
+	// its temporary folders.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	pipe := fs.String("pipe", "./bin/pipe", "the pipe binary to measure")
+	out := fs.String("out", "bench/results/latest.md", "write the markdown report here (and to stdout)")
+	dataDir := fs.String("data", "bench/results/data", "cache folder for the generated data set")
+	workDir := fs.String("work", "bench/results", "folder for outputs (a temporary subfolder, removed at the end); keep it on the disk you mean to measure")
+	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
+	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
+	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem}
+	var err error
+	if c.pipe, err = filepath.Abs(*pipe); err != nil {
+		return c, err
+	}
+	if fi, err := os.Stat(c.pipe); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return c, fmt.Errorf("%s is not an executable file; run `make build` first", *pipe)
+	}
+	if c.quick {
+		c.dataSize = 100_000_000
+		c.memSizes = [2]int64{256 << 20, 1 << 30}
+		if c.reps == 0 {
+			c.reps = 2
+		}
+	} else {
+		c.dataSize = 600_000_000
+		c.memSizes = [2]int64{1 << 30, 8 << 30}
+		if c.reps == 0 {
+			c.reps = 5
+		}
+	}
+	if c.reps < 1 {
+		return c, fmt.Errorf("-reps must be at least 1")
+	}
+	return c, nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, cfg config) error {
+	env := describeEnv(ctx, cfg)
+	data, err := ensureData(cfg.dataDir, cfg.dataSize, logf)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.workDir, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(cfg.workDir, "work-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	hcl, err := os.MkdirTemp("", "pipe-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(hcl)
+
+	b := &bench{cfg: cfg, data: data, size: cfg.dataSize, work: work, hcl: hcl}
+	if err := warm(data); err != nil {
+		return err
+	}
+	rep := &report{env: env, cfg: cfg, command: reproduce()}
+	scenarios := []func(context.Context) (*scenarioResult, error){b.copyScenario, b.compressScenario, b.decompressScenario}
+	for _, s := range scenarios {
+		r, err := s(ctx)
+		if err != nil {
+			return err
+		}
+		rep.scenarios = append(rep.scenarios, r)
+	}
+	if !cfg.skipMem {
+		m, err := b.memoryScenario(ctx)
+		if err != nil {
+			return err
+		}
+		rep.memory = m
+	}
+	rep.env.loadEnd = loadAvg()
+	text := rep.markdown()
+	fmt.Print(text)
+	if cfg.out != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.out, []byte(text), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", cfg.out)
+	}
+	return nil
+}
+
+// reproduce is the command line that produced this report.
+func reproduce() string {
+	parts := []string{"go", "run", "./bench"}
+	for _, a := range os.Args[1:] {
+		if a == "" || strings.ContainsAny(a, " \t'\"$\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// mb formats bytes in decimal megabytes (throughputs are MB/s).
+func mb(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
+
+// mib formats bytes in binary units (memory).
+func mib(n int64) string {
+	if n >= 1<<30 && n%(1<<30) == 0 {
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}

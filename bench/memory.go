@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// memoryTarget is the most RSS a balanced backup may use, whatever its
+// input size.
+const memoryTarget = 256 << 20
+
+// memRun is one memory-benchmark run.
+type memRun struct {
+	input   int64
+	peak    int64 // bytes
+	wall    time.Duration
+	summary pipelineRun
+}
+
+// memoryResult is the memory table.
+type memoryResult struct {
+	budget   int64
+	pipeline string // the pipeline file, for the report
+	runs     []memRun
+}
+
+// memoryScenario runs a balanced backup (exec source → zstd → age → sha256
+// → exec sink) for each input size and reads pipe's peak RSS from the
+// kernel (rusage of the waited-for process).
+func (b *bench) memoryScenario(ctx context.Context) (*memoryResult, error) {
+	logf("scenario 4: peak RSS of a balanced backup pipeline")
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	keys := filepath.Join(b.hcl, "keys", "bench")
+	if _, err := timeCommand(ctx, []string{b.cfg.pipe, "keygen", "-o", keys}); err != nil {
+		return nil, err
+	}
+	res := &memoryResult{
+		pipeline: "pipeline \"memory\" {\n" + memoryPipeline([]string{"bench", "gen", "-bytes", "N"}, "keys/bench.pub") + "}\n",
+	}
+	for i, n := range b.cfg.memSizes {
+		body := memoryPipeline([]string{self, "gen", "-bytes", strconv.FormatInt(n, 10)}, keys+".pub")
+		file, err := writePipeline(b.hcl, fmt.Sprintf("memory-%d", i), body)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			if res.budget, err = planBudget(ctx, b.cfg.pipe, file); err != nil {
+				return nil, err
+			}
+		} else if budget, err := planBudget(ctx, b.cfg.pipe, file); err != nil {
+			return nil, err
+		} else if budget != res.budget {
+			return nil, fmt.Errorf("the budget depends on the input size: %d vs %d", budget, res.budget)
+		}
+		settle()
+		r, err := runPipe(ctx, b.cfg.pipe, file, n)
+		if err != nil {
+			return nil, err
+		}
+		// Encrypted output carries per-chunk overhead; anything far from
+		// the data's compression ratio means the pipeline did not do its
+		// work.
+		if ratio := float64(n) / float64(r.summary.BytesWritten); ratio < 1.5 || ratio > 10 {
+			return nil, fmt.Errorf("memory run of %s wrote %d bytes (%.2f×): not a plausible compressed size", mib(n), r.summary.BytesWritten, ratio)
+		}
+		logf("  %-10s peak RSS %s in %.1fs (%s), bottleneck %s", mib(n), mib(r.maxRSS), r.wall.Seconds(), rate(n, r.wall), r.summary.Bottleneck)
+		res.runs = append(res.runs, memRun{input: n, peak: r.maxRSS, wall: r.wall, summary: r.summary})
+	}
+	return res, nil
+}
+
+// memoryPipeline is the body of the memory benchmark's pipeline: gen is
+// the generator's command line, pub the age recipient file.
+func memoryPipeline(gen []string, pub string) string {
+	return fmt.Sprintf(`  profile = "balanced"
+
+  source "exec" {
+    command = %s
+    name    = "pgdump.sql"
+  }
+
+  compress {
+    codec = "zstd"
+  }
+
+  encrypt {
+    recipients = [file(%s)]
+  }
+
+  checksum {}
+
+  sink "exec" {
+    command = ["sh", "-c", "cat >/dev/null"]
+  }
+`, hclList(gen...), hclString(pub))
+}
