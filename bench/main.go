@@ -48,6 +48,7 @@ type config struct {
 	dataSize int64
 	memSizes [2]int64
 	skipMem  bool
+	only     string // comma-separated scenarios to run; "" for all
 }
 
 func main() {
@@ -83,13 +84,14 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
+	only := fs.String("only", "", "run only these throughput scenarios: copy, compress, decompress (comma-separated)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem}
+	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only}
 	var err error
 	if c.pipe, err = filepath.Abs(*pipe); err != nil {
 		return c, err
@@ -145,9 +147,15 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	rep := &report{env: env, cfg: cfg, command: reproduce()}
-	scenarios := []func(context.Context) (*scenarioResult, error){b.copyScenario, b.compressScenario, b.decompressScenario}
+	scenarios := []struct {
+		name string
+		run  func(context.Context) (*scenarioResult, error)
+	}{{"copy", b.copyScenario}, {"compress", b.compressScenario}, {"decompress", b.decompressScenario}}
 	for _, s := range scenarios {
-		r, err := s(ctx)
+		if cfg.only != "" && !strings.Contains(","+cfg.only+",", ","+s.name+",") {
+			continue
+		}
+		r, err := s.run(ctx)
 		if err != nil {
 			return err
 		}

@@ -89,6 +89,17 @@ func (r *chunkReader) close() (trailing int64) {
 	}
 }
 
+// abandon releases the chunk being read; chunks still in the channel are
+// released by whoever drains it. A failed stage calls it instead of close,
+// so a failure does not read the rest of the stream first.
+func (r *chunkReader) abandon() {
+	if r.cur != nil {
+		r.cur.release()
+		r.cur = nil
+	}
+	r.eof = true
+}
+
 // chunkWriter packs the bytes written to it into pooled chunks of up to
 // size bytes and hands each full chunk to emit.
 type chunkWriter struct {

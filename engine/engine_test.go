@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -389,4 +390,53 @@ func TestMapperChunkSize(t *testing.T) {
 	if r.buffersInUse() != 0 {
 		t.Fatal("buffers leaked")
 	}
+}
+
+// A unit that fails early in a long stream stops the run at once: the
+// dispatcher must not wait for buffers held by results nobody takes, and
+// the failure must not read the rest of the stream first.
+func TestEarlyFailureStopsPromptly(t *testing.T) {
+	const chunk = 1024
+	big := bytes.Repeat([]byte{1}, 20000*chunk)
+	big[3*chunk] = 9 // the fourth unit fails
+	for name, stages := range map[string][]Stage{
+		"mapper": {
+			{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }},
+			{Name: "unframe", Proc: unframer{failOn: 9}, Workers: 2},
+		},
+		"streamer": {{Name: "fail", Proc: failAfter{n: 3 * chunk}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := &enginetest.MemSource{Data: map[string][]byte{"s": big}}
+			sink := enginetest.NewMemSink()
+			j := job(src, stages, chunk, sink)
+			r, err := New(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { _, err := r.Run(context.Background()); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("no error")
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the run hangs after an early failure")
+			}
+			if read := r.Source().BytesOut(); read > int64(len(big))/2 {
+				t.Fatalf("the source read %d of %d bytes after the failure at byte %d", read, len(big), 3*chunk)
+			}
+		})
+	}
+}
+
+// failAfter is a Streamer that fails after reading n bytes.
+type failAfter struct{ n int }
+
+func (f failAfter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
+	if _, err := io.CopyN(dst, src, int64(f.n)); err != nil {
+		return err
+	}
+	return errors.New("bad data")
 }

@@ -88,12 +88,20 @@ func mapStream(ctx context.Context, wp *workerPool, pools stagePools, in <-chan 
 	done := make(chan *chunk, cap(pools.out.free))
 	total := make(chan int64, 1)
 	dispatchErr := make(chan error, 1)
+	// The dispatcher stops as soon as the reorder step fails: otherwise it
+	// would fill done with results nobody takes and wait for a buffer
+	// forever.
+	dctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	go func() {
-		n, err := dispatch(ctx, wp, pools, in, done)
+		n, err := dispatch(dctx, wp, pools, in, done)
 		total <- n
 		dispatchErr <- err
 	}()
 	err := reorder(ctx, m, pools.out, done, total, out)
+	if err != nil {
+		stop(err)
+	}
 	if derr := <-dispatchErr; err == nil {
 		err = derr
 	}
@@ -157,7 +165,7 @@ func dispatch(ctx context.Context, wp *workerPool, pools stagePools, in <-chan *
 // reorder step as already finished units.
 func split(ctx context.Context, sp Splitter, m *Meter, pools stagePools, in <-chan *chunk, submit func(*chunk) error, done chan<- *chunk, seq *int64) error {
 	r := &chunkReader{ctx: ctx, in: in, meter: m}
-	defer r.close()
+	defer r.abandon() // what is left in the channel, the stream drains
 	for {
 		t := time.Now()
 		buf, err := pools.in.get(ctx)

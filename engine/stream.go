@@ -197,7 +197,12 @@ func runStreamer(ctx context.Context, p Streamer, m *Meter, pools stagePools, in
 	} else {
 		w.discard()
 	}
-	trailing := r.close()
+	var trailing int64
+	if err == nil {
+		trailing = r.close()
+	} else {
+		r.abandon()
+	}
 	waitIn, blocked := local.waitIn.Load(), local.blockedOut.Load()
 	m.busy.Add(int64(time.Since(t)) - waitIn - blocked)
 	m.waitIn.Add(waitIn)
