@@ -23,21 +23,26 @@ func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w} }
 
 func (b *progressBar) Start(pipeline string, total int64, r *engine.Run) {
 	b.p = mpb.New(mpb.WithOutput(b.w), mpb.WithRefreshRate(150*time.Millisecond), mpb.WithAutoRefresh())
-	barTotal := total
-	if barTotal <= 0 {
-		barTotal = 0 // unknown: the bar grows with the data
+	name := decor.Name(pipeline+" ", decor.WCSyncSpaceR)
+	speed := decor.EwmaSpeed(decor.SizeB1024(0), "% .1f", 30)
+	if total > 0 {
+		b.bar = b.p.AddBar(total,
+			mpb.PrependDecorators(name, decor.CountersKibiByte("% .1f / % .1f")),
+			mpb.AppendDecorators(speed, decor.Name(" "), decor.OnComplete(decor.EwmaETA(decor.ET_STYLE_GO, 30), "done")))
+	} else {
+		// The size is not known (a command's output): bytes, speed and time
+		// so far, no pretend percentage.
+		b.bar = b.p.New(0, mpb.SpinnerStyle(),
+			mpb.PrependDecorators(name, decor.Current(decor.SizeB1024(0), "% .1f")),
+			mpb.AppendDecorators(speed, decor.Name(" "), decor.Elapsed(decor.ET_STYLE_GO)))
 	}
-	b.bar = b.p.AddBar(barTotal,
-		mpb.PrependDecorators(decor.Name(pipeline+" ", decor.WCSyncSpaceR), decor.CountersKibiByte("% .1f / % .1f")),
-		mpb.AppendDecorators(decor.EwmaSpeed(decor.SizeB1024(0), "% .1f", 30), decor.Name(" "), decor.OnComplete(decor.EwmaETA(decor.ET_STYLE_GO, 30), "done")),
-	)
 	b.stop, b.done = make(chan struct{}), make(chan struct{})
 	src := r.Source()
 	go func() {
 		defer close(b.done)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		last, lastT := int64(0), time.Now()
+		lastT := time.Now()
 		for {
 			select {
 			case <-b.stop:
@@ -51,12 +56,8 @@ func (b *progressBar) Start(pipeline string, total int64, r *engine.Run) {
 				return
 			case <-t.C:
 				n := src.BytesOut()
-				if total <= 0 {
-					b.bar.SetTotal(n+1, false)
-				}
 				b.bar.EwmaSetCurrent(n, time.Since(lastT))
-				last, lastT = n, time.Now()
-				_ = last
+				lastT = time.Now()
 			}
 		}
 	}()
