@@ -25,9 +25,16 @@ type bench struct {
 type contender struct {
 	label  string
 	target float64 // for references: the least pipe/reference ratio wanted
-	run    func(ctx context.Context, rep int) (measurement, error)
-	times  []time.Duration // wall
-	cpu    []time.Duration // user + system
+	// clean removes the contender's previous output. It runs right before
+	// the contender's own next run, for every contender alike: the memory
+	// a deleted file frees is what the next write gets, and on a VM that
+	// hands idle free memory back to the host, pages freed seconds earlier
+	// are slow to touch again. Deleting a tool's output just before its own
+	// run puts every tool in the same state.
+	clean func()
+	run   func(ctx context.Context, rep int) (measurement, error)
+	times []time.Duration // wall
+	cpu   []time.Duration // user + system
 }
 
 // scenarioResult is one row group of the report.
@@ -51,6 +58,9 @@ func (s *scenarioResult) interleave(ctx context.Context, reps int) error {
 	all := append([]*contender{s.pipe}, s.refs...)
 	for rep := range reps + 1 {
 		for _, c := range all {
+			if c.clean != nil {
+				c.clean()
+			}
 			settle()
 			m, err := c.run(ctx, rep)
 			d := m.wall
@@ -76,8 +86,8 @@ func (s *scenarioResult) interleave(ctx context.Context, reps int) error {
 
 // pipeContender runs file with pipe; check verifies the output of a run
 // and removes it.
-func (b *bench) pipeContender(s *scenarioResult, file string, want int64, check func(ctx context.Context, rep int) error) *contender {
-	return &contender{label: "pipe", run: func(ctx context.Context, rep int) (measurement, error) {
+func (b *bench) pipeContender(s *scenarioResult, file, outDir string, want int64, check func(ctx context.Context, rep int) error) *contender {
+	return &contender{label: "pipe", clean: func() { os.RemoveAll(outDir) }, run: func(ctx context.Context, rep int) (measurement, error) {
 		r, err := runPipe(ctx, b.cfg.pipe, file, want)
 		if err != nil {
 			return r.measurement, err
@@ -87,15 +97,13 @@ func (b *bench) pipeContender(s *scenarioResult, file string, want int64, check 
 	}}
 }
 
-// refContender times the commands, then verifies and removes out.
+// refContender times the commands, then verifies out.
 func refContender(label string, target float64, out string, want int64, cmds ...[]string) *contender {
-	return &contender{label: label, target: target, run: func(ctx context.Context, rep int) (measurement, error) {
-		os.Remove(out)
+	return &contender{label: label, target: target, clean: func() { os.Remove(out) }, run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := timeCommands(ctx, cmds...)
 		if err != nil {
 			return m, err
 		}
-		defer os.Remove(out)
 		_, err = checkSize(out, want)
 		return m, err
 	}}
@@ -116,8 +124,7 @@ func (b *bench) copyScenario(ctx context.Context) (*scenarioResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.pipe = b.pipeContender(s, file, b.size, func(ctx context.Context, rep int) error {
-		defer os.RemoveAll(outDir)
+	s.pipe = b.pipeContender(s, file, outDir, b.size, func(ctx context.Context, rep int) error {
 		out := filepath.Join(outDir, filepath.Base(b.data))
 		if _, err := checkSize(out, b.size); err != nil {
 			return err
@@ -133,6 +140,8 @@ func (b *bench) copyScenario(ctx context.Context) (*scenarioResult, error) {
 		refContender("cp + sync -d", 0.9, cpOut, b.size, []string{"cp", b.data, cpOut}, []string{"sync", "-d", cpOut}),
 	}
 	os.RemoveAll(outDir)
+	defer os.RemoveAll(outDir)
+	defer os.Remove(cpOut)
 	return s, s.interleave(ctx, b.cfg.reps)
 }
 
@@ -162,8 +171,7 @@ func (b *bench) compressScenario(ctx context.Context) (*scenarioResult, error) {
 		return nil, err
 	}
 	var sizes []int64
-	s.pipe = b.pipeContender(s, file, b.size, func(ctx context.Context, rep int) error {
-		defer os.RemoveAll(outDir)
+	s.pipe = b.pipeContender(s, file, outDir, b.size, func(ctx context.Context, rep int) error {
 		out := filepath.Join(outDir, filepath.Base(b.data)+".zst")
 		n, err := checkSize(out, -1)
 		if err != nil {
@@ -189,6 +197,7 @@ func (b *bench) compressScenario(ctx context.Context) (*scenarioResult, error) {
 		refContender("zstd -3 -T2 + sync -d", 1.0, refOut, -1, zstd, []string{"sync", "-d", refOut}),
 	}
 	os.RemoveAll(outDir)
+	defer os.RemoveAll(outDir)
 	if err := s.interleave(ctx, b.cfg.reps); err != nil {
 		return s, err
 	}
@@ -242,8 +251,7 @@ func (b *bench) decompressScenario(ctx context.Context) (*scenarioResult, error)
 		return nil, err
 	}
 	s.data = fmt.Sprintf("pipe's .zst of it (%s → %s)", mb(zi.Size()), mb(b.size))
-	s.pipe = b.pipeContender(s, file, zi.Size(), func(ctx context.Context, rep int) error {
-		defer os.RemoveAll(outDir)
+	s.pipe = b.pipeContender(s, file, outDir, zi.Size(), func(ctx context.Context, rep int) error {
 		out := filepath.Join(outDir, filepath.Base(b.data))
 		if _, err := checkSize(out, b.size); err != nil {
 			return err
@@ -264,16 +272,16 @@ func (b *bench) decompressScenario(ctx context.Context) (*scenarioResult, error)
 		if rep > 0 {
 			return first(ctx, rep)
 		}
-		os.Remove(refOut)
 		m, err := timeCommands(ctx, zstd)
 		if err != nil {
 			return m, err
 		}
-		defer os.Remove(refOut)
 		return m, sameFile(refOut, b.data)
 	}
 	s.refs = []*contender{ref, refSync}
 	os.RemoveAll(outDir)
+	defer os.RemoveAll(outDir)
+	defer os.Remove(refOut)
 	return s, s.interleave(ctx, b.cfg.reps)
 }
 
