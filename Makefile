@@ -5,7 +5,7 @@ BIN     := bin/pipe
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X github.com/pipebackup/pipe/runner.Version=$(VERSION)
 
-.PHONY: help build run test test-short fuzz bench clean
+.PHONY: help build run test test-short fuzz bench proto docs clean
 
 help:
 	@echo "make build   build $(BIN)"
@@ -38,6 +38,13 @@ fuzz:
 
 bench: build
 	$(GO) run ./bench -pipe ./$(BIN) -out bench/results/latest.md
+
+# Regenerate the plugin protocol's Go code (needs protoc, protoc-gen-go and
+# protoc-gen-go-grpc on PATH; the generated files are committed).
+proto:
+	protoc -I schemas --go_out=. --go_opt=module=github.com/pipebackup/pipe \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/pipebackup/pipe \
+		schemas/pipe/plugin/v1/plugin.proto
 
 clean:
 	rm -rf bin out backups examples/data bench/results

@@ -43,10 +43,15 @@ func (o *Options) lookupEnv(name string) (string, bool) {
 
 // Schemas tells the loader which endpoint types exist and their schemas.
 type Schemas interface {
-	SourceSchema(typ string) (sdk.Schema, bool)
-	SinkSchema(typ string) (sdk.Schema, bool)
-	SourceTypes() []string
-	SinkTypes() []string
+	// Schema returns the schema of the endpoint type typ of kind ("source"
+	// or "sink"). found is false when nothing provides it; err says why a
+	// plugin that should provide it failed.
+	Schema(kind, typ string) (schema sdk.Schema, found bool, err error)
+	// Types lists the known types of a kind, for suggestions.
+	Types(kind string) []string
+	// Pin makes plugin name come from path and start only if its
+	// executable has the given SHA-256 (each may be empty).
+	Pin(name, path, sha256 string) error
 }
 
 // File is a loaded pipeline file.
@@ -188,8 +193,14 @@ func (f *File) Pipeline(name string) *Pipeline {
 var rootSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "pipeline", LabelNames: []string{"name"}},
 	},
+}
+
+var pluginAttrs = []sdk.Attribute{
+	{Name: "path", Type: sdk.String, Description: "The plugin's executable (default: pipe-plugin-NAME on the plugin path)."},
+	{Name: "sha256", Type: sdk.String, Description: "The SHA-256 its executable must have; pipe refuses to start it otherwise."},
 }
 
 var pipelineAttrs = []sdk.Attribute{
@@ -257,6 +268,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 
 	vars, d := f.loadVariables(content.Blocks, &o, funcs)
 	diags = append(diags, d...)
+	diags = append(diags, f.loadPlugins(content.Blocks, &o, funcs, src)...)
 
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
@@ -407,20 +419,53 @@ func hasSinkBlock(bs hcl.Blocks) bool {
 	return false
 }
 
+// loadPlugins pins the plugins the file names before any endpoint is
+// looked up. Their attributes may call functions but not use variables.
+func (f *File) loadPlugins(blocks hcl.Blocks, o *Options, funcs map[string]functionT, src []byte) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	seen := map[string]bool{}
+	fctx := &hcl.EvalContext{Functions: funcs}
+	for _, b := range blocks {
+		if b.Type != "plugin" {
+			continue
+		}
+		name := b.Labels[0]
+		if seen[name] {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate plugin block",
+				Detail: fmt.Sprintf("Plugin %q is pinned twice.", name), Subject: b.LabelRanges[0].Ptr()})
+			continue
+		}
+		seen[name] = true
+		c, d := b.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(pluginAttrs, "")})
+		diags = append(diags, d...)
+		blk, d := f.decodeAttributes("plugin", b.DefRange, c.Attributes, pluginAttrs, "", fctx, src)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		if err := o.Schemas.Pin(name, blk.String("path"), blk.String("sha256")); err != nil {
+			rng := b.LabelRanges[0]
+			if blk.Set("sha256") {
+				rng = blk.AttrRange("sha256")
+			}
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid plugin pin", Detail: err.Error() + ".", Subject: rng.Ptr()})
+		}
+	}
+	return diags
+}
+
 func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Endpoint, hcl.Diagnostics) {
 	kind, typ := blk.Type, blk.Labels[0]
-	var schema sdk.Schema
-	var ok bool
-	var known []string
-	if kind == "source" {
-		schema, ok = o.Schemas.SourceSchema(typ)
-		known = o.Schemas.SourceTypes()
-	} else {
-		schema, ok = o.Schemas.SinkSchema(typ)
-		known = o.Schemas.SinkTypes()
+	schema, ok, err := o.Schemas.Schema(kind, typ)
+	if err != nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: fmt.Sprintf("Plugin for %s %q failed", kind, typ),
+			Detail: err.Error() + ".", Subject: blk.LabelRanges[0].Ptr(),
+		}}
 	}
+	known := o.Schemas.Types(kind)
 	if !ok {
-		detail := fmt.Sprintf("There is no %s type %q. Available: %s; plugins add more.", kind, typ, strings.Join(known, ", "))
+		detail := fmt.Sprintf("There is no %s type %q. Available: %s; a plugin adds one as an executable %s on the plugin path (pipe plugins lists them).", kind, typ, strings.Join(known, ", "), "pipe-plugin-"+typ)
 		if s := suggest(typ, known); s != "" {
 			detail = fmt.Sprintf("There is no %s type %q. Did you mean %q? Available: %s.", kind, typ, s, strings.Join(known, ", "))
 		}

@@ -25,10 +25,19 @@ var sourceSchema = sdk.Schema{Attributes: []sdk.Attribute{
 	{Name: "jobs", Type: sdk.Number},
 }}
 
-func (schemas) SourceSchema(t string) (sdk.Schema, bool) { return sourceSchema, t == "src" }
-func (schemas) SinkSchema(t string) (sdk.Schema, bool)   { return sinkSchema, t == "dst" }
-func (schemas) SourceTypes() []string                    { return []string{"src"} }
-func (schemas) SinkTypes() []string                      { return []string{"dst"} }
+func (schemas) Schema(kind, t string) (sdk.Schema, bool, error) {
+	if kind == "source" {
+		return sourceSchema, t == "src", nil
+	}
+	return sinkSchema, t == "dst", nil
+}
+func (schemas) Types(kind string) []string {
+	if kind == "source" {
+		return []string{"src"}
+	}
+	return []string{"dst"}
+}
+func (schemas) Pin(name, path, sha string) error { return nil }
 
 func load(t *testing.T, src string, o Options) *File {
 	t.Helper()

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -155,13 +156,20 @@ func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry) (*endp
 		}
 		return sdk.NewConfig(vals)
 	}
-	st, _ := reg.Source(p.Source.Type)
+	st, err := reg.Source(p.Source.Type)
+	if st == nil {
+		return nil, nil, fmt.Errorf("source %s: %w", p.Source.Type, errors.Join(err, errors.New("no such type")))
+	}
 	source, ds := st.Configure(ctx, config(p.Source))
 	at(p.Source, ds)
 	src := &endpoint{def: p.Source, name: p.Source.Type, source: source}
 	var sinks []*endpoint
 	for i, def := range p.Sinks {
-		kt, _ := reg.Sink(def.Type)
+		kt, err := reg.Sink(def.Type)
+		if kt == nil {
+			closeAll(src, sinks)
+			return nil, nil, fmt.Errorf("sink %s: %w", def.Type, errors.Join(err, errors.New("no such type")))
+		}
 		sink, ds := kt.Configure(ctx, config(def))
 		at(def, ds)
 		name := def.Type

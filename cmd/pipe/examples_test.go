@@ -13,10 +13,8 @@ import (
 func pipeCLI(t *testing.T, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := newRootCmd(&out, &errb)
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	if code := execute(&out, &errb, args); code != 0 {
+		t.Fatalf("pipe %s: exit %d\n%s", strings.Join(args, " "), code, errb.String())
 	}
 	return out.String() + errb.String()
 }

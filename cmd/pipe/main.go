@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -25,8 +26,17 @@ type exitError struct{ code int }
 func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
-	err := newRootCmd(os.Stdout, os.Stderr).Execute()
-	os.Exit(exitCode(err))
+	maybeServePlugins()
+	os.Exit(execute(os.Stdout, os.Stderr, os.Args[1:]))
+}
+
+// execute runs the CLI and stops its plugins before returning the exit code.
+func execute(stdout, stderr io.Writer, args []string) int {
+	cmd, stop := newRootCmd(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	stop()
+	return exitCode(err)
 }
 
 // exitCode prints an error not yet printed and returns the exit code.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
-	"github.com/pipebackup/pipe/plugins/all"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/profiles"
 )
@@ -27,7 +26,9 @@ var version = "dev"
 // app holds what every command shares.
 type app struct {
 	stdout, stderr io.Writer
-	registry       *host.Registry
+	// registry is made on first use and closed (its plugins stopped) when
+	// the command ends.
+	registry *host.Registry
 	host           profiles.Host
 	// color renders diagnostics with terminal colors.
 	color bool
@@ -54,12 +55,10 @@ func (f *loadFlags) register(cmd *cobra.Command, withProfile, withPipeline, with
 	}
 }
 
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	reg, err := host.NewRegistry(all.Builtin())
-	if err != nil {
-		panic(err) // the built-ins are fixed at compile time; a test covers them
-	}
-	a := &app{stdout: stdout, stderr: stderr, registry: reg, host: profiles.ThisHost(), color: isTerminal(stderr)}
+// newRootCmd returns the CLI and a function that stops the plugin processes
+// it started; callers run it after Execute, whatever the outcome.
+func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, func()) {
+	a := &app{stdout: stdout, stderr: stderr, host: profiles.ThisHost(), color: isTerminal(stderr)}
 	root := &cobra.Command{
 		Use:   "pipe",
 		Short: "Fast, memory-bounded database backup and restore pipelines",
@@ -72,8 +71,27 @@ sinks (local disk, any command), and the same the other way round to restore.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd())
-	return root
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd())
+	return root, a.closeRegistry
+}
+
+func (a *app) openRegistry() (*host.Registry, error) {
+	if a.registry == nil {
+		reg, err := newRegistry()
+		if err != nil {
+			return nil, err
+		}
+		a.registry = reg
+	}
+	return a.registry, nil
+}
+
+// closeRegistry stops the plugin processes.
+func (a *app) closeRegistry() {
+	if a.registry != nil {
+		a.registry.Close()
+		a.registry = nil
+	}
 }
 
 func isTerminal(w io.Writer) bool {
@@ -102,7 +120,11 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 		fmt.Fprintln(a.stderr, "Error:", err)
 		return nil, &exitError{exitInvalid}
 	}
-	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: a.registry})
+	reg, err := a.openRegistry()
+	if err != nil {
+		return nil, err
+	}
+	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: reg})
 	var p *plan.Plan
 	if !diags.HasErrors() {
 		var d hcl.Diagnostics

@@ -16,11 +16,9 @@ import (
 // TestMain lets the scripts run `pipe` as a command: the test binary turns
 // into pipe when called by that name.
 func TestMain(m *testing.M) {
+	maybeServePlugins() // the test binary is also the built-in plugin
 	testscript.Main(m, map[string]func(){
-		"pipe": func() {
-			err := newRootCmd(os.Stdout, os.Stderr).Execute()
-			os.Exit(exitCode(err))
-		},
+		"pipe": func() { os.Exit(execute(os.Stdout, os.Stderr, os.Args[1:])) },
 	})
 }
 

@@ -1,99 +1,414 @@
 // Package host is the side of the plugin system that pipe itself runs: the
-// registry of endpoint types a pipeline file may name, gathered from plugin
-// sets. It knows endpoints only through the SDK's interfaces.
+// registry of endpoint types a pipeline may name, the plugin processes
+// behind them (pipe's own built-ins, served by pipe starting itself, and
+// third-party pipe-plugin-NAME executables found on the plugin path), and
+// the adapters that make a remote endpoint look like any sdk.Source or
+// sdk.Sink. It knows endpoints only through the SDK's interfaces.
 package host
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 
+	"github.com/pipebackup/pipe/plugins/internal/pb"
+	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
-// Registry holds the endpoint types of one or more plugins.
+// Prefix is the start of a third-party plugin's executable name.
+const Prefix = "pipe-plugin-"
+
+// Options configure a Registry.
+type Options struct {
+	// Builtin is the set of endpoints compiled into pipe.
+	Builtin sdk.Plugin
+	// BuiltinCmd returns the command that serves Builtin as a plugin
+	// process (pipe itself); nil runs the built-ins in this process.
+	BuiltinCmd func() *exec.Cmd
+	// Dirs are searched in order for pipe-plugin-NAME executables.
+	Dirs []string
+}
+
+// Registry holds the endpoint types a pipeline file may name.
 type Registry struct {
-	sources map[string]entry[sdk.SourceType]
-	sinks   map[string]entry[sdk.SinkType]
-	plugins []sdk.Plugin
+	o       Options
+	builtin *process // nil: built-ins run in this process
+
+	mu      sync.Mutex
+	sources map[string]sdk.SourceType
+	sinks   map[string]sdk.SinkType
+	plugins map[string]*external // by plugin name, once looked for
+	pins    map[string]Pin
 }
 
-type entry[T any] struct {
-	t      T
-	plugin string
+// Pin fixes a third-party plugin's executable and its SHA-256.
+type Pin struct {
+	Path   string
+	SHA256 string
 }
 
-// NewRegistry gathers the endpoint types of plugins. Two plugins may not
-// provide the same type.
-func NewRegistry(plugins ...sdk.Plugin) (*Registry, error) {
-	r := &Registry{sources: map[string]entry[sdk.SourceType]{}, sinks: map[string]entry[sdk.SinkType]{}}
-	for _, p := range plugins {
-		for name, t := range p.Sources {
-			if prev, ok := r.sources[name]; ok {
-				return nil, fmt.Errorf("plugins %s and %s both provide source %q", prev.plugin, p.Name, name)
-			}
-			if err := t.Schema().Validate(); err != nil {
-				return nil, fmt.Errorf("plugin %s: source %q: %w", p.Name, name, err)
-			}
-			r.sources[name] = entry[sdk.SourceType]{t, p.Name}
+// external is a third-party plugin, found or not.
+type external struct {
+	name string
+	path string // "" when not found
+	proc *process
+	info *pb.GetSchema_Response
+	err  error
+}
+
+// New returns a registry.
+func New(o Options) (*Registry, error) {
+	r := &Registry{o: o, sources: map[string]sdk.SourceType{}, sinks: map[string]sdk.SinkType{},
+		plugins: map[string]*external{}, pins: map[string]Pin{}}
+	if o.BuiltinCmd != nil {
+		self, _ := os.Executable()
+		r.builtin = newProcess(o.Builtin.Name, self, o.BuiltinCmd)
+	}
+	p := o.Builtin
+	for name, t := range p.Sources {
+		if err := t.Schema().Validate(); err != nil {
+			return nil, fmt.Errorf("built-in source %q: %w", name, err)
 		}
-		for name, t := range p.Sinks {
-			if prev, ok := r.sinks[name]; ok {
-				return nil, fmt.Errorf("plugins %s and %s both provide sink %q", prev.plugin, p.Name, name)
-			}
-			if err := t.Schema().Validate(); err != nil {
-				return nil, fmt.Errorf("plugin %s: sink %q: %w", p.Name, name, err)
-			}
-			r.sinks[name] = entry[sdk.SinkType]{t, p.Name}
+		if r.builtin != nil {
+			t = &remoteSourceType{remoteType{proc: r.builtin, kind: pb.Kind_KIND_SOURCE, name: name, schema: t.Schema()}}
 		}
-		r.plugins = append(r.plugins, p)
+		r.sources[name] = t
+	}
+	for name, t := range p.Sinks {
+		if err := t.Schema().Validate(); err != nil {
+			return nil, fmt.Errorf("built-in sink %q: %w", name, err)
+		}
+		if r.builtin != nil {
+			t = &remoteSinkType{remoteType{proc: r.builtin, kind: pb.Kind_KIND_SINK, name: name, schema: t.Schema()}}
+		}
+		r.sinks[name] = t
 	}
 	return r, nil
 }
 
-// Source returns the source type called name.
-func (r *Registry) Source(name string) (sdk.SourceType, bool) {
-	e, ok := r.sources[name]
-	return e.t, ok
-}
-
-// Sink returns the sink type called name.
-func (r *Registry) Sink(name string) (sdk.SinkType, bool) {
-	e, ok := r.sinks[name]
-	return e.t, ok
-}
-
-// SourceSchema implements pipefile.Schemas.
-func (r *Registry) SourceSchema(name string) (sdk.Schema, bool) {
-	e, ok := r.sources[name]
-	if !ok {
-		return sdk.Schema{}, false
+// NewRegistry returns a registry of in-process endpoint sets, for tests and
+// tools that need no plugin processes. Two sets may not provide the same
+// type.
+func NewRegistry(plugins ...sdk.Plugin) (*Registry, error) {
+	merged := sdk.Plugin{Name: "builtin", Sources: map[string]sdk.SourceType{}, Sinks: map[string]sdk.SinkType{}}
+	owner := map[string]string{}
+	for _, p := range plugins {
+		for n, t := range p.Sources {
+			if prev, ok := owner["source/"+n]; ok {
+				return nil, fmt.Errorf("plugins %s and %s both provide source %q", prev, p.Name, n)
+			}
+			owner["source/"+n] = p.Name
+			if err := t.Schema().Validate(); err != nil {
+				return nil, fmt.Errorf("plugin %s: source %q: %w", p.Name, n, err)
+			}
+			merged.Sources[n] = t
+		}
+		for n, t := range p.Sinks {
+			if prev, ok := owner["sink/"+n]; ok {
+				return nil, fmt.Errorf("plugins %s and %s both provide sink %q", prev, p.Name, n)
+			}
+			owner["sink/"+n] = p.Name
+			if err := t.Schema().Validate(); err != nil {
+				return nil, fmt.Errorf("plugin %s: sink %q: %w", p.Name, n, err)
+			}
+			merged.Sinks[n] = t
+		}
 	}
-	return e.t.Schema(), true
+	return New(Options{Builtin: merged})
 }
 
-// SinkSchema implements pipefile.Schemas.
-func (r *Registry) SinkSchema(name string) (sdk.Schema, bool) {
-	e, ok := r.sinks[name]
-	if !ok {
-		return sdk.Schema{}, false
+// Pin makes the plugin called name come from path (if set) and start only
+// if its executable has the given SHA-256 (if set).
+func (r *Registry) Pin(name, path, sha256 string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, builtin := r.o.Builtin.Sources[name]; builtin {
+		return fmt.Errorf("%q is a built-in endpoint of pipe, not a plugin", name)
 	}
-	return e.t.Schema(), true
+	if _, builtin := r.o.Builtin.Sinks[name]; builtin {
+		return fmt.Errorf("%q is a built-in endpoint of pipe, not a plugin", name)
+	}
+	if sha256 != "" && len(sha256) != 64 {
+		return fmt.Errorf("sha256 %q: write the 64 hex digits that `sha256sum %s%s` prints", sha256, Prefix, name)
+	}
+	if _, done := r.plugins[name]; done {
+		return fmt.Errorf("plugin %q was already started; pin it before any pipeline uses it", name)
+	}
+	r.pins[name] = Pin{Path: path, SHA256: strings.ToLower(sha256)}
+	return nil
 }
 
-// SourceTypes lists the source types, sorted.
-func (r *Registry) SourceTypes() []string { return keys(r.sources) }
-
-// SinkTypes lists the sink types, sorted.
-func (r *Registry) SinkTypes() []string { return keys(r.sinks) }
-
-// Plugins lists the plugin sets in the registry.
-func (r *Registry) Plugins() []sdk.Plugin { return r.plugins }
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// Schema returns the schema of an endpoint type. found is false when no
+// built-in and no plugin provides it; err says why a plugin that should
+// provide it failed.
+func (r *Registry) Schema(kind, typ string) (schema sdk.Schema, found bool, err error) {
+	switch kind {
+	case "source":
+		t, err := r.Source(typ)
+		if t == nil {
+			return sdk.Schema{}, false, err
+		}
+		return t.Schema(), true, nil
+	case "sink":
+		t, err := r.Sink(typ)
+		if t == nil {
+			return sdk.Schema{}, false, err
+		}
+		return t.Schema(), true, nil
 	}
-	sort.Strings(out)
+	return sdk.Schema{}, false, fmt.Errorf("unknown endpoint kind %q", kind)
+}
+
+// Source returns the source type called typ; nil and no error when none
+// provides it.
+func (r *Registry) Source(typ string) (sdk.SourceType, error) {
+	r.mu.Lock()
+	t, ok := r.sources[typ]
+	r.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	if err := r.lookup(typ); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sources[typ], nil
+}
+
+// Sink returns the sink type called typ; nil and no error when none
+// provides it.
+func (r *Registry) Sink(typ string) (sdk.SinkType, error) {
+	r.mu.Lock()
+	t, ok := r.sinks[typ]
+	r.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	if err := r.lookup(typ); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sinks[typ], nil
+}
+
+// candidates are the plugin names that may provide typ: the type itself,
+// and its prefix before "_" (plugin "acme" provides "acme_db").
+func candidates(typ string) []string {
+	c := []string{typ}
+	if i := strings.IndexByte(typ, '_'); i > 0 {
+		c = append(c, typ[:i])
+	}
+	return c
+}
+
+// lookup starts the plugins that may provide typ and registers their types.
+func (r *Registry) lookup(typ string) error {
+	var errs []error
+	for _, name := range candidates(typ) {
+		ext := r.external(name)
+		if ext.path == "" {
+			continue
+		}
+		if ext.err != nil {
+			errs = append(errs, ext.err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// external finds and starts the plugin called name, once.
+func (r *Registry) external(name string) *external {
+	r.mu.Lock()
+	if ext, ok := r.plugins[name]; ok {
+		r.mu.Unlock()
+		return ext
+	}
+	ext := &external{name: name}
+	r.plugins[name] = ext
+	pin := r.pins[name]
+	r.mu.Unlock()
+
+	ext.path = pin.Path
+	if ext.path == "" {
+		ext.path = r.find(name)
+	}
+	if ext.path == "" {
+		if pin.SHA256 != "" {
+			ext.err = fmt.Errorf("plugin %s is pinned but %s%s is on no plugin path (%s)", name, Prefix, name, strings.Join(r.o.Dirs, ":"))
+			ext.path = "(missing)"
+		}
+		return ext
+	}
+	path := ext.path
+	ext.proc = newProcess(name, path, func() *exec.Cmd { return exec.Command(path) })
+	ext.proc.sha256 = pin.SHA256
+	ext.info, ext.err = ext.proc.schema()
+	if ext.err != nil {
+		return ext
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ep := range ext.info.GetEndpoints() {
+		rt := remoteType{proc: ext.proc, kind: ep.GetKind(), name: ep.GetType(), schema: wire.SchemaFromPB(ep.GetSchema())}
+		if ep.GetKind() == pb.Kind_KIND_SINK {
+			if _, taken := r.sinks[rt.name]; !taken {
+				r.sinks[rt.name] = &remoteSinkType{rt}
+			}
+		} else if _, taken := r.sources[rt.name]; !taken {
+			r.sources[rt.name] = &remoteSourceType{rt}
+		}
+	}
+	return ext
+}
+
+// schema starts the process and asks for its endpoint types.
+func (p *process) schema() (*pb.GetSchema_Response, error) {
+	rpc, err := p.conn()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	info, err := rpc.GetSchema(ctx, &pb.GetSchema_Request{})
+	if err != nil {
+		return nil, p.wrap(ctx, err)
+	}
+	for _, ep := range info.GetEndpoints() {
+		if err := wire.SchemaFromPB(ep.GetSchema()).Validate(); err != nil {
+			return nil, fmt.Errorf("plugin %s: %s %q declares an invalid schema: %w", p.name, strings.ToLower(strings.TrimPrefix(ep.GetKind().String(), "KIND_")), ep.GetType(), err)
+		}
+	}
+	return info, nil
+}
+
+// find returns the first pipe-plugin-NAME executable on the plugin path.
+func (r *Registry) find(name string) string {
+	for _, dir := range r.o.Dirs {
+		p := filepath.Join(dir, Prefix+name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// discovered lists the plugin names on the plugin path.
+func (r *Registry) discovered() []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, dir := range r.o.Dirs {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			name, ok := strings.CutPrefix(e.Name(), Prefix)
+			if !ok || name == "" || seen[name] {
+				continue
+			}
+			if r.find(name) != "" {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Types lists the types of a kind known without starting a plugin, and the
+// names of the plugins on the plugin path: for suggestions and messages.
+func (r *Registry) Types(kind string) []string {
+	r.mu.Lock()
+	var names []string
+	if kind == "sink" {
+		for n := range r.sinks {
+			names = append(names, n)
+		}
+	} else {
+		for n := range r.sources {
+			names = append(names, n)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range r.discovered() {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	return dedupe(names)
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
 	return out
+}
+
+// PluginInfo describes a plugin for `pipe plugins`.
+type PluginInfo struct {
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Path    string   `json:"path"`
+	SHA256  string   `json:"sha256,omitempty"`
+	Sources []string `json:"sources"`
+	Sinks   []string `json:"sinks"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Plugins describes the built-ins and every plugin on the plugin path,
+// starting each to ask what it provides.
+func (r *Registry) Plugins() []PluginInfo {
+	self, _ := os.Executable()
+	b := PluginInfo{Name: r.o.Builtin.Name, Version: r.o.Builtin.Version, Path: self + " (built in)"}
+	for n := range r.o.Builtin.Sources {
+		b.Sources = append(b.Sources, n)
+	}
+	for n := range r.o.Builtin.Sinks {
+		b.Sinks = append(b.Sinks, n)
+	}
+	sort.Strings(b.Sources)
+	sort.Strings(b.Sinks)
+	out := []PluginInfo{b}
+	for _, name := range r.discovered() {
+		ext := r.external(name)
+		pi := PluginInfo{Name: name, Path: ext.path, SHA256: fileSHA256(ext.path)}
+		if ext.err != nil {
+			pi.Error = ext.err.Error()
+		} else {
+			pi.Name, pi.Version = ext.info.GetName(), ext.info.GetVersion()
+			for _, ep := range ext.info.GetEndpoints() {
+				if ep.GetKind() == pb.Kind_KIND_SINK {
+					pi.Sinks = append(pi.Sinks, ep.GetType())
+				} else {
+					pi.Sources = append(pi.Sources, ep.GetType())
+				}
+			}
+		}
+		out = append(out, pi)
+	}
+	return out
+}
+
+// Close stops every plugin process this registry started.
+func (r *Registry) Close() {
+	if r.builtin != nil {
+		r.builtin.stop()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ext := range r.plugins {
+		if ext.proc != nil {
+			ext.proc.stop()
+		}
+	}
 }

@@ -22,13 +22,13 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(r.SourceTypes(), ","); got != "x,y" {
+	if got := strings.Join(r.Types("source"), ","); got != "x,y" {
 		t.Fatalf("types %s", got)
 	}
-	if _, found := r.SourceSchema("x"); !found {
-		t.Fatal("x not found")
+	if _, found, err := r.Schema("source", "x"); !found || err != nil {
+		t.Fatalf("x not found: %v", err)
 	}
-	if _, found := r.Sink("x"); found {
+	if s, err := r.Sink("x"); s != nil || err != nil {
 		t.Fatal("x is not a sink")
 	}
 	b := sdk.Plugin{Name: "b", Sources: map[string]sdk.SourceType{"x": ok}}

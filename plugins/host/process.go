@@ -1,0 +1,210 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pipebackup/pipe/plugins/internal/pb"
+	"github.com/pipebackup/pipe/plugins/internal/wire"
+)
+
+// StartTimeout bounds how long a plugin may take to answer the handshake.
+var StartTimeout = 10 * time.Second
+
+// callTimeout bounds the control calls that must be quick (schema,
+// configure, close).
+const callTimeout = 30 * time.Second
+
+// process is one plugin process, started on first use.
+type process struct {
+	name   string // the plugin's name, for messages
+	path   string // its executable
+	cmd    func() *exec.Cmd
+	sha256 string // pinned checksum, or ""
+
+	once    sync.Once
+	client  *goplugin.Client
+	rpc     pb.PluginClient
+	err     error
+	stderr  *tailBuffer
+	started *exec.Cmd
+}
+
+func newProcess(name, path string, cmd func() *exec.Cmd) *process {
+	return &process{name: name, path: path, cmd: cmd, stderr: &tailBuffer{max: 4 << 10}}
+}
+
+// conn starts the process if needed and returns its client.
+func (p *process) conn() (pb.PluginClient, error) {
+	p.once.Do(func() { p.rpc, p.err = p.start() })
+	return p.rpc, p.err
+}
+
+func (p *process) start() (pb.PluginClient, error) {
+	cmd := p.cmd()
+	// Its own process group: a terminal's Ctrl-C reaches pipe only, which
+	// then aborts what is in flight through the plugin and stops it. The
+	// kernel kills the plugin if pipe dies (the plugin also watches).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.started = cmd
+	cfg := &goplugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.Plugins(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		StartTimeout:     StartTimeout,
+		Stderr:           p.stderr,
+		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off}),
+		GRPCDialOptions:  wire.DialOptions(),
+	}
+	if p.sha256 != "" {
+		sum, err := hex.DecodeString(p.sha256)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s: sha256 %q is not hex", p.name, p.sha256)
+		}
+		cfg.SecureConfig = &goplugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	p.client = goplugin.NewClient(cfg)
+	cp, err := p.client.Client()
+	if err != nil {
+		p.client.Kill()
+		return nil, p.startError(err)
+	}
+	raw, err := cp.Dispense(wire.PluginName)
+	if err != nil {
+		p.client.Kill()
+		return nil, p.startError(err)
+	}
+	return raw.(pb.PluginClient), nil
+}
+
+// startError says why the plugin did not start, in words a user can act on.
+func (p *process) startError(err error) error {
+	msg := err.Error()
+	what := ""
+	switch {
+	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
+		got := fileSHA256(p.path)
+		what = fmt.Sprintf("refusing to start it: %s has sha256 %s, but the pipeline pins %s; check where the binary came from, then update the pin", p.path, got, p.sha256)
+	case strings.Contains(msg, "Incompatible API version"):
+		what = fmt.Sprintf("it speaks another protocol version than this pipe (protocol %d): %s; use a plugin built for protocol %d, or upgrade pipe", wire.ProtocolVersion, firstLine(msg), wire.ProtocolVersion)
+	case strings.Contains(msg, "Unrecognized remote plugin message"):
+		what = "it printed something other than the plugin handshake on its standard output (is it a pipe plugin? plugins must not write to stdout): " + firstLine(msg)
+	case strings.Contains(msg, "timeout while waiting for plugin to start"):
+		what = fmt.Sprintf("it did not answer within %s", StartTimeout)
+	case strings.Contains(msg, "exited before we could connect"):
+		what = "it exited at start" + exitStatus(p.started)
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist), strings.Contains(msg, "no such file"):
+		what = fmt.Sprintf("%s does not exist or cannot be run", p.path)
+	default:
+		what = msg
+	}
+	return fmt.Errorf("plugin %s (%s) failed to start: %s%s", p.name, p.path, what, p.said())
+}
+
+// said returns the end of what the plugin wrote to stderr, for errors.
+func (p *process) said() string {
+	s := strings.TrimSpace(p.stderr.String())
+	if s == "" {
+		return ""
+	}
+	return "; it printed: " + s
+}
+
+// wrap explains an error from a call: a plugin that died says so.
+func (p *process) wrap(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || (st.Code() == codes.Canceled && ctx.Err() == nil)) {
+		if p.exited() {
+			return fmt.Errorf("plugin %s exited unexpectedly%s%s", p.name, exitStatus(p.started), p.said())
+		}
+		return fmt.Errorf("plugin %s: connection lost: %s%s", p.name, st.Message(), p.said())
+	}
+	return wire.FromStatus(ctx, err)
+}
+
+func (p *process) exited() bool {
+	if p.client == nil {
+		return false
+	}
+	for i := 0; i < 20 && !p.client.Exited(); i++ {
+		time.Sleep(10 * time.Millisecond) // the exit may be a moment behind the broken connection
+	}
+	return p.client.Exited()
+}
+
+// stop asks the plugin to release everything, then ends it.
+func (p *process) stop() {
+	if p.client == nil || p.rpc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	p.rpc.Stop(ctx, &pb.Stop_Request{})
+	cancel()
+	p.client.Kill()
+}
+
+func exitStatus(cmd *exec.Cmd) string {
+	if cmd == nil || cmd.ProcessState == nil {
+		return ""
+	}
+	return " (" + cmd.ProcessState.String() + ")"
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func fileSHA256(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "(unreadable)"
+	}
+	defer f.Close()
+	h := sha256.New()
+	io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

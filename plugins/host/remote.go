@@ -1,0 +1,295 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/pipebackup/pipe/plugins/internal/pb"
+	"github.com/pipebackup/pipe/plugins/internal/wire"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// remoteType is an endpoint type served by a plugin process.
+type remoteType struct {
+	proc   *process
+	kind   pb.Kind
+	name   string
+	schema sdk.Schema
+}
+
+func (t *remoteType) Schema() sdk.Schema { return t.schema }
+
+// configure makes an instance in the plugin and returns its handle.
+func (t *remoteType) configure(ctx context.Context, cfg sdk.Config) (*pb.Configure_Response, sdk.Diagnostics) {
+	rpc, err := t.proc.conn()
+	if err != nil {
+		return nil, sdk.AttrError("", "plugin failed", err.Error())
+	}
+	values, err := wire.ConfigToPB(t.schema, cfg)
+	if err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := rpc.Configure(cctx, &pb.Configure_Request{Kind: t.kind, Type: t.name, Config: values})
+	if err != nil {
+		return nil, sdk.AttrError("", "plugin failed", t.proc.wrap(cctx, err).Error())
+	}
+	diags := wire.DiagsFromPB(resp.GetDiagnostics())
+	if resp.GetHandle() == 0 && !diags.HasErrors() {
+		diags = append(diags, sdk.AttrError("", "plugin failed", fmt.Sprintf("plugin %s made no %s", t.proc.name, t.name))...)
+	}
+	return resp, diags
+}
+
+type remoteSourceType struct{ remoteType }
+
+func (t *remoteSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {
+	resp, diags := t.configure(ctx, cfg)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return &remoteSource{remote: remote{proc: t.proc, handle: resp.GetHandle()}}, diags
+}
+
+type remoteSinkType struct{ remoteType }
+
+func (t *remoteSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
+	resp, diags := t.configure(ctx, cfg)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}}
+	// Only what the instance can do shows as a capability.
+	switch {
+	case resp.GetRemover() && resp.GetFlusher():
+		return &struct {
+			*remoteSink
+			remover
+			flusher
+		}{s, remover{s}, flusher{s}}, diags
+	case resp.GetRemover():
+		return &struct {
+			*remoteSink
+			remover
+		}{s, remover{s}}, diags
+	case resp.GetFlusher():
+		return &struct {
+			*remoteSink
+			flusher
+		}{s, flusher{s}}, diags
+	}
+	return s, diags
+}
+
+// remote is an instance in a plugin process.
+type remote struct {
+	proc   *process
+	handle uint64
+}
+
+// Close releases the instance in the plugin.
+func (r *remote) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, err := r.proc.rpc.Close(ctx, &pb.Close_Request{Handle: r.handle})
+	return r.proc.wrap(ctx, err)
+}
+
+type remoteSource struct{ remote }
+
+var _ sdk.Source = (*remoteSource)(nil)
+
+func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
+	resp, err := s.proc.rpc.ListStreams(ctx, &pb.ListStreams_Request{Handle: s.handle})
+	if err != nil {
+		return nil, s.proc.wrap(ctx, err)
+	}
+	out := make([]sdk.StreamInfo, 0, len(resp.GetStreams()))
+	for _, in := range resp.GetStreams() {
+		out = append(out, sdk.StreamInfo{Name: in.GetName(), Size: in.GetSize()})
+	}
+	return out, nil
+}
+
+func (s *remoteSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name})
+	if err != nil {
+		cancel()
+		return nil, s.proc.wrap(ctx, err)
+	}
+	r := &reader{ctx: ctx, cancel: cancel, st: st, proc: s.proc}
+	// The first message says whether the stream opened at all.
+	if err := r.fill(); err != nil && err != io.EOF {
+		cancel()
+		return nil, err
+	}
+	return r, nil
+}
+
+// reader reads a stream from a plugin.
+type reader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	st     pb.Plugin_ReadStreamClient
+	proc   *process
+	buf    []byte
+	end    *pb.ReadStream_End
+	err    error
+}
+
+// fill receives the next message; at the End it returns io.EOF.
+func (r *reader) fill() error {
+	if r.err != nil {
+		return r.err
+	}
+	for len(r.buf) == 0 {
+		if r.end != nil {
+			return io.EOF
+		}
+		msg, err := r.st.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = fmt.Errorf("plugin %s ended the stream without its end marker", r.proc.name)
+			} else {
+				err = r.proc.wrap(r.ctx, err)
+			}
+			r.err = err
+			return err
+		}
+		switch m := msg.GetMsg().(type) {
+		case *pb.ReadStream_Response_Data:
+			r.buf = m.Data
+		case *pb.ReadStream_Response_End:
+			r.end = m.End
+		}
+	}
+	return nil
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if err := r.fill(); err != nil {
+		return 0, err
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// Close ends the call; at the end of the stream it returns what closing
+// the stream reported in the plugin (a command's exit status, say).
+func (r *reader) Close() error {
+	if r.end == nil {
+		r.cancel() // stopped early: the plugin's source is cancelled
+		return nil
+	}
+	r.cancel()
+	if msg := r.end.GetError(); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+type remoteSink struct{ remote }
+
+var _ sdk.Sink = (*remoteSink)(nil)
+
+func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := s.proc.rpc.WriteObject(ctx)
+	if err != nil {
+		cancel()
+		return nil, s.proc.wrap(ctx, err)
+	}
+	open := &pb.WriteObject_Request{Msg: &pb.WriteObject_Request_Open{Open: &pb.WriteObject_Open{
+		Handle: s.handle, Object: &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size}}}}
+	w := &writer{ctx: ctx, cancel: cancel, st: st, proc: s.proc}
+	if err := st.Send(open); err != nil {
+		cancel()
+		return nil, w.result(err)
+	}
+	return w, nil
+}
+
+// writer sends an object to a plugin. gRPC's flow control blocks Write
+// when the plugin falls behind: that is the backpressure across processes.
+type writer struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	st     pb.Plugin_WriteObjectClient
+	proc   *process
+	done   bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), wire.MaxData)
+		if err := w.st.Send(&pb.WriteObject_Request{Msg: &pb.WriteObject_Request_Data{Data: p[:n]}}); err != nil {
+			w.done = true
+			return written, w.result(err)
+		}
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// result gets the plugin's verdict after a failed Send: the call ended, and
+// its status says why.
+func (w *writer) result(sendErr error) error {
+	_, err := w.st.CloseAndRecv()
+	w.cancel()
+	if err == nil {
+		err = sendErr
+	}
+	return w.proc.wrap(w.ctx, err)
+}
+
+func (w *writer) finish(commit bool) error {
+	if w.done {
+		if commit {
+			return errors.New("the object was already aborted")
+		}
+		return nil
+	}
+	w.done = true
+	if err := w.st.Send(&pb.WriteObject_Request{Msg: &pb.WriteObject_Request_Finish{Finish: &pb.WriteObject_Finish{Commit: commit}}}); err != nil {
+		return w.result(err)
+	}
+	_, err := w.st.CloseAndRecv()
+	w.cancel()
+	return w.proc.wrap(w.ctx, err)
+}
+
+func (w *writer) Commit(ctx context.Context) error { return w.finish(true) }
+
+// Abort tells the plugin to discard the object; if the call is broken,
+// cancelling it makes the plugin abort on its side.
+func (w *writer) Abort(ctx context.Context) error {
+	if w.ctx.Err() != nil {
+		w.done = true
+		w.cancel()
+		return nil
+	}
+	err := w.finish(false)
+	w.cancel()
+	return err
+}
+
+type remover struct{ s *remoteSink }
+
+func (r remover) Remove(ctx context.Context, key string) error {
+	_, err := r.s.proc.rpc.Remove(ctx, &pb.Remove_Request{Handle: r.s.handle, Key: key})
+	return r.s.proc.wrap(ctx, err)
+}
+
+type flusher struct{ s *remoteSink }
+
+func (f flusher) Flush(ctx context.Context) error {
+	_, err := f.s.proc.rpc.Flush(ctx, &pb.Flush_Request{Handle: f.s.handle})
+	return f.s.proc.wrap(ctx, err)
+}
