@@ -52,8 +52,13 @@ func forbid(t *testing.T, pkg string, prefixes ...string) {
 func TestImportRules(t *testing.T) {
 	// The engine knows stages and endpoints through interfaces only.
 	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner")
-	// A plugin binary links the SDK and nothing else of pipe.
-	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command")
+	// A plugin binary links the SDK and nothing else of pipe; the
+	// interfaces themselves depend on nothing at all.
+	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command", "plugins/internal", "plugins/sdk/plugin")
+	forbid(t, "plugins/sdk/plugin", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command")
+	if out, _ := exec.Command("go", "list", "-deps", mod+"plugins/sdk").Output(); strings.Contains(string(out), "google.golang.org/grpc") {
+		t.Error("plugins/sdk imports gRPC; only plugins/sdk/plugin should")
+	}
 	for _, st := range packages(t, "stages/...") {
 		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
 	}
@@ -67,7 +72,11 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	// Nothing but the CLI wires the built-ins in.
-	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host"} {
+	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance"} {
 		forbid(t, p, "plugins/all")
+	}
+	// The host and the loader know no concrete plugin.
+	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan"} {
+		forbid(t, p, "plugins/storage", "plugins/command")
 	}
 }

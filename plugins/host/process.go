@@ -68,7 +68,9 @@ func (p *process) start() (pb.PluginClient, error) {
 		Cmd:              cmd,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		StartTimeout:     StartTimeout,
-		Stderr:           p.stderr,
+		Stderr:           p.stderr, // before the handshake
+		SyncStderr:       p.stderr, // after it: go-plugin streams the plugin's stderr
+		SyncStdout:       p.stderr,
 		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off}),
 		GRPCDialOptions:  wire.DialOptions(),
 	}
@@ -96,19 +98,22 @@ func (p *process) start() (pb.PluginClient, error) {
 // startError says why the plugin did not start, in words a user can act on.
 func (p *process) startError(err error) error {
 	msg := err.Error()
+	lower := strings.ToLower(msg)
 	what := ""
 	switch {
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 		got := fileSHA256(p.path)
 		what = fmt.Sprintf("refusing to start it: %s has sha256 %s, but the pipeline pins %s; check where the binary came from, then update the pin", p.path, got, p.sha256)
-	case strings.Contains(msg, "Incompatible API version"):
+	case strings.Contains(lower, "incompatible api version"):
 		what = fmt.Sprintf("it speaks another protocol version than this pipe (protocol %d): %s; use a plugin built for protocol %d, or upgrade pipe", wire.ProtocolVersion, firstLine(msg), wire.ProtocolVersion)
+	case strings.Contains(msg, "exited before we could connect"),
+		strings.Contains(msg, "Unrecognized remote plugin message: \n") && p.exited(),
+		strings.HasSuffix(firstLine(msg), "Unrecognized remote plugin message: ") && p.exited():
+		what = "it exited at start" + exitStatus(p.started)
 	case strings.Contains(msg, "Unrecognized remote plugin message"):
 		what = "it printed something other than the plugin handshake on its standard output (is it a pipe plugin? plugins must not write to stdout): " + firstLine(msg)
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		what = fmt.Sprintf("it did not answer within %s", StartTimeout)
-	case strings.Contains(msg, "exited before we could connect"):
-		what = "it exited at start" + exitStatus(p.started)
 	case errors.Is(err, exec.ErrNotFound), errors.Is(err, os.ErrNotExist), strings.Contains(msg, "no such file"):
 		what = fmt.Sprintf("%s does not exist or cannot be run", p.path)
 	default:
@@ -117,8 +122,19 @@ func (p *process) startError(err error) error {
 	return fmt.Errorf("plugin %s (%s) failed to start: %s%s", p.name, p.path, what, p.said())
 }
 
-// said returns the end of what the plugin wrote to stderr, for errors.
+// said returns the end of what the plugin wrote to stderr, for errors. The
+// last lines of a plugin that just died may still be on their way: it
+// waits until stderr has been quiet for a moment.
 func (p *process) said() string {
+	last := -1
+	for i := 0; i < 30; i++ {
+		n := len(p.stderr.String())
+		if n == last {
+			break
+		}
+		last = n
+		time.Sleep(20 * time.Millisecond)
+	}
 	s := strings.TrimSpace(p.stderr.String())
 	if s == "" {
 		return ""

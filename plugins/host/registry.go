@@ -56,6 +56,7 @@ type Pin struct {
 
 // external is a third-party plugin, found or not.
 type external struct {
+	once sync.Once // fills the rest
 	name string
 	path string // "" when not found
 	proc *process
@@ -225,18 +226,23 @@ func (r *Registry) lookup(typ string) error {
 	return errors.Join(errs...)
 }
 
-// external finds and starts the plugin called name, once.
+// external finds and starts the plugin called name, once; concurrent
+// callers wait for the first.
 func (r *Registry) external(name string) *external {
 	r.mu.Lock()
-	if ext, ok := r.plugins[name]; ok {
-		r.mu.Unlock()
-		return ext
+	ext, ok := r.plugins[name]
+	if !ok {
+		ext = &external{name: name}
+		r.plugins[name] = ext
 	}
-	ext := &external{name: name}
-	r.plugins[name] = ext
 	pin := r.pins[name]
 	r.mu.Unlock()
+	ext.once.Do(func() { r.start(ext, pin) })
+	return ext
+}
 
+func (r *Registry) start(ext *external, pin Pin) {
+	name := ext.name
 	ext.path = pin.Path
 	if ext.path == "" {
 		ext.path = r.find(name)
@@ -246,14 +252,14 @@ func (r *Registry) external(name string) *external {
 			ext.err = fmt.Errorf("plugin %s is pinned but %s%s is on no plugin path (%s)", name, Prefix, name, strings.Join(r.o.Dirs, ":"))
 			ext.path = "(missing)"
 		}
-		return ext
+		return
 	}
 	path := ext.path
 	ext.proc = newProcess(name, path, func() *exec.Cmd { return exec.Command(path) })
 	ext.proc.sha256 = pin.SHA256
 	ext.info, ext.err = ext.proc.schema()
 	if ext.err != nil {
-		return ext
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -267,7 +273,6 @@ func (r *Registry) external(name string) *external {
 			r.sources[rt.name] = &remoteSourceType{rt}
 		}
 	}
-	return ext
 }
 
 // schema starts the process and asks for its endpoint types.
@@ -379,7 +384,15 @@ func (r *Registry) Plugins() []PluginInfo {
 	sort.Strings(b.Sources)
 	sort.Strings(b.Sinks)
 	out := []PluginInfo{b}
-	for _, name := range r.discovered() {
+	names := r.discovered()
+	// Start them all at once: one slow plugin does not hold up the rest.
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.external(name) }()
+	}
+	wg.Wait()
+	for _, name := range names {
 		ext := r.external(name)
 		pi := PluginInfo{Name: name, Path: ext.path, SHA256: fileSHA256(ext.path)}
 		if ext.err != nil {

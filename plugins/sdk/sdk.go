@@ -48,7 +48,9 @@ type Sink interface {
 	Create(ctx context.Context, obj Object) (ObjectWriter, error)
 }
 
-// ObjectWriter receives the bytes of one object.
+// ObjectWriter receives the bytes of one object. Its methods are called one
+// at a time, except Abort, which may be called while a Write is blocked (to
+// stop an object that is stuck).
 type ObjectWriter interface {
 	io.Writer
 	// Commit makes the object visible at its key, durably. It is called

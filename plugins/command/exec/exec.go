@@ -161,14 +161,25 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 type writer struct {
 	p    *proc
 	w    io.WriteCloser
-	done bool
+	mu   sync.Mutex
+	done bool // committed, aborted or failed
+}
+
+// finish marks the object done; it reports whether it already was.
+func (w *writer) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.done
+	w.done = true
+	return was
 }
 
 func (w *writer) Write(b []byte) (int, error) {
 	n, err := w.w.Write(b)
 	if err != nil {
-		// The command stopped reading: its exit status says why.
-		w.done = true
+		// The command stopped reading (or was aborted): its exit status
+		// says why.
+		w.finish()
 		if werr := w.p.wait(); werr != nil {
 			return n, werr
 		}
@@ -178,19 +189,18 @@ func (w *writer) Write(b []byte) (int, error) {
 }
 
 func (w *writer) Commit(ctx context.Context) error {
-	if w.done {
+	if w.finish() {
 		return errors.New("the command already ended")
 	}
-	w.done = true
 	w.w.Close()
 	return w.p.wait()
 }
 
+// Abort stops the command; a Write blocked on it returns.
 func (w *writer) Abort(ctx context.Context) error {
-	if w.done {
+	if w.finish() {
 		return nil
 	}
-	w.done = true
 	w.p.kill()
 	w.w.Close()
 	w.p.wait()
@@ -200,8 +210,12 @@ func (w *writer) Abort(ctx context.Context) error {
 // proc is a running command in its own process group, so stopping it stops
 // its children too.
 type proc struct {
-	cmd  *osexec.Cmd
-	tail *tailBuffer
+	cmd     *osexec.Cmd
+	tail    *tailBuffer
+	secrets []string // env values: never repeated in errors
+
+	waited  sync.Once
+	waitErr error
 }
 
 func newProc(ctx context.Context, c config, extraEnv []string) *proc {
@@ -221,6 +235,12 @@ func newProc(ctx context.Context, c config, extraEnv []string) *proc {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	p := &proc{cmd: cmd, tail: &tailBuffer{max: 8 << 10}}
+	for _, v := range c.Env {
+		if len(v) >= 4 {
+			p.secrets = append(p.secrets, v)
+		}
+	}
+	sort.Slice(p.secrets, func(i, j int) bool { return len(p.secrets[i]) > len(p.secrets[j]) })
 	cmd.Stderr = p.tail
 	return p
 }
@@ -241,13 +261,22 @@ func (p *proc) kill() {
 }
 
 // wait returns nil when the command exited zero, otherwise an error with
-// its exit status and the end of what it printed.
+// its exit status and the end of what it printed. It may be called more
+// than once, from more than one goroutine.
 func (p *proc) wait() error {
+	p.waited.Do(func() { p.waitErr = p.waitOnce() })
+	return p.waitErr
+}
+
+func (p *proc) waitOnce() error {
 	err := p.cmd.Wait()
 	if err == nil {
 		return nil
 	}
 	msg := strings.TrimSpace(p.tail.String())
+	for _, sec := range p.secrets {
+		msg = strings.ReplaceAll(msg, sec, "(sensitive)")
+	}
 	var ee *osexec.ExitError
 	if errors.As(err, &ee) {
 		status := fmt.Sprintf("exited with status %d", ee.ExitCode())

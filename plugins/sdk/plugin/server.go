@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,61 @@ type server struct {
 	mu        sync.Mutex
 	next      uint64
 	instances map[uint64]any // sdk.Source or sdk.Sink
+	secrets   map[uint64][]string
 	writes    sync.WaitGroup // WriteObject calls in progress
+}
+
+// secretValues returns the values of the secret attributes of cfg, longest
+// first, so that no error an endpoint returns repeats them.
+func secretValues(schema *pb.Schema, cfg sdk.Config) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= 4 {
+			out = append(out, s)
+		}
+	}
+	for _, a := range schema.GetAttributes() {
+		if !a.GetSecret() {
+			continue
+		}
+		v, _ := cfg.Get(a.GetName())
+		switch x := v.(type) {
+		case string:
+			add(x)
+		case []string:
+			for _, s := range x {
+				add(s)
+			}
+		case map[string]string:
+			for _, s := range x {
+				add(s)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+func scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "(sensitive)")
+	}
+	return msg
+}
+
+// status turns an instance's error into a gRPC status without its secrets.
+func (s *server) status(h uint64, err error) error {
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	secrets := s.secrets[h]
+	s.mu.Unlock()
+	if len(secrets) == 0 {
+		return wire.ToStatus(err)
+	}
+	st := status.Convert(wire.ToStatus(err))
+	return status.Error(st.Code(), scrub(st.Message(), secrets))
 }
 
 // NewServer returns the protocol server of p, for tests that run it
@@ -33,7 +88,7 @@ type server struct {
 func NewServer(p sdk.Plugin) (pb.PluginServer, error) { return newServer(p) }
 
 func newServer(p sdk.Plugin) (*server, error) {
-	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}}
+	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}, secrets: map[uint64][]string{}}
 	add := func(kind pb.Kind, name string, schema sdk.Schema) error {
 		if err := schema.Validate(); err != nil {
 			return fmt.Errorf("%s %q: %w", kindName(kind), name, err)
@@ -96,7 +151,11 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 		snk, d := s.p.Sinks[req.GetType()].Configure(ctx, cfg)
 		inst, diags = snk, d
 	}
+	secrets := secretValues(ep.GetSchema(), cfg)
 	resp := &pb.Configure_Response{Diagnostics: wire.DiagsToPB(diags)}
+	for _, d := range resp.Diagnostics {
+		d.Summary, d.Detail = scrub(d.Summary, secrets), scrub(d.Detail, secrets)
+	}
 	if diags.HasErrors() || inst == nil {
 		if !diags.HasErrors() {
 			resp.Diagnostics = append(resp.Diagnostics, &pb.Diagnostic{Summary: fmt.Sprintf("%s %q returned no instance", kindName(ep.Kind), ep.Type)})
@@ -109,6 +168,7 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	s.next++
 	resp.Handle = s.next
 	s.instances[s.next] = inst
+	s.secrets[s.next] = secrets
 	s.mu.Unlock()
 	return resp, nil
 }
@@ -154,7 +214,7 @@ func (s *server) ListStreams(ctx context.Context, req *pb.ListStreams_Request) (
 	}
 	infos, err := src.Streams(ctx)
 	if err != nil {
-		return nil, wire.ToStatus(err)
+		return nil, s.status(req.GetHandle(), err)
 	}
 	out := &pb.ListStreams_Response{}
 	for _, in := range infos {
@@ -171,9 +231,10 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 		return err
 	}
 	ctx := out.Context()
+	h := req.GetHandle()
 	rc, err := src.Open(ctx, req.GetName())
 	if err != nil {
-		return wire.ToStatus(err)
+		return s.status(h, err)
 	}
 	buf := make([]byte, wire.MaxData)
 	for {
@@ -189,12 +250,12 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 		}
 		if rerr != nil {
 			rc.Close()
-			return wire.ToStatus(rerr)
+			return s.status(h, rerr)
 		}
 	}
 	end := &pb.ReadStream_End{}
 	if err := rc.Close(); err != nil {
-		end.Error = err.Error()
+		end.Error = status.Convert(s.status(h, err)).Message()
 	}
 	return out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_End{End: end}})
 }
@@ -217,10 +278,11 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 	if err != nil {
 		return err
 	}
+	h := open.GetHandle()
 	o := open.GetObject()
 	w, err := snk.Create(ctx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()})
 	if err != nil {
-		return wire.ToStatus(err)
+		return s.status(h, err)
 	}
 	for {
 		msg, err := in.Recv()
@@ -235,14 +297,17 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 		case *pb.WriteObject_Request_Data:
 			if _, err := w.Write(m.Data); err != nil {
 				w.Abort(context.WithoutCancel(ctx))
-				return wire.ToStatus(err)
+				return s.status(h, err)
 			}
 		case *pb.WriteObject_Request_Finish:
 			if !m.Finish.GetCommit() {
-				return wire.ToStatus(w.Abort(ctx))
+				if err := w.Abort(ctx); err != nil {
+					return s.status(h, err)
+				}
+				return in.SendAndClose(&pb.WriteObject_Response{})
 			}
 			if err := w.Commit(ctx); err != nil {
-				return wire.ToStatus(err)
+				return s.status(h, err)
 			}
 			return in.SendAndClose(&pb.WriteObject_Response{})
 		default:
@@ -261,7 +326,7 @@ func (s *server) Remove(ctx context.Context, req *pb.Remove_Request) (*pb.Remove
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "this sink cannot remove objects")
 	}
-	return &pb.Remove_Response{}, wire.ToStatus(rm.Remove(ctx, req.GetKey()))
+	return &pb.Remove_Response{}, s.status(req.GetHandle(), rm.Remove(ctx, req.GetKey()))
 }
 
 func (s *server) Flush(ctx context.Context, req *pb.Flush_Request) (*pb.Flush_Response, error) {
@@ -273,18 +338,19 @@ func (s *server) Flush(ctx context.Context, req *pb.Flush_Request) (*pb.Flush_Re
 	if !ok {
 		return &pb.Flush_Response{}, nil
 	}
-	return &pb.Flush_Response{}, wire.ToStatus(f.Flush(ctx))
+	return &pb.Flush_Response{}, s.status(req.GetHandle(), f.Flush(ctx))
 }
 
 func (s *server) Close(ctx context.Context, req *pb.Close_Request) (*pb.Close_Response, error) {
 	s.mu.Lock()
 	inst, ok := s.instances[req.GetHandle()]
 	delete(s.instances, req.GetHandle())
+	defer func() { s.mu.Lock(); delete(s.secrets, req.GetHandle()); s.mu.Unlock() }()
 	s.mu.Unlock()
 	if ok {
 		if c, ok := inst.(io.Closer); ok {
 			if err := c.Close(); err != nil {
-				return nil, wire.ToStatus(err)
+				return nil, s.status(req.GetHandle(), err)
 			}
 		}
 	}

@@ -92,7 +92,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 			return nil, fmt.Errorf("reserving %d bytes for %s: %w", obj.Size, final, advise(err))
 		}
 	}
-	return &fileWriter{s: s, f: f, tmp: tmp, final: final}, nil
+	return &fileWriter{ctx: ctx, s: s, f: f, tmp: tmp, final: final}, nil
 }
 
 // Remove deletes a committed file or extracted folder.
@@ -135,6 +135,7 @@ func (s *Sink) renamed(dir string) {
 }
 
 type fileWriter struct {
+	ctx        context.Context // of Create: once it ends, nothing commits
 	s          *Sink
 	f          *os.File
 	tmp, final string
@@ -156,6 +157,9 @@ const writebackEvery = 4 << 20
 // while the stream is still arriving and the final fsync has little left
 // to do: durable output at the speed of an unsynced copy.
 func (w *fileWriter) Write(p []byte) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
 	written := 0
 	for len(p) > 0 {
 		n, err := w.f.Write(p[:min(len(p), writePiece)])
@@ -175,6 +179,10 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 }
 
 func (w *fileWriter) Commit(ctx context.Context) error {
+	if err := w.ctx.Err(); err != nil {
+		w.Abort(ctx)
+		return fmt.Errorf("not committing %s: %w", w.final, err)
+	}
 	if err := w.f.Sync(); err != nil {
 		w.Abort(ctx)
 		return fmt.Errorf("syncing %s: %w", w.final, advise(err))
@@ -208,6 +216,7 @@ func (w *fileWriter) Abort(ctx context.Context) error {
 // it by os.Root (no entry can escape through ".." or a symlink), and renames
 // the folder into place at Commit.
 type untarWriter struct {
+	ctx        context.Context
 	s          *Sink
 	tmp, final string
 	pw         *io.PipeWriter
@@ -225,7 +234,7 @@ func newUntar(ctx context.Context, s *Sink, final, tmp string) (*untarWriter, er
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	w := &untarWriter{s: s, tmp: tmp, final: final, pw: pw, result: make(chan error, 1)}
+	w := &untarWriter{ctx: ctx, s: s, tmp: tmp, final: final, pw: pw, result: make(chan error, 1)}
 	go func() {
 		err := extract(root, pr)
 		root.Close()
@@ -244,6 +253,10 @@ func (w *untarWriter) Write(p []byte) (int, error) {
 }
 
 func (w *untarWriter) Commit(ctx context.Context) error {
+	if err := w.ctx.Err(); err != nil {
+		w.Abort(ctx)
+		return fmt.Errorf("not committing %s: %w", w.final, err)
+	}
 	w.pw.Close()
 	if err := <-w.result; err != nil {
 		w.done = true

@@ -127,8 +127,24 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		}
 		return nil, err
 	}
-	return f, nil
+	return &fileReader{ctx: ctx, f: f}, nil
 }
+
+// fileReader reads a file until its context ends (a FIFO or a device may
+// never reach EOF on its own).
+type fileReader struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (r *fileReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.f.Read(p)
+}
+
+func (r *fileReader) Close() error { return r.f.Close() }
 
 // openTar streams the folder as a tar archive written by a goroutine.
 func (s *Source) openTar(ctx context.Context) io.ReadCloser {

@@ -1,0 +1,297 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// pluginDir holds the bad plugin under every name it answers to.
+var pluginDir string
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("PIPE_TEST_HOST_HELPER"); dir != "" {
+		hostHelper(dir)
+		return
+	}
+	dir, err := os.MkdirTemp("", "pipe-badplugin-")
+	if err != nil {
+		panic(err)
+	}
+	bin := filepath.Join(dir, "badplugin")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/badplugin").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the test plugin: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	for _, role := range []string{"good", "crash", "hang", "exit", "garbage", "future", "slow"} {
+		if err := os.Symlink(bin, filepath.Join(dir, Prefix+role)); err != nil {
+			panic(err)
+		}
+	}
+	pluginDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// hostHelper starts the good plugin, prints its pid, and waits to be killed.
+func hostHelper(dir string) {
+	r, _ := New(Options{Dirs: []string{dir}})
+	if _, found, err := r.Schema("source", "good"); !found || err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println(r.plugins["good"].proc.started.Process.Pid)
+	select {}
+}
+
+func registry(t *testing.T) *Registry {
+	t.Helper()
+	r, err := New(Options{Dirs: []string{pluginDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// within fails the test if f takes longer than d.
+func within(t *testing.T, d time.Duration, f func()) {
+	t.Helper()
+	start := time.Now()
+	f()
+	if took := time.Since(start); took > d {
+		t.Fatalf("took %s, more than %s", took.Round(time.Millisecond), d)
+	}
+}
+
+func TestPluginWorks(t *testing.T) {
+	StartTimeout = 2 * time.Second // Plugins() starts the hanging one too
+	defer func() { StartTimeout = 10 * time.Second }()
+	r := registry(t)
+	st, err := r.Source("good")
+	if err != nil || st == nil {
+		t.Fatalf("source good: %v", err)
+	}
+	src, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"size": int64(5 << 20)}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	rc, err := src.Open(context.Background(), "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil || n != 5<<20 || rc.Close() != nil {
+		t.Fatalf("read %d bytes: %v", n, err)
+	}
+	if _, err := src.Open(context.Background(), "nope"); !isNotFound(err) {
+		t.Fatalf("opening a missing stream: %v, want sdk.ErrNotFound", err)
+	}
+	// Diagnostics from Configure cross the boundary with their attribute.
+	_, diags = st.Configure(context.Background(), sdk.NewConfig(map[string]any{"token": "reject"}))
+	if !diags.HasErrors() || diags[0].Attribute != "token" || diags[0].Summary != "token refused" {
+		t.Fatalf("diagnostics %+v", diags)
+	}
+	infos := r.Plugins()
+	var good *PluginInfo
+	for i := range infos {
+		if infos[i].Name == "good" {
+			good = &infos[i]
+		}
+	}
+	if good == nil || good.Version != "9.9.9" || len(good.Sources) != 1 || good.SHA256 == "" {
+		t.Fatalf("plugins: %+v", infos)
+	}
+}
+
+func isNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "not found") && errorsIs(err, sdk.ErrNotFound)
+}
+
+func TestPluginFailures(t *testing.T) {
+	StartTimeout = 2 * time.Second
+	defer func() { StartTimeout = 10 * time.Second }()
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"hang", []string{"plugin hang", "failed to start", "did not answer within 2s"}},
+		{"exit", []string{"plugin exit", "exited at start (exit status 3)", "missing configuration file /etc/bad.conf"}},
+		{"garbage", []string{"plugin garbage", "printed something other than the plugin handshake", "Welcome to badplugin"}},
+		{"future", []string{"plugin future", "another protocol version than this pipe (protocol 1)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := registry(t)
+			within(t, 5*time.Second, func() {
+				_, found, err := r.Schema("source", tc.name)
+				if found || err == nil {
+					t.Fatalf("found=%v err=%v", found, err)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+			})
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		_, found, err := registry(t).Schema("sink", "nowhere")
+		if found || err != nil {
+			t.Fatalf("found=%v err=%v; a missing plugin is an unknown type", found, err)
+		}
+	})
+}
+
+// A plugin that dies mid-stream fails the read at once, naming it and what
+// it printed.
+func TestPluginCrashMidStream(t *testing.T) {
+	r := registry(t)
+	st, _ := r.Source("crash")
+	src, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"size": int64(30 << 20)}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	rc, err := src.Open(context.Background(), "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, func() {
+		_, err = io.Copy(io.Discard, rc)
+	})
+	if err == nil || !strings.Contains(err.Error(), "plugin crash exited unexpectedly (exit status 2)") || !strings.Contains(err.Error(), "panic: boom") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPinnedChecksum(t *testing.T) {
+	b, _ := os.ReadFile(filepath.Join(pluginDir, "badplugin"))
+	sum := sha256.Sum256(b)
+	good := hex.EncodeToString(sum[:])
+
+	r := registry(t)
+	if err := r.Pin("good", "", good); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := r.Schema("source", "good"); !found || err != nil {
+		t.Fatalf("pinned with the right checksum: %v", err)
+	}
+
+	r = registry(t)
+	wrong := strings.Repeat("0", 64)
+	if err := r.Pin("good", "", wrong); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := r.Schema("source", "good")
+	if err == nil || !strings.Contains(err.Error(), "refusing to start it") || !strings.Contains(err.Error(), good) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := registry(t).Pin("fs", "", ""); err != nil {
+		t.Fatalf("pinning a name no built-in uses: %v", err)
+	}
+	if err := registry(t).Pin("good", "", "abc"); err == nil || !strings.Contains(err.Error(), "64 hex digits") {
+		t.Fatalf("short checksum: %v", err)
+	}
+}
+
+// A slow sink plugin holds the writer back: the bytes in flight between
+// the processes stay bounded by gRPC's flow-control windows.
+func TestBackpressureAcrossProcesses(t *testing.T) {
+	r := registry(t)
+	kt, _ := r.Sink("slow")
+	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := snk.Create(ctx, sdk.Object{Key: "k", Stream: "s", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan int64, 1)
+	go func() {
+		var n int64
+		chunk := make([]byte, 1<<20)
+		for time.Since(time.Now()) >= 0 {
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+			n += int64(len(chunk))
+			select {
+			case sent <- n:
+			default:
+				<-sent
+				sent <- n
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	n := <-sent
+	cancel()
+	// The plugin takes 1 MiB per 50 ms: 40 MiB in 2 s. Without flow
+	// control the host would have pushed hundreds.
+	if limit := int64(40<<20) + 3*(8<<20); n > limit {
+		t.Fatalf("the host sent %d MiB to a sink that took ~40 MiB in 2 s", n>>20)
+	}
+}
+
+// Plugin processes do not outlive pipe, even when pipe is killed.
+func TestPluginDiesWithHost(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "PIPE_TEST_HOST_HELPER="+pluginDir)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("helper said %q", line)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the plugin is not running")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin %d still runs after its host was killed", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func errorsIs(err, target error) bool {
+	for e := err; e != nil; {
+		if e == target {
+			return true
+		}
+		if x, ok := e.(interface{ Is(error) bool }); ok && x.Is(target) {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
+}
