@@ -268,7 +268,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 
 	vars, d := f.loadVariables(content.Blocks, &o, funcs)
 	diags = append(diags, d...)
-	diags = append(diags, f.loadPlugins(content.Blocks, &o, funcs, src)...)
+	diags = append(diags, f.loadPlugins(content.Blocks, &o, vars, funcs, src)...)
 
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
@@ -420,11 +420,15 @@ func hasSinkBlock(bs hcl.Blocks) bool {
 }
 
 // loadPlugins pins the plugins the file names before any endpoint is
-// looked up. Their attributes may call functions but not use variables.
-func (f *File) loadPlugins(blocks hcl.Blocks, o *Options, funcs map[string]functionT, src []byte) hcl.Diagnostics {
+// looked up. Their attributes may use variables and functions.
+func (f *File) loadPlugins(blocks hcl.Blocks, o *Options, vars map[string]cty.Value, funcs map[string]functionT, src []byte) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	seen := map[string]bool{}
-	fctx := &hcl.EvalContext{Functions: funcs}
+	varObj := cty.EmptyObjectVal
+	if len(vars) > 0 {
+		varObj = cty.ObjectVal(vars)
+	}
+	fctx := &hcl.EvalContext{Functions: funcs, Variables: map[string]cty.Value{"var": varObj}}
 	for _, b := range blocks {
 		if b.Type != "plugin" {
 			continue

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -28,6 +29,7 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("HOME", env.WorkDir)
+			env.Setenv("REDIS_PLUGIN", redisPlugin(t))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -49,6 +51,28 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
+}
+
+var (
+	redisPluginOnce sync.Once
+	redisPluginPath string
+)
+
+// redisPlugin builds the example plugin once for all scripts.
+func redisPlugin(t *testing.T) string {
+	redisPluginOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pipe-script-plugins-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "pipe-plugin-redis")
+		out, err := exec.Command("go", "build", "-o", p, "../../examples/plugins/redis").CombinedOutput()
+		if err != nil {
+			t.Fatalf("building the example plugin: %v\n%s", err, out)
+		}
+		redisPluginPath = p
+	})
+	return redisPluginPath
 }
 
 // gendata PATH BYTES [SEED]: write deterministic mixed data (text that
