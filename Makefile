@@ -46,5 +46,9 @@ proto:
 		--go-grpc_out=. --go-grpc_opt=module=github.com/pipebackup/pipe \
 		schemas/pipe/plugin/v1/plugin.proto
 
+# Regenerate schemas/endpoints.md from the built-in endpoints' schemas.
+docs:
+	$(GO) test ./cmd/pipe -run TestEndpointDocs -update-docs
+
 clean:
 	rm -rf bin out backups examples/data bench/results

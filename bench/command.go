@@ -17,10 +17,11 @@ const cmdTimeout = 30 * time.Minute
 
 // measurement is one timed command (or sequence of commands).
 type measurement struct {
-	wall   time.Duration
-	cpu    time.Duration // user + system time of the process and its waited-for children
-	maxRSS int64         // bytes; the largest of the process and its waited-for children
-	stdout []byte
+	wall    time.Duration
+	cpu     time.Duration // user + system time of the process and its waited-for children
+	maxRSS  int64         // bytes; the largest of the process and its waited-for children
+	treeRSS int64         // bytes; the peak of the process and its same-binary descendants, summed
+	stdout  []byte
 }
 
 // timeCommands runs the commands one after the other, without a shell, and
@@ -32,6 +33,7 @@ func timeCommands(ctx context.Context, cmds ...[]string) (measurement, error) {
 		m.wall += r.wall
 		m.cpu += r.cpu
 		m.maxRSS = max(m.maxRSS, r.maxRSS)
+		m.treeRSS = max(m.treeRSS, r.treeRSS)
 		m.stdout = append(m.stdout, r.stdout...)
 		if err != nil {
 			return m, err
@@ -40,16 +42,25 @@ func timeCommands(ctx context.Context, cmds ...[]string) (measurement, error) {
 	return m, nil
 }
 
-func timeCommand(ctx context.Context, argv []string) (measurement, error) {
+func timeCommand(ctx context.Context, argv []string, env ...string) (measurement, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	start := time.Now()
-	err := cmd.Run()
-	m := measurement{wall: time.Since(start), stdout: stdout.Bytes()}
+	err := cmd.Start()
+	var tree int64
+	if err == nil {
+		s := sampleRSS(cmd.Process.Pid)
+		err = cmd.Wait()
+		tree = s.Peak()
+	}
+	m := measurement{wall: time.Since(start), stdout: stdout.Bytes(), treeRSS: tree}
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			m.maxRSS = ru.Maxrss << 10 // KiB on Linux

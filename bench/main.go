@@ -84,7 +84,7 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
-	only := fs.String("only", "", "run only these throughput scenarios: copy, compress, decompress (comma-separated)")
+	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins (comma-separated)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -151,8 +151,9 @@ func run(ctx context.Context, cfg config) error {
 		name string
 		run  func(context.Context) (*scenarioResult, error)
 	}{{"copy", b.copyScenario}, {"compress", b.compressScenario}, {"decompress", b.decompressScenario}}
+	want := func(name string) bool { return cfg.only == "" || strings.Contains(","+cfg.only+",", ","+name+",") }
 	for _, s := range scenarios {
-		if cfg.only != "" && !strings.Contains(","+cfg.only+",", ","+s.name+",") {
+		if !want(s.name) {
 			continue
 		}
 		r, err := s.run(ctx)
@@ -160,6 +161,16 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		rep.scenarios = append(rep.scenarios, r)
+	}
+	if want("plugins") {
+		rs, err := b.pluginScenarios(ctx)
+		if err != nil {
+			return err
+		}
+		rep.scenarios = append(rep.scenarios, rs...)
+		if rep.startupPlugin, rep.startupInProcess, err = b.startupCost(ctx); err != nil {
+			return err
+		}
 	}
 	if !cfg.skipMem {
 		m, err := b.memoryScenario(ctx)

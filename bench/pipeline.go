@@ -77,8 +77,8 @@ type pipeRun struct {
 
 // runPipe runs `pipe run FILE --json --progress never` as a user would and
 // checks that the run succeeded and read want bytes (want < 0: any).
-func runPipe(ctx context.Context, pipe, file string, want int64) (pipeRun, error) {
-	m, err := timeCommand(ctx, []string{pipe, "run", file, "--json", "--progress", "never"})
+func runPipe(ctx context.Context, pipe, file string, want int64, env ...string) (pipeRun, error) {
+	m, err := timeCommand(ctx, []string{pipe, "run", file, "--json", "--progress", "never"}, env...)
 	r := pipeRun{measurement: m}
 	if err != nil {
 		return r, err

@@ -32,6 +32,7 @@ type contender struct {
 	// are slow to touch again. Deleting a tool's output just before its own
 	// run puts every tool in the same state.
 	clean func()
+	env   []string // extra environment (pipe contenders)
 	run   func(ctx context.Context, rep int) (measurement, error)
 	times []time.Duration // wall
 	cpu   []time.Duration // user + system
@@ -87,14 +88,18 @@ func (s *scenarioResult) interleave(ctx context.Context, reps int) error {
 // pipeContender runs file with pipe; check verifies the output of a run
 // and removes it.
 func (b *bench) pipeContender(s *scenarioResult, file, outDir string, want int64, check func(ctx context.Context, rep int) error) *contender {
-	return &contender{label: "pipe", clean: func() { os.RemoveAll(outDir) }, run: func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, file, want)
+	c := &contender{label: "pipe", clean: func() { os.RemoveAll(outDir) }}
+	c.run = func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, file, want, c.env...)
 		if err != nil {
 			return r.measurement, err
 		}
-		s.pipeRuns = append(s.pipeRuns, r.summary)
+		if c == s.pipe {
+			s.pipeRuns = append(s.pipeRuns, r.summary)
+		}
 		return r.measurement, check(ctx, rep)
-	}}
+	}
+	return c
 }
 
 // refContender times the commands, then verifies out.

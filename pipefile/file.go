@@ -52,6 +52,9 @@ type Schemas interface {
 	// Pin makes plugin name come from path and start only if its
 	// executable has the given SHA-256 (each may be empty).
 	Pin(name, path, sha256 string) error
+	// Process names the plugin process that serves the type, "" when it
+	// runs inside pipe.
+	Process(kind, typ string) string
 }
 
 // File is a loaded pipeline file.
@@ -108,6 +111,9 @@ type Endpoint struct {
 	TypeRange hcl.Range
 	// Key is the per-stream location template of a sink, if it has one.
 	Key *KeyTemplate
+	// Process is the plugin process that serves the endpoint, "" when it
+	// runs inside pipe.
+	Process string
 }
 
 // Stage types, in the order data meets them in a backup.
@@ -485,7 +491,7 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(schema.Attributes, "")})
 	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, schema.Attributes, keyName, ectx, src)
 	diags = append(diags, d...)
-	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0]}
+	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0], Process: o.Schemas.Process(kind, typ)}
 	ep.Type = typ
 	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
 		k, d := newKeyTemplate(keyName, a, ectx, src)

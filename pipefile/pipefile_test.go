@@ -38,6 +38,7 @@ func (schemas) Types(kind string) []string {
 	return []string{"dst"}
 }
 func (schemas) Pin(name, path, sha string) error { return nil }
+func (schemas) Process(kind, typ string) string  { return "" }
 
 func load(t *testing.T, src string, o Options) *File {
 	t.Helper()

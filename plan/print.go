@@ -11,13 +11,36 @@ import (
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
-// RuntimeMemory is what the process needs besides the layout: the Go
+// RuntimeMemory is what the pipe process needs besides the layout: the Go
 // runtime and heap slack, goroutine stacks, the endpoints' small buffers.
-// The memory benchmark checks that peak RSS stays within Budget.
+// The memory benchmark checks that the peak RSS of pipe and its plugin
+// processes stays within Budget.
 const RuntimeMemory = 48 << 20
 
-// Budget is the run's memory budget: the layout plus the runtime.
-func (p *Pipeline) Budget() int64 { return p.Layout.Total + RuntimeMemory }
+// PluginMemory is what one plugin process needs: its runtime, gRPC's
+// buffers, a stream's 1 MiB read buffer. Files and pipes are handed to
+// pipe (no data copies in between); data sent in messages is bounded by
+// gRPC's flow-control windows, which this includes for two streams.
+const PluginMemory = 40 << 20
+
+// Processes lists the plugin processes the pipeline's endpoints run in.
+func (p *Pipeline) Processes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range append([]*pipefile.Endpoint{p.Source}, p.Sinks...) {
+		if e.Process != "" && !seen[e.Process] {
+			seen[e.Process] = true
+			out = append(out, e.Process)
+		}
+	}
+	return out
+}
+
+// Budget is the run's memory budget: the layout, pipe's runtime and its
+// plugin processes.
+func (p *Pipeline) Budget() int64 {
+	return p.Layout.Total + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
+}
 
 var size = pipefile.FormatSize
 
@@ -56,8 +79,13 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		fmt.Fprintf(w, "%s %s %d × %s", sep, pos.Name, pos.Buffers, size(int64(pos.BufferSize)))
 	}
 	fmt.Fprintf(w, " = %s\n", size(p.Layout.Chunks))
-	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + sinks %s + runtime %s), whatever the input size\n",
-		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.Layout.Sinks), size(RuntimeMemory))
+	plugins := ""
+	if n := len(p.Processes()); n > 0 {
+		plugins = fmt.Sprintf(" + %s for %s", size(int64(n)*PluginMemory), plural(n, "plugin process"))
+		plugins = strings.Replace(plugins, "processs", "processes", 1)
+	}
+	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + sinks %s + runtime %s%s), whatever the input size\n",
+		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.Layout.Sinks), size(RuntimeMemory), plugins)
 }
 
 func objectsLine(p *Pipeline, k *pipefile.Endpoint) string {
@@ -218,7 +246,8 @@ func (pl *Plan) JSON() JSON {
 	for _, p := range pl.Pipelines {
 		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ChunkSize: p.ChunkSize,
 			Streams: p.Streams, Buffers: p.Layout.Buffers, Source: endpointJSON(p.Source),
-			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "sinks": p.Layout.Sinks, "runtime": RuntimeMemory}}
+			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "sinks": p.Layout.Sinks, "runtime": RuntimeMemory,
+				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
 			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}
 			if s.Type == "compress" || s.Type == "decompress" {

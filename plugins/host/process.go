@@ -43,6 +43,7 @@ type process struct {
 	err     error
 	stderr  *tailBuffer
 	started *exec.Cmd
+	fds     *fdReceiver // nil: data travels in messages only
 }
 
 func newProcess(name, path string, cmd func() *exec.Cmd) *process {
@@ -62,6 +63,17 @@ func (p *process) start() (pb.PluginClient, error) {
 	// kernel kills the plugin if pipe dies (the plugin also watches).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p.started = cmd
+	// The descriptor socket: files the plugin's streams and objects are
+	// made of are handed over on it, and pipe does their I/O itself.
+	if fds, child, err := newFDChannel(); err == nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, child)
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, fmt.Sprintf("PIPE_PLUGIN_FDS=%d", 2+len(cmd.ExtraFiles)))
+		p.fds = fds
+		defer child.Close() // the plugin has its own copy once started
+	}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.Plugins(nil),
@@ -85,6 +97,9 @@ func (p *process) start() (pb.PluginClient, error) {
 	cp, err := p.client.Client()
 	if err != nil {
 		p.client.Kill()
+		if p.fds != nil {
+			p.fds.close()
+		}
 		return nil, p.startError(err)
 	}
 	raw, err := cp.Dispense(wire.PluginName)
@@ -175,6 +190,9 @@ func (p *process) stop() {
 	p.rpc.Stop(ctx, &pb.Stop_Request{})
 	cancel()
 	p.client.Kill()
+	if p.fds != nil {
+		p.fds.close()
+	}
 }
 
 func exitStatus(cmd *exec.Cmd) string {

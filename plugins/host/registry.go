@@ -201,6 +201,26 @@ func (r *Registry) Sink(typ string) (sdk.SinkType, error) {
 	return r.sinks[typ], nil
 }
 
+// Process names the plugin process that serves the endpoint type, "" when
+// it runs in this process (or is unknown).
+func (r *Registry) Process(kind, typ string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var t any
+	if kind == "sink" {
+		t = r.sinks[typ]
+	} else {
+		t = r.sources[typ]
+	}
+	switch rt := t.(type) {
+	case *remoteSourceType:
+		return rt.proc.name
+	case *remoteSinkType:
+		return rt.proc.name
+	}
+	return ""
+}
+
 // candidates are the plugin names that may provide typ: the type itself,
 // and its prefix before "_" (plugin "acme" provides "acme_db").
 func candidates(typ string) []string {

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
@@ -116,18 +120,73 @@ func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 
 func (s *remoteSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name})
+	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, AcceptFd: s.proc.fds != nil})
 	if err != nil {
 		cancel()
 		return nil, s.proc.wrap(ctx, err)
 	}
 	r := &reader{ctx: ctx, cancel: cancel, st: st, proc: s.proc}
-	// The first message says whether the stream opened at all.
+	// The first message says whether the stream opened at all, and whether
+	// it is a file pipe reads itself.
 	if err := r.fill(); err != nil && err != io.EOF {
 		cancel()
 		return nil, err
 	}
+	if r.file != nil {
+		f, err := s.proc.fds.take(ctx, r.file.GetToken())
+		if err != nil {
+			cancel()
+			return nil, s.proc.wrap(ctx, err)
+		}
+		return &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })}, nil
+	}
 	return r, nil
+}
+
+// fileReader reads a stream's file directly (see sdk.FileReader); the
+// plugin learns at Close whether it was read to the end.
+type fileReader struct {
+	*reader
+	f    *os.File
+	stop func() bool
+	eof  bool
+}
+
+func (r *fileReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, context.Cause(r.ctx)
+	}
+	n, err := r.f.Read(p)
+	switch {
+	case err == io.EOF:
+		r.eof = true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = context.Cause(r.ctx)
+	}
+	return n, err
+}
+
+// Close tells the plugin how reading ended, then returns what closing the
+// stream reported there (a command's exit status, say).
+func (r *fileReader) Close() error {
+	r.stop()
+	r.f.Close()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), callTimeout)
+	defer cancel()
+	if _, err := r.proc.rpc.FinishFile(ctx, &pb.FinishFile_Request{Token: r.file.GetToken(), Eof: r.eof}); err != nil && r.ctx.Err() == nil {
+		r.cancel()
+		return r.proc.wrap(ctx, err)
+	}
+	if r.ctx.Err() != nil {
+		r.cancel()
+		return nil
+	}
+	// The End carries the close error.
+	if err := r.reader.awaitEnd(); err != nil {
+		r.cancel()
+		return err
+	}
+	return r.reader.Close()
 }
 
 // reader reads a stream from a plugin.
@@ -138,7 +197,22 @@ type reader struct {
 	proc   *process
 	buf    []byte
 	end    *pb.ReadStream_End
+	file   *pb.FileRef // the stream is this file
 	err    error
+}
+
+// awaitEnd receives the End that follows a file the host read itself.
+func (r *reader) awaitEnd() error {
+	for r.end == nil {
+		msg, err := r.st.Recv()
+		if err != nil {
+			return r.proc.wrap(r.ctx, err)
+		}
+		if e, ok := msg.GetMsg().(*pb.ReadStream_Response_End); ok {
+			r.end = e.End
+		}
+	}
+	return nil
 }
 
 // fill receives the next message; at the End it returns io.EOF.
@@ -165,6 +239,9 @@ func (r *reader) fill() error {
 			r.buf = m.Data
 		case *pb.ReadStream_Response_End:
 			r.end = m.End
+		case *pb.ReadStream_Response_File:
+			r.file = m.File
+			return nil
 		}
 	}
 	return nil
@@ -198,14 +275,30 @@ type remoteSink struct{ remote }
 var _ sdk.Sink = (*remoteSink)(nil)
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	o := &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size}
+	openMsg := &pb.WriteObject_Open{Handle: s.handle, Object: o}
+	if s.proc.fds != nil {
+		resp, err := s.proc.rpc.CreateObject(ctx, &pb.CreateObject_Request{Handle: s.handle, Object: o, AcceptFd: true})
+		if err != nil {
+			return nil, s.proc.wrap(ctx, err)
+		}
+		if resp.GetFile() {
+			f, err := s.proc.fds.take(ctx, resp.GetToken())
+			if err != nil {
+				s.finishObject(resp.GetToken(), false)
+				return nil, s.proc.wrap(ctx, err)
+			}
+			return newFileWriter(ctx, s, resp.GetToken(), f, obj.Key), nil
+		}
+		openMsg = &pb.WriteObject_Open{Token: resp.GetToken()}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	st, err := s.proc.rpc.WriteObject(ctx)
 	if err != nil {
 		cancel()
 		return nil, s.proc.wrap(ctx, err)
 	}
-	open := &pb.WriteObject_Request{Msg: &pb.WriteObject_Request_Open{Open: &pb.WriteObject_Open{
-		Handle: s.handle, Object: &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size}}}}
+	open := &pb.WriteObject_Request{Msg: &pb.WriteObject_Request_Open{Open: openMsg}}
 	w := &writer{ctx: ctx, cancel: cancel, st: st, proc: s.proc}
 	if err := st.Send(open); err != nil {
 		cancel()
@@ -293,3 +386,81 @@ func (f flusher) Flush(ctx context.Context) error {
 	_, err := f.s.proc.rpc.Flush(ctx, &pb.Flush_Request{Handle: f.s.handle})
 	return f.s.proc.wrap(ctx, err)
 }
+
+// finishObject commits or aborts an object made by CreateObject.
+func (s *remoteSink) finishObject(token uint64, commit bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	_, err := s.proc.rpc.FinishObject(ctx, &pb.FinishObject_Request{Token: token, Commit: commit})
+	return s.proc.wrap(ctx, err)
+}
+
+// fileWriter writes an object's file directly (see sdk.FileWriter): in
+// pieces of at most 1 MiB, starting the disk writeback of regular files as
+// it goes (as the fs sink does), and hands commit or abort to the plugin
+// after closing its copy of the file.
+type fileWriter struct {
+	ctx     context.Context
+	s       *remoteSink
+	token   uint64
+	f       *os.File
+	key     string
+	regular bool
+	off     int64
+	started int64
+	stop    func() bool
+	done    bool
+}
+
+func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File, key string) *fileWriter {
+	w := &fileWriter{ctx: ctx, s: s, token: token, f: f, key: key}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		w.regular = true
+	}
+	w.stop = context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	return w
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return written, context.Cause(w.ctx)
+		}
+		n, err := w.f.Write(p[:min(len(p), wire.MaxData)])
+		written += n
+		w.off += int64(n)
+		p = p[n:]
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return written, context.Cause(w.ctx)
+			}
+			return written, fmt.Errorf("writing %s: %w", w.key, sdk.ExplainIO(err))
+		}
+	}
+	if w.regular && w.off-w.started >= 4<<20 {
+		_ = unix.SyncFileRange(int(w.f.Fd()), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+		w.started = w.off
+	}
+	return written, nil
+}
+
+func (w *fileWriter) finish(commit bool) error {
+	if w.done {
+		if commit {
+			return errors.New("the object was already aborted")
+		}
+		return nil
+	}
+	w.done = true
+	w.stop()
+	w.f.Close()
+	if commit && w.ctx.Err() != nil {
+		w.s.finishObject(w.token, false)
+		return fmt.Errorf("not committing %s: %w", w.key, context.Cause(w.ctx))
+	}
+	return w.s.finishObject(w.token, commit)
+}
+
+func (w *fileWriter) Commit(ctx context.Context) error { return w.finish(true) }
+func (w *fileWriter) Abort(ctx context.Context) error  { return w.finish(false) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 )
 
 // StreamInfo describes one stream a Source yields.
@@ -59,6 +60,26 @@ type ObjectWriter interface {
 	// Abort discards everything written. After Abort nothing is left at the
 	// object's key, nor any temporary data. Abort after Commit is a no-op.
 	Abort(ctx context.Context) error
+}
+
+// FileReader is implemented by a stream whose bytes come straight from an
+// OS file: a regular file, or a command's output pipe. Across the plugin
+// boundary pipe then reads that file itself instead of having its bytes sent
+// in messages. Whoever reads the file instead of calling Read calls Done,
+// with whether it read to the end, before Close.
+type FileReader interface {
+	io.ReadCloser
+	File() *os.File
+	Done(eof bool)
+}
+
+// FileWriter is implemented by an ObjectWriter that writes straight to an
+// OS file: a temporary file, or a command's input pipe. Across the plugin
+// boundary pipe then writes to that file itself and closes its copy before
+// calling Commit or Abort, which do what they always do.
+type FileWriter interface {
+	ObjectWriter
+	File() *os.File
 }
 
 // Remover is implemented by sinks that can delete a committed object. The

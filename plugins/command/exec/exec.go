@@ -82,23 +82,34 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("stream %q: %w (this command yields %q)", name, sdk.ErrNotFound, s.c.Name)
 	}
 	p := newProc(ctx, s.c, nil)
-	out, err := p.cmd.StdoutPipe()
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := p.start(); err != nil {
+	p.cmd.Stdout = pw
+	err = p.start()
+	pw.Close() // the command holds the write end now
+	if err != nil {
+		pr.Close()
 		return nil, err
 	}
-	return &reader{p: p, r: out}, nil
+	return &reader{p: p, r: pr}, nil
 }
 
 type reader struct {
 	p    *proc
-	r    io.Reader
+	r    *os.File // the command's stdout
 	eof  bool
 	once sync.Once
 	err  error
 }
+
+var _ sdk.FileReader = (*reader)(nil)
+
+// File is the command's output pipe: across the plugin boundary pipe reads
+// it directly; Done then says whether it read to the end.
+func (r *reader) File() *os.File { return r.r }
+func (r *reader) Done(eof bool)  { r.eof = eof }
 
 func (r *reader) Read(b []byte) (int, error) {
 	n, err := r.r.Read(b)
@@ -112,6 +123,7 @@ func (r *reader) Read(b []byte) (int, error) {
 // command is stopped first.
 func (r *reader) Close() error {
 	r.once.Do(func() {
+		defer r.r.Close()
 		if !r.eof {
 			r.p.kill()
 			r.p.wait()
@@ -147,20 +159,30 @@ type Sink struct{ c config }
 
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
 	p := newProc(ctx, s.c, []string{"PIPE_STREAM=" + obj.Stream, "PIPE_OBJECT_KEY=" + obj.Key})
-	in, err := p.cmd.StdinPipe()
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	p.cmd.Stdin = pr
 	p.cmd.Stdout = p.tail // what the command prints is kept for errors
-	if err := p.start(); err != nil {
+	err = p.start()
+	pr.Close() // the command holds the read end now
+	if err != nil {
+		pw.Close()
 		return nil, err
 	}
-	return &writer{p: p, w: in}, nil
+	return &writer{p: p, w: pw}, nil
 }
+
+var _ sdk.FileWriter = (*writer)(nil)
+
+// File is the command's input pipe: across the plugin boundary pipe writes
+// to it directly, and closes its copy before Commit.
+func (w *writer) File() *os.File { return w.w }
 
 type writer struct {
 	p    *proc
-	w    io.WriteCloser
+	w    *os.File // the command's stdin
 	mu   sync.Mutex
 	done bool // committed, aborted or failed
 }

@@ -42,7 +42,7 @@ const MaxData = 1 << 20
 // window is the HTTP/2 flow-control window of each stream and connection:
 // large enough that a fast sink is never starved, small enough to bound the
 // bytes in flight between the processes per stream.
-const window = 8 << 20
+const window = 2 << 20
 
 // ServerOptions are the gRPC settings of a plugin process.
 func ServerOptions() []grpc.ServerOption {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +29,20 @@ type server struct {
 	instances map[uint64]any // sdk.Source or sdk.Sink
 	secrets   map[uint64][]string
 	writes    sync.WaitGroup // WriteObject calls in progress
+
+	fds     *fdChannel                // nil: everything goes in messages
+	tokens  atomic.Uint64             // for files handed over and objects made
+	reading map[uint64]chan bool      // files pipe reads, by token: whether it read to the end
+	objects map[uint64]*pendingObject // objects made by CreateObject, by token
+}
+
+// pendingObject is an object made by CreateObject and not finished yet. It
+// lives until FinishObject (or WriteObject) ends it.
+type pendingObject struct {
+	w      sdk.ObjectWriter
+	handle uint64
+	cancel context.CancelFunc
+	ctx    context.Context
 }
 
 // secretValues returns the values of the secret attributes of cfg, longest
@@ -88,7 +103,8 @@ func (s *server) status(h uint64, err error) error {
 func NewServer(p sdk.Plugin) (pb.PluginServer, error) { return newServer(p) }
 
 func newServer(p sdk.Plugin) (*server, error) {
-	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}, secrets: map[uint64][]string{}}
+	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}, secrets: map[uint64][]string{},
+		fds: openFDChannel(), reading: map[uint64]chan bool{}, objects: map[uint64]*pendingObject{}}
 	add := func(kind pb.Kind, name string, schema sdk.Schema) error {
 		if err := schema.Validate(); err != nil {
 			return fmt.Errorf("%s %q: %w", kindName(kind), name, err)
@@ -236,6 +252,9 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	if err != nil {
 		return s.status(h, err)
 	}
+	if fr, ok := rc.(sdk.FileReader); ok && req.GetAcceptFd() && s.fds != nil {
+		return s.readFile(h, fr, out)
+	}
 	buf := make([]byte, wire.MaxData)
 	for {
 		n, rerr := io.ReadFull(rc, buf)
@@ -260,6 +279,108 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	return out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_End{End: end}})
 }
 
+// readFile hands the stream's file to pipe, waits until pipe has read it
+// (FinishFile) or gave up (the call ends), then closes the stream and sends
+// the End.
+func (s *server) readFile(h uint64, fr sdk.FileReader, out pb.Plugin_ReadStreamServer) error {
+	done := make(chan bool, 1)
+	token := s.tokens.Add(1)
+	if err := s.fds.send(token, fr.File()); err != nil {
+		fr.Close()
+		return s.status(h, err)
+	}
+	s.mu.Lock()
+	s.reading[token] = done
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.reading, token)
+		s.mu.Unlock()
+	}()
+	if err := out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_File{File: &pb.FileRef{Token: token}}}); err != nil {
+		fr.Close()
+		return err
+	}
+	eof := false
+	select {
+	case eof = <-done:
+	case <-out.Context().Done():
+	}
+	fr.Done(eof)
+	end := &pb.ReadStream_End{}
+	if err := fr.Close(); err != nil {
+		end.Error = status.Convert(s.status(h, err)).Message()
+	}
+	return out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_End{End: end}})
+}
+
+// FinishFile says pipe stopped reading a file it was handed.
+func (s *server) FinishFile(ctx context.Context, req *pb.FinishFile_Request) (*pb.FinishFile_Response, error) {
+	s.mu.Lock()
+	done, ok := s.reading[req.GetToken()]
+	s.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no file %d is being read", req.GetToken())
+	}
+	select {
+	case done <- req.GetEof():
+	default:
+	}
+	return &pb.FinishFile_Response{}, nil
+}
+
+// CreateObject starts an object that lives across calls; a file-backed one
+// is handed over when pipe takes descriptors.
+func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request) (*pb.CreateObject_Response, error) {
+	h := req.GetHandle()
+	snk, err := s.sink(h)
+	if err != nil {
+		return nil, err
+	}
+	octx, cancel := context.WithCancel(context.Background())
+	o := req.GetObject()
+	w, err := snk.Create(octx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()})
+	if err != nil {
+		cancel()
+		return nil, s.status(h, err)
+	}
+	resp := &pb.CreateObject_Response{Token: s.tokens.Add(1)}
+	if fw, ok := w.(sdk.FileWriter); ok && req.GetAcceptFd() && s.fds != nil {
+		resp.File = s.fds.send(resp.Token, fw.File()) == nil
+	}
+	s.mu.Lock()
+	s.objects[resp.Token] = &pendingObject{w: w, handle: h, cancel: cancel, ctx: octx}
+	s.mu.Unlock()
+	return resp, nil
+}
+
+// takeObject removes a pending object from the table.
+func (s *server) takeObject(token uint64) (*pendingObject, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[token]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no object %d is being written", token)
+	}
+	delete(s.objects, token)
+	return o, nil
+}
+
+// FinishObject commits or aborts an object made by CreateObject.
+func (s *server) FinishObject(ctx context.Context, req *pb.FinishObject_Request) (*pb.FinishObject_Response, error) {
+	o, err := s.takeObject(req.GetToken())
+	if err != nil {
+		return nil, err
+	}
+	defer o.cancel()
+	if req.GetCommit() {
+		err = o.w.Commit(ctx)
+	} else {
+		err = o.w.Abort(ctx)
+	}
+	return &pb.FinishObject_Response{}, s.status(o.handle, err)
+}
+
 // WriteObject writes one object: Open, data, then Finish. A call that ends
 // without a Finish (the host went away, or cancelled) aborts the object.
 func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
@@ -274,15 +395,26 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 	if open == nil {
 		return status.Error(codes.InvalidArgument, "WriteObject must start with Open")
 	}
-	snk, err := s.sink(open.GetHandle())
-	if err != nil {
-		return err
-	}
+	var w sdk.ObjectWriter
 	h := open.GetHandle()
-	o := open.GetObject()
-	w, err := snk.Create(ctx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()})
-	if err != nil {
-		return s.status(h, err)
+	if t := open.GetToken(); t != 0 {
+		po, err := s.takeObject(t)
+		if err != nil {
+			return err
+		}
+		defer po.cancel()
+		w, h = po.w, po.handle
+		stop := context.AfterFunc(ctx, po.cancel) // the call ends: the object's context ends
+		defer stop()
+	} else {
+		snk, err := s.sink(h)
+		if err != nil {
+			return err
+		}
+		o := open.GetObject()
+		if w, err = snk.Create(ctx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()}); err != nil {
+			return s.status(h, err)
+		}
 	}
 	for {
 		msg, err := in.Recv()
@@ -370,7 +502,13 @@ func (s *server) Stop(ctx context.Context, _ *pb.Stop_Request) (*pb.Stop_Respons
 	s.mu.Lock()
 	insts := s.instances
 	s.instances = map[uint64]any{}
+	objs := s.objects
+	s.objects = map[uint64]*pendingObject{}
 	s.mu.Unlock()
+	for _, o := range objs {
+		o.w.Abort(context.Background())
+		o.cancel()
+	}
 	for _, inst := range insts {
 		if c, ok := inst.(io.Closer); ok {
 			c.Close()

@@ -56,9 +56,10 @@ type Sink struct {
 }
 
 var (
-	_ sdk.Sink    = (*Sink)(nil)
-	_ sdk.Remover = (*Sink)(nil)
-	_ sdk.Flusher = (*Sink)(nil)
+	_ sdk.Sink       = (*Sink)(nil)
+	_ sdk.Remover    = (*Sink)(nil)
+	_ sdk.Flusher    = (*Sink)(nil)
+	_ sdk.FileWriter = (*fileWriter)(nil)
 )
 
 // Create makes the temporary file (or folder, with untar) next to the
@@ -151,6 +152,10 @@ const writePiece = 1 << 20
 
 // writebackEvery is how much is written before writeback of it is started.
 const writebackEvery = 4 << 20
+
+// File is the temporary file: across the plugin boundary pipe writes it
+// directly (see sdk.FileWriter).
+func (w *fileWriter) File() *os.File { return w.f }
 
 // Write writes p and starts the disk writeback of what was written
 // (sync_file_range WRITE, which does not wait), so that the disk works
@@ -394,15 +399,5 @@ func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
 }
 
-// advise adds what to do to the errors a full or forbidden disk gives.
-func advise(err error) error {
-	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return fmt.Errorf("%w: the disk is full; free space there or point the sink at another disk", err)
-	case errors.Is(err, syscall.EFBIG):
-		return fmt.Errorf("%w: the file size limit (ulimit -f) or the filesystem's maximum file size was reached", err)
-	case errors.Is(err, iofs.ErrPermission):
-		return fmt.Errorf("%w: pipe's user may not write there", err)
-	}
-	return err
-}
+// advise adds what to do to I/O errors.
+func advise(err error) error { return sdk.ExplainIO(err) }

@@ -146,6 +146,12 @@ func (r *fileReader) Read(p []byte) (int, error) {
 
 func (r *fileReader) Close() error { return r.f.Close() }
 
+// File and Done let pipe read the file itself across the plugin boundary.
+func (r *fileReader) File() *os.File { return r.f }
+func (r *fileReader) Done(eof bool)  {}
+
+var _ sdk.FileReader = (*fileReader)(nil)
+
 // openTar streams the folder as a tar archive written by a goroutine.
 func (s *Source) openTar(ctx context.Context) io.ReadCloser {
 	pr, pw := io.Pipe()

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// rssSampler follows the summed resident memory of a process and of its
+// descendants that run the same executable (pipe and its plugin processes;
+// not the commands an exec endpoint runs), every 20 ms. The kernel's maxrss
+// cannot tell that sum: it is the largest single process.
+type rssSampler struct {
+	stop chan struct{}
+	done sync.WaitGroup
+	peak int64
+}
+
+func sampleRSS(pid int) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{})}
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	s.done.Add(1)
+	go func() {
+		defer s.done.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if exe == "" {
+				exe, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+			}
+			if n := treeRSS(pid, exe); n > s.peak {
+				s.peak = n
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Peak stops sampling and returns the largest sum seen, in bytes.
+func (s *rssSampler) Peak() int64 {
+	close(s.stop)
+	s.done.Wait()
+	return s.peak
+}
+
+// treeRSS sums VmRSS over pid and its descendants running exe.
+func treeRSS(pid int, exe string) int64 {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces: fields start after the last ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], n)
+		}
+	}
+	var total int64
+	var walk func(int)
+	walk = func(p int) {
+		if e, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe"); e == exe || p == pid {
+			total += vmRSS(p)
+		}
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	walk(pid)
+	return total
+}
+
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
