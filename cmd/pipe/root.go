@@ -29,7 +29,7 @@ type app struct {
 	// registry is made on first use and closed (its plugins stopped) when
 	// the command ends.
 	registry *host.Registry
-	host           profiles.Host
+	host     profiles.Host
 	// color renders diagnostics with terminal colors.
 	color bool
 }
