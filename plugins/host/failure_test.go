@@ -3,6 +3,7 @@ package host
 import (
 	"bufio"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -119,7 +120,7 @@ func TestPluginWorks(t *testing.T) {
 }
 
 func isNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "not found") && errorsIs(err, sdk.ErrNotFound)
+	return err != nil && strings.Contains(err.Error(), "not found") && errors.Is(err, sdk.ErrNotFound)
 }
 
 func TestPluginFailures(t *testing.T) {
@@ -279,19 +280,3 @@ func TestPluginDiesWithHost(t *testing.T) {
 	}
 }
 
-func errorsIs(err, target error) bool {
-	for e := err; e != nil; {
-		if e == target {
-			return true
-		}
-		if x, ok := e.(interface{ Is(error) bool }); ok && x.Is(target) {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
-}
