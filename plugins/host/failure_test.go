@@ -3,9 +3,9 @@ package host
 import (
 	"bufio"
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -279,4 +279,3 @@ func TestPluginDiesWithHost(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
