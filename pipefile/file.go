@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,6 +115,17 @@ type Endpoint struct {
 	// Process is the plugin process that serves the endpoint, "" when it
 	// runs inside pipe.
 	Process string
+	// Retention of a storage sink: after a successful run, older runs of
+	// the same pipeline are deleted unless among the last KeepLast or
+	// finished within KeepWithin (0: not set).
+	KeepLast   int
+	KeepWithin time.Duration
+}
+
+// retentionAttrs are pipe's own attributes of every storage sink.
+var retentionAttrs = []sdk.Attribute{
+	{Name: "keep_last", Type: sdk.Number, Description: "After a successful run, keep this many runs of the pipeline (the newest), deleting older ones."},
+	{Name: "keep_within", Type: sdk.String, Description: `After a successful run, keep the runs that finished within this long ("30d", "12h", "2w"), deleting older ones.`},
 }
 
 // Stage types, in the order data meets them in a backup.
@@ -488,10 +500,15 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 	if ka, ok := schema.KeyAttribute(); ok && kind == "sink" {
 		keyName = ka.Name
 	}
-	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(schema.Attributes, "")})
-	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, schema.Attributes, keyName, ectx, src)
+	attrs := schema.Attributes
+	if kind == "sink" && schema.Storage {
+		attrs = append(append([]sdk.Attribute(nil), attrs...), retentionAttrs...)
+	}
+	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
+	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, attrs, keyName, ectx, src)
 	diags = append(diags, d...)
 	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0], Process: o.Schemas.Process(kind, typ)}
+	diags = append(diags, ep.takeRetention()...)
 	ep.Type = typ
 	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
 		k, d := newKeyTemplate(keyName, a, ectx, src)
@@ -515,4 +532,46 @@ func attributeSchema(attrs []sdk.Attribute, skip string) []hcl.AttributeSchema {
 // pos prints a position as file:line:column.
 func pos(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// takeRetention moves the retention attributes out of the endpoint's
+// values: they are pipe's, not the plugin's.
+func (e *Endpoint) takeRetention() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if n, ok := e.Int("keep_last"); ok {
+		if n < 1 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid keep_last",
+				Detail: fmt.Sprintf("keep_last = %d: keep at least the newest run (1).", n), Subject: e.AttrRange("keep_last").Ptr()})
+		}
+		e.KeepLast = int(n)
+	}
+	if s := e.String("keep_within"); s != "" {
+		d, err := ParseAge(s)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid keep_within",
+				Detail: err.Error() + ".", Subject: e.AttrRange("keep_within").Ptr()})
+		}
+		e.KeepWithin = d
+	}
+	delete(e.Values, "keep_last")
+	delete(e.Values, "keep_within")
+	return diags
+}
+
+// ParseAge reads a retention age: a number and a unit of m, h, d or w
+// ("30d", "12h", "2w"), or a Go duration ("36h30m").
+func ParseAge(s string) (time.Duration, error) {
+	units := map[byte]time.Duration{'m': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
+	if len(s) >= 2 {
+		if u, ok := units[s[len(s)-1]]; ok {
+			if n, err := strconv.Atoi(s[:len(s)-1]); err == nil && n > 0 {
+				return time.Duration(n) * u, nil
+			}
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not an age: write e.g. \"30d\", \"12h\" or \"2w\"", s)
+	}
+	return d, nil
 }

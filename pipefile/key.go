@@ -36,6 +36,17 @@ type KeyTemplate struct {
 	preview bool
 }
 
+// UsesRunID reports whether the key mentions ${run.id}: each run has its
+// own objects.
+func (k *KeyTemplate) UsesRunID() bool {
+	for _, tr := range k.expr.Variables() {
+		if tr.RootName() == "run" {
+			return true
+		}
+	}
+	return false
+}
+
 // Preview returns a copy that renders ${run.id} as a placeholder when the
 // run id is not known yet (validate, plan).
 func (k *KeyTemplate) Preview() *KeyTemplate {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pipebackup/pipe/engine"
 	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/profiles"
 	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/compress"
@@ -20,6 +21,9 @@ type Options struct {
 	Profile string
 	// Host is the machine the profiles resolve for.
 	Host profiles.Host
+	// Memory, if set, returns what an endpoint buffers on its own with
+	// this config and streams objects in flight (sdk.MemoryEstimator).
+	Memory func(kind, typ string, cfg sdk.Config, streams int) int64
 }
 
 // Plan is a resolved pipeline file.
@@ -48,6 +52,10 @@ type Pipeline struct {
 	// Layout is the buffer layout and memory budget. For a restore whose
 	// codec comes from the manifest it assumes zstd, the largest.
 	Layout engine.Layout
+	// EndpointMemory is what the source and sinks buffer on their own.
+	EndpointMemory int64
+	// FromProfile lists, by endpoint, the attributes the profile set.
+	FromProfile map[*pipefile.Endpoint][]string
 }
 
 // Stage is one resolved stage.
@@ -193,6 +201,14 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 
+	p.FromProfile = map[*pipefile.Endpoint][]string{}
+	for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
+		if e == nil {
+			continue
+		}
+		p.FromProfile[e] = applyProfile(e, prof)
+		diags = append(diags, checkRetention(e)...)
+	}
 	for _, b := range def.Stages {
 		s, d := resolveStage(b, p)
 		diags = append(diags, d...)
@@ -213,7 +229,50 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		diags = append(diags, errAt(a.AttrRange("buffers"), "Too few buffers", err.Error()+"."))
 	}
 	p.Layout = l
+	if o.Memory != nil {
+		for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
+			p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), p.Streams)
+		}
+	}
 	return p, diags
+}
+
+// applyProfile gives the endpoint's attributes that take a profile setting
+// (part size, concurrency) the profile's value when the file does not set
+// them; it returns their names.
+func applyProfile(e *pipefile.Endpoint, prof profiles.Profile) []string {
+	var set []string
+	for _, a := range e.Schema.Attributes {
+		if a.Profile == "" || e.Set(a.Name) {
+			continue
+		}
+		switch a.Profile {
+		case "part_size":
+			e.Values[a.Name] = prof.PartSize
+		case "concurrency":
+			e.Values[a.Name] = int64(prof.Concurrency)
+		default:
+			continue
+		}
+		set = append(set, a.Name)
+	}
+	return set
+}
+
+// checkRetention: deleting older runs needs each run in its own place.
+func checkRetention(e *pipefile.Endpoint) hcl.Diagnostics {
+	if e.KeepLast == 0 && e.KeepWithin == 0 {
+		return nil
+	}
+	if e.Key == nil || !e.Key.UsesRunID() {
+		attr := "keep_last"
+		if e.KeepLast == 0 {
+			attr = "keep_within"
+		}
+		return hcl.Diagnostics{errAt(e.AttrRange(attr), "Retention needs a place per run",
+			"keep_last and keep_within delete older runs, so each run must have its own objects: put ${run.id} in the sink's path, e.g. \"backups/${pipeline.name}/${run.id}/\".")}
+	}
+	return nil
 }
 
 func checkChunk(b *pipefile.Block, attr string, n int64) *hcl.Diagnostic {

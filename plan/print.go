@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -36,10 +37,10 @@ func (p *Pipeline) Processes() []string {
 	return out
 }
 
-// Budget is the run's memory budget: the layout, pipe's runtime and its
-// plugin processes.
+// Budget is the run's memory budget: the layout, what the endpoints buffer
+// on their own, pipe's runtime and its plugin processes.
 func (p *Pipeline) Budget() int64 {
-	return p.Layout.Total + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
+	return p.Layout.Total + p.EndpointMemory + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
 }
 
 var size = pipefile.FormatSize
@@ -60,14 +61,24 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
 		cpus, size(int64(p.Profile.ChunkSize)), plural(p.Profile.Workers, "worker"), plural(p.Profile.Streams, "stream"), p.Profile.Depth)
 	fmt.Fprintf(w, "  settings    chunk_size %s, streams %d, buffers %d\n", size(int64(p.ChunkSize)), p.Streams, p.Layout.Buffers)
-	fmt.Fprintf(w, "  source %-5s %s\n", p.Source.Type, endpointAttrs(p.Source))
+	fmt.Fprintf(w, "  source %-5s %s\n", p.Source.Type, endpointAttrs(p.Source, p.FromProfile[p.Source]))
 	for _, s := range p.Stages {
 		fmt.Fprintf(w, "  → %-10s %s\n", s.Type, s.describe())
 	}
 	for _, k := range p.Sinks {
-		fmt.Fprintf(w, "  → sink %-5s %s\n", k.Type, endpointAttrs(k))
+		fmt.Fprintf(w, "  → sink %-5s %s\n", k.Type, endpointAttrs(k, p.FromProfile[k]))
 		if k.Key != nil {
 			fmt.Fprintf(w, "               objects: %s\n", objectsLine(p, k))
+		}
+		if k.KeepLast > 0 || k.KeepWithin > 0 {
+			var keep []string
+			if k.KeepLast > 0 {
+				keep = append(keep, fmt.Sprintf("the last %s", plural(k.KeepLast, "run")))
+			}
+			if k.KeepWithin > 0 {
+				keep = append(keep, "runs of the last "+k.KeepWithin.String())
+			}
+			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline; delete older runs and leftovers of failed ones\n", strings.Join(keep, " and "))
 		}
 	}
 	fmt.Fprintf(w, "  buffers    ")
@@ -84,8 +95,8 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		plugins = fmt.Sprintf(" + %s for %s", size(int64(n)*PluginMemory), plural(n, "plugin process"))
 		plugins = strings.Replace(plugins, "processs", "processes", 1)
 	}
-	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + sinks %s + runtime %s%s), whatever the input size\n",
-		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.Layout.Sinks), size(RuntimeMemory), plugins)
+	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + endpoints %s + runtime %s%s), whatever the input size\n",
+		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.EndpointMemory), size(RuntimeMemory), plugins)
 }
 
 func objectsLine(p *Pipeline, k *pipefile.Endpoint) string {
@@ -156,14 +167,17 @@ func (s *Stage) describe() string {
 	return ""
 }
 
-// endpointAttrs prints an endpoint's settings; secrets never appear.
-func endpointAttrs(e *pipefile.Endpoint) string {
+// endpointAttrs prints an endpoint's settings, and those the profile set;
+// secrets never appear.
+func endpointAttrs(e *pipefile.Endpoint, fromProfile []string) string {
 	var parts []string
 	for _, a := range e.Schema.Attributes {
-		if !e.Set(a.Name) {
-			continue
+		switch {
+		case e.Set(a.Name):
+			parts = append(parts, a.Name+" = "+displayValue(e, a))
+		case slices.Contains(fromProfile, a.Name):
+			parts = append(parts, a.Name+" = "+displayValue(e, a)+" (profile)")
 		}
-		parts = append(parts, a.Name+" = "+displayValue(e, a))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -172,7 +186,7 @@ func displayValue(e *pipefile.Endpoint, a sdk.Attribute) string {
 	switch {
 	case e.Sensitive[a.Name]:
 		return "(sensitive)"
-	case a.Key:
+	case a.Key && e.Key != nil:
 		return e.Key.Text
 	case e.Unknown[a.Name]:
 		return "(known at run time)"
@@ -246,7 +260,7 @@ func (pl *Plan) JSON() JSON {
 	for _, p := range pl.Pipelines {
 		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ChunkSize: p.ChunkSize,
 			Streams: p.Streams, Buffers: p.Layout.Buffers, Source: endpointJSON(p.Source),
-			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "sinks": p.Layout.Sinks, "runtime": RuntimeMemory,
+			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "endpoints": p.EndpointMemory, "runtime": RuntimeMemory,
 				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
 			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}

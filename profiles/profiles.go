@@ -30,6 +30,11 @@ type Profile struct {
 	Depth int `json:"depth"`
 	// Levels are the default compression levels by codec.
 	Levels map[string]int `json:"levels"`
+	// PartSize is the default part (block, chunk) size of object stores'
+	// uploads and ranged downloads; Concurrency how many are in flight per
+	// object.
+	PartSize    int64 `json:"part_size"`
+	Concurrency int   `json:"concurrency"`
 }
 
 // Host is what a profile adapts to.
@@ -55,19 +60,19 @@ var presets = []struct {
 	resolve    func(h Host) Profile
 }{
 	{"conservative", "leaves the host to the database: one worker, one stream, small chunks", func(h Host) Profile {
-		return Profile{ChunkSize: 1 * mib, Workers: 1, Streams: 1, Depth: 1, Levels: levels(3, 6, 1)}
+		return Profile{ChunkSize: 1 * mib, Workers: 1, Streams: 1, Depth: 1, Levels: levels(3, 6, 1), PartSize: 8 * mib, Concurrency: 2}
 	}},
 	{"balanced", "half the CPUs, two streams; the default", func(h Host) Profile {
-		return Profile{ChunkSize: 4 * mib, Workers: max(1, h.CPUs/2), Streams: 2, Depth: 1, Levels: levels(3, 6, 1)}
+		return Profile{ChunkSize: 4 * mib, Workers: max(1, h.CPUs/2), Streams: 2, Depth: 1, Levels: levels(3, 6, 1), PartSize: 16 * mib, Concurrency: 4}
 	}},
 	{"performance", "every CPU, two streams, deeper queues", func(h Host) Profile {
-		return Profile{ChunkSize: 8 * mib, Workers: h.CPUs, Streams: 2, Depth: 2, Levels: levels(3, 6, 1)}
+		return Profile{ChunkSize: 8 * mib, Workers: h.CPUs, Streams: 2, Depth: 2, Levels: levels(3, 6, 1), PartSize: 32 * mib, Concurrency: 8}
 	}},
 	{"max-performance", "every CPU, a stream per CPU, large chunks", func(h Host) Profile {
-		return Profile{ChunkSize: 16 * mib, Workers: h.CPUs, Streams: max(2, h.CPUs), Depth: 2, Levels: levels(3, 6, 1)}
+		return Profile{ChunkSize: 16 * mib, Workers: h.CPUs, Streams: max(2, h.CPUs), Depth: 2, Levels: levels(3, 6, 1), PartSize: 64 * mib, Concurrency: 16}
 	}},
 	{"turbo", "every CPU, fastest compression levels, large chunks and queues", func(h Host) Profile {
-		return Profile{ChunkSize: 16 * mib, Workers: h.CPUs, Streams: max(2, h.CPUs), Depth: 4, Levels: levels(1, 1, 1)}
+		return Profile{ChunkSize: 16 * mib, Workers: h.CPUs, Streams: max(2, h.CPUs), Depth: 4, Levels: levels(1, 1, 1), PartSize: 64 * mib, Concurrency: 16}
 	}},
 }
 

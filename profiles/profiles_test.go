@@ -13,7 +13,7 @@ func TestResolve(t *testing.T) {
 			t.Errorf("%s: chunk size shrinks along the presets", p.Name)
 		}
 		prev = p.ChunkSize
-		if p.Workers < 1 || p.Streams < 1 || p.Depth < 1 || p.Levels["zstd"] < 1 {
+		if p.Workers < 1 || p.Streams < 1 || p.Depth < 1 || p.Levels["zstd"] < 1 || p.PartSize < 5<<20 || p.Concurrency < 1 {
 			t.Errorf("%s: %+v", p.Name, p)
 		}
 	}

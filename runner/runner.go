@@ -57,6 +57,8 @@ type Report struct {
 	Streams   int            `json:"streams"`
 	Result    *engine.Result `json:"-"`
 	Budget    int64          `json:"memory_budget_bytes"`
+	// Retention says what retention deleted, per sink.
+	Retention []RetentionReport `json:"retention,omitempty"`
 }
 
 // DiagError carries diagnostics from configuring endpoints, with file
@@ -73,11 +75,11 @@ type endpoint struct {
 }
 
 // Run executes p.
-func Run(ctx context.Context, p *plan.Pipeline, o Options) (*Report, error) {
+func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err error) {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	rep := &Report{Pipeline: p.Name, RunID: o.RunID, Restore: p.Restores(), Budget: p.Budget()}
+	rep = &Report{Pipeline: p.Name, RunID: o.RunID, Restore: p.Restores(), Budget: p.Budget()}
 	src, sinks, err := configure(ctx, p, o.Registry)
 	if err != nil {
 		return rep, err
@@ -113,6 +115,14 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (*Report, error) {
 		rep.Manifests = keys
 		return err
 	}
+	defer func() {
+		// Retention runs once the backup is complete (its manifest written),
+		// never after a failure. A retention problem does not undo the
+		// backup: it is reported.
+		if err == nil {
+			rep.Retention = applyRetention(ctx, p, o.RunID, started, sinks, manifests, o.Warn)
+		}
+	}()
 	r, err := engine.New(job)
 	if err != nil {
 		return rep, err
@@ -205,7 +215,27 @@ type stream struct {
 	ext     string // extension of what the sinks receive
 	size    int64  // source size, or -1
 	outSize int64  // size the sinks receive if known, or -1
+	maxSize int64  // bound of what the sinks receive, or -1
 	digest  string // recorded digest to verify (restore), or ""
+}
+
+// maxStored bounds what encoding stages make of n source bytes: compressed
+// frames may grow a little, age adds a header and 16 bytes per 64 KiB.
+func maxStored(p *plan.Pipeline, n int64) int64 {
+	if n < 0 {
+		return -1
+	}
+	for _, s := range p.Stages {
+		switch {
+		case s.Type == "compress" && s.Codec != "none":
+			n = int64(compress.Bound(int(min(n, 1<<40)))) + n/int64(max(s.ChunkSize, 1))*1024
+		case s.Type == "encrypt":
+			n += n/(64<<10)*16 + 16 + 4096
+		case s.Decodes():
+			return -1
+		}
+	}
+	return n
 }
 
 type streamsPlan struct {
@@ -284,9 +314,9 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidat
 		if o.Encryption != "" && dec == nil {
 			ext += encrypt.Ext
 		}
-		s := stream{source: key, name: o.Stream, ext: ext + p.Ext(), size: o.Size, outSize: -1, digest: o.Digest}
+		s := stream{source: key, name: o.Stream, ext: ext + p.Ext(), size: o.Size, outSize: -1, maxSize: -1, digest: o.Digest}
 		if (o.Codec == "none" || decomp != nil) && (o.Encryption == "" || dec != nil) && p.Ext() == "" {
-			s.outSize = o.OriginalSize
+			s.outSize, s.maxSize = o.OriginalSize, o.OriginalSize
 		}
 		if o.Digest == "" {
 			noDigest++
@@ -308,7 +338,12 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidat
 	return nil
 }
 
-func readManifest(ctx context.Context, src sdk.Source, key string) (*manifest.Manifest, error) {
+// opener reads objects: a source, or a storage sink.
+type opener interface {
+	Open(ctx context.Context, name string) (io.ReadCloser, error)
+}
+
+func readManifest(ctx context.Context, src opener, key string) (*manifest.Manifest, error) {
 	rc, err := src.Open(ctx, key)
 	if err != nil {
 		return nil, err
@@ -369,7 +404,7 @@ func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) erro
 				ext += s.Ext()
 			}
 		}
-		st := stream{source: in.Name, name: name, ext: ext, size: in.Size, outSize: -1}
+		st := stream{source: in.Name, name: name, ext: ext, size: in.Size, outSize: -1, maxSize: maxStored(p, in.Size)}
 		if sizeKept {
 			st.outSize = in.Size
 		}
@@ -396,6 +431,11 @@ func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) erro
 func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
 	manifests := map[int]string{}
 	for i, s := range sinks {
+		if !p.Restores() && s.def.Schema.Storage && s.def.Key != nil && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+			if _, ok := s.sink.(sdk.Storage); !ok {
+				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
+			}
+		}
 		if !p.Restores() && s.def.Schema.Storage && s.def.Key != nil {
 			k, err := s.def.Key.ManifestKey()
 			if err != nil {
@@ -428,7 +468,11 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 				return nil, fmt.Errorf("sink %s: stream %q and %s would both be written to %s: make the sink's path a folder (ending in /) or use ${stream.name} in it", s.name, st.name, prev, key)
 			}
 			keys[i][key] = fmt.Sprintf("%q", st.name)
-			es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize})
+			max := st.maxSize
+			if st.outSize >= 0 {
+				max = st.outSize
+			}
+			es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize, MaxSize: max})
 		}
 		if st.digest != "" {
 			v, err := checksum.Verify(st.digest, fmt.Sprintf("object %q", st.source))

@@ -128,7 +128,7 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 	var p *plan.Plan
 	if !diags.HasErrors() {
 		var d hcl.Diagnostics
-		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host})
+		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host, Memory: reg.Memory})
 		diags = append(diags, d...)
 	}
 	if len(diags) > 0 {

@@ -221,6 +221,35 @@ func (r *Registry) Process(kind, typ string) string {
 	return ""
 }
 
+// Memory returns what an endpoint of the type buffers on its own with cfg
+// and streams objects in flight (sdk.MemoryEstimator), 0 if nothing. Built-in
+// types are asked in this process, so planning starts no plugin process.
+func (r *Registry) Memory(kind, typ string, cfg sdk.Config, streams int) int64 {
+	var t any
+	if kind == "sink" {
+		if bt, ok := r.o.Builtin.Sinks[typ]; ok {
+			t = bt
+		} else {
+			t, _ = r.Sink(typ)
+		}
+	} else {
+		if bt, ok := r.o.Builtin.Sources[typ]; ok {
+			t = bt
+		} else {
+			t, _ = r.Source(typ)
+		}
+	}
+	switch m := t.(type) {
+	case sdk.MemoryEstimator:
+		return m.Memory(cfg, streams)
+	case *remoteSourceType:
+		return m.remoteType.Memory(cfg, streams)
+	case *remoteSinkType:
+		return m.remoteType.Memory(cfg, streams)
+	}
+	return 0
+}
+
 // candidates are the plugin names that may provide typ: the type itself,
 // and its prefix before "_" (plugin "acme" provides "acme_db").
 func candidates(typ string) []string {

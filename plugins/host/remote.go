@@ -68,6 +68,17 @@ func (t *remoteSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sin
 	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}}
 	// Only what the instance can do shows as a capability.
 	switch {
+	case resp.GetStorage() && resp.GetFlusher():
+		return &struct {
+			*remoteSink
+			storage
+			flusher
+		}{s, storage{remover{s}}, flusher{s}}, diags
+	case resp.GetStorage():
+		return &struct {
+			*remoteSink
+			storage
+		}{s, storage{remover{s}}}, diags
 	case resp.GetRemover() && resp.GetFlusher():
 		return &struct {
 			*remoteSink
@@ -96,6 +107,9 @@ type remote struct {
 
 // Close releases the instance in the plugin.
 func (r *remote) Close() error {
+	if r.proc.rpc == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	_, err := r.proc.rpc.Close(ctx, &pb.Close_Request{Handle: r.handle})
@@ -119,6 +133,12 @@ func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 }
 
 func (s *remoteSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	return s.remote.open(ctx, name)
+}
+
+// open reads a stream of the instance: a source's stream or a storage
+// sink's object.
+func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, AcceptFd: s.proc.fds != nil})
 	if err != nil {
@@ -275,7 +295,7 @@ type remoteSink struct{ remote }
 var _ sdk.Sink = (*remoteSink)(nil)
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	o := &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size}
+	o := &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size, MaxSize: obj.MaxSize}
 	openMsg := &pb.WriteObject_Open{Handle: s.handle, Object: o}
 	if s.proc.fds != nil {
 		resp, err := s.proc.rpc.CreateObject(ctx, &pb.CreateObject_Request{Handle: s.handle, Object: o, AcceptFd: true})
@@ -373,6 +393,27 @@ func (w *writer) Abort(ctx context.Context) error {
 	return err
 }
 
+// storage lists, reads back and removes a storage sink's objects.
+type storage struct {
+	remover
+}
+
+func (st storage) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+	resp, err := st.s.proc.rpc.ListObjects(ctx, &pb.ListObjects_Request{Handle: st.s.handle, Prefix: prefix})
+	if err != nil {
+		return nil, st.s.proc.wrap(ctx, err)
+	}
+	out := make([]sdk.ObjectInfo, 0, len(resp.GetObjects()))
+	for _, o := range resp.GetObjects() {
+		out = append(out, sdk.ObjectInfo{Key: o.GetKey(), Size: o.GetSize(), Modified: time.Unix(0, o.GetModifiedUnixNs())})
+	}
+	return out, nil
+}
+
+func (st storage) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return st.s.remote.open(ctx, key)
+}
+
 type remover struct{ s *remoteSink }
 
 func (r remover) Remove(ctx context.Context, key string) error {
@@ -464,3 +505,22 @@ func (w *fileWriter) finish(commit bool) error {
 
 func (w *fileWriter) Commit(ctx context.Context) error { return w.finish(true) }
 func (w *fileWriter) Abort(ctx context.Context) error  { return w.finish(false) }
+
+// Memory asks the plugin what an instance with cfg buffers on its own.
+func (t *remoteType) Memory(cfg sdk.Config, streams int) int64 {
+	rpc, err := t.proc.conn()
+	if err != nil {
+		return 0
+	}
+	values, err := wire.ConfigToPB(t.schema, cfg)
+	if err != nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	resp, err := rpc.EstimateMemory(ctx, &pb.EstimateMemory_Request{Kind: t.kind, Type: t.name, Config: values, Streams: int32(streams)})
+	if err != nil {
+		return 0
+	}
+	return resp.GetBytes()
+}

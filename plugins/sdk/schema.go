@@ -68,6 +68,10 @@ type Attribute struct {
 	// Object.Key; it is not part of the Config given to Configure. A sink
 	// has at most one key attribute.
 	Key bool
+	// Profile names the profile setting that supplies the attribute's
+	// value when the file does not set it: "part_size" (a Size) or
+	// "concurrency" (a Number). It beats Default.
+	Profile string
 }
 
 // Schema declares an endpoint's configuration.
@@ -121,6 +125,19 @@ func (s Schema) Validate() error {
 			if a.Type != String {
 				return fmt.Errorf("attribute %q: a key attribute must be a string", a.Name)
 			}
+		}
+		switch a.Profile {
+		case "":
+		case "part_size":
+			if a.Type != Size {
+				return fmt.Errorf("attribute %q: the profile's part_size is a size", a.Name)
+			}
+		case "concurrency":
+			if a.Type != Number {
+				return fmt.Errorf("attribute %q: the profile's concurrency is a number", a.Name)
+			}
+		default:
+			return fmt.Errorf("attribute %q: no profile setting %q (part_size, concurrency)", a.Name, a.Profile)
 		}
 		if a.Required && a.Default != nil {
 			return fmt.Errorf("attribute %q: required attributes have no default", a.Name)

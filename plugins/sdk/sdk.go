@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"time"
 )
 
 // StreamInfo describes one stream a Source yields.
@@ -40,6 +41,10 @@ type Object struct {
 	// Size is the number of bytes that will be written, or -1 when unknown.
 	// A sink may use it to preallocate; it must not rely on it.
 	Size int64
+	// MaxSize bounds the bytes that will be written when Size is unknown
+	// (a compressed stream of a known source size), or -1. A sink may use
+	// it to size its parts.
+	MaxSize int64
 }
 
 // Sink writes streams as objects.
@@ -87,6 +92,33 @@ type FileWriter interface {
 // its streams committed, so a failed run leaves nothing at a final path.
 type Remover interface {
 	Remove(ctx context.Context, key string) error
+}
+
+// Storage is implemented by sinks that keep objects which can be listed,
+// read back and removed (files, buckets): pipe uses it to read manifests and
+// to apply retention. Keys are the keys given to Create.
+type Storage interface {
+	Remover
+	// List returns the objects whose keys start with prefix.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Open reads a committed object; errors wrap ErrNotFound when there is
+	// none at key.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+// MemoryEstimator is implemented by endpoint types that buffer data of
+// their own (the parts of a multipart upload, say). Memory returns the most
+// bytes an instance configured with cfg holds while streams objects are in
+// flight at once; it must not do any I/O. pipe adds it to the run's budget.
+type MemoryEstimator interface {
+	Memory(cfg Config, streams int) int64
 }
 
 // Flusher is implemented by sinks that batch durability work (a directory

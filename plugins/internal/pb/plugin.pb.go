@@ -358,6 +358,7 @@ type Attribute struct {
 	Default       *Value                 `protobuf:"bytes,5,opt,name=default,proto3" json:"default,omitempty"` // unset: no default
 	Secret        bool                   `protobuf:"varint,6,opt,name=secret,proto3" json:"secret,omitempty"`
 	Key           bool                   `protobuf:"varint,7,opt,name=key,proto3" json:"key,omitempty"`
+	Profile       string                 `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"` // the profile setting that supplies the value
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +440,13 @@ func (x *Attribute) GetKey() bool {
 		return x.Key
 	}
 	return false
+}
+
+func (x *Attribute) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
 }
 
 type Schema struct {
@@ -978,18 +986,151 @@ func (*FinishObject) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
+type ObjectInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Key            string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Size           int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	ModifiedUnixNs int64                  `protobuf:"varint,3,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ObjectInfo) Reset() {
+	*x = ObjectInfo{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectInfo) ProtoMessage() {}
+
+func (x *ObjectInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectInfo.ProtoReflect.Descriptor instead.
+func (*ObjectInfo) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ObjectInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ObjectInfo) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ObjectInfo) GetModifiedUnixNs() int64 {
+	if x != nil {
+		return x.ModifiedUnixNs
+	}
+	return 0
+}
+
+type ListObjects struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjects) Reset() {
+	*x = ListObjects{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjects) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjects) ProtoMessage() {}
+
+func (x *ListObjects) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjects.ProtoReflect.Descriptor instead.
+func (*ListObjects) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+type EstimateMemory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateMemory) Reset() {
+	*x = EstimateMemory{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateMemory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateMemory) ProtoMessage() {}
+
+func (x *EstimateMemory) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateMemory.ProtoReflect.Descriptor instead.
+func (*EstimateMemory) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+}
+
 type Object struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Stream        string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
 	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	MaxSize       int64                  `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"` // bound of size when size is -1; -1: unknown
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1142,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1155,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Object) GetKey() string {
@@ -1038,6 +1179,13 @@ func (x *Object) GetSize() int64 {
 	return 0
 }
 
+func (x *Object) GetMaxSize() int64 {
+	if x != nil {
+		return x.MaxSize
+	}
+	return 0
+}
+
 type WriteObject struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1046,7 +1194,7 @@ type WriteObject struct {
 
 func (x *WriteObject) Reset() {
 	*x = WriteObject{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1206,7 @@ func (x *WriteObject) String() string {
 func (*WriteObject) ProtoMessage() {}
 
 func (x *WriteObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1219,7 @@ func (x *WriteObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject.ProtoReflect.Descriptor instead.
 func (*WriteObject) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 type Remove struct {
@@ -1082,7 +1230,7 @@ type Remove struct {
 
 func (x *Remove) Reset() {
 	*x = Remove{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1242,7 @@ func (x *Remove) String() string {
 func (*Remove) ProtoMessage() {}
 
 func (x *Remove) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1255,7 @@ func (x *Remove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove.ProtoReflect.Descriptor instead.
 func (*Remove) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 type Flush struct {
@@ -1118,7 +1266,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1278,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1291,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 type Close struct {
@@ -1154,7 +1302,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1314,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1327,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 type Stop struct {
@@ -1190,7 +1338,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1350,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1363,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 type Value_StringList struct {
@@ -1227,7 +1375,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1387,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1419,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1431,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1462,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1474,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1501,7 @@ type GetSchema_Response struct {
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1513,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1561,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1573,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,13 +1617,14 @@ type Configure_Response struct {
 	// What the sink instance can do besides writing.
 	Remover       bool `protobuf:"varint,3,opt,name=remover,proto3" json:"remover,omitempty"`
 	Flusher       bool `protobuf:"varint,4,opt,name=flusher,proto3" json:"flusher,omitempty"`
+	Storage       bool `protobuf:"varint,5,opt,name=storage,proto3" json:"storage,omitempty"` // list, read back and remove objects
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1636,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,6 +1680,13 @@ func (x *Configure_Response) GetFlusher() bool {
 	return false
 }
 
+func (x *Configure_Response) GetStorage() bool {
+	if x != nil {
+		return x.Storage
+	}
+	return false
+}
+
 type ListStreams_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1540,7 +1696,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1708,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1740,7 @@ type ListStreams_Response struct {
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1752,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1786,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1798,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1849,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1861,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1944,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1956,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1989,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2001,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2039,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2051,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2078,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1934,7 +2090,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2137,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2149,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2189,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2201,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2239,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2251,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,6 +2265,214 @@ func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
 // Deprecated: Use FinishObject_Response.ProtoReflect.Descriptor instead.
 func (*FinishObject_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13, 1}
+}
+
+type ListObjects_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Prefix        string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjects_Request) Reset() {
+	*x = ListObjects_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjects_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjects_Request) ProtoMessage() {}
+
+func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjects_Request.ProtoReflect.Descriptor instead.
+func (*ListObjects_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 0}
+}
+
+func (x *ListObjects_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *ListObjects_Request) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+type ListObjects_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []*ObjectInfo          `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListObjects_Response) Reset() {
+	*x = ListObjects_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListObjects_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListObjects_Response) ProtoMessage() {}
+
+func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListObjects_Response.ProtoReflect.Descriptor instead.
+func (*ListObjects_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 1}
+}
+
+func (x *ListObjects_Response) GetObjects() []*ObjectInfo {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+type EstimateMemory_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          Kind                   `protobuf:"varint,1,opt,name=kind,proto3,enum=pipe.plugin.v1.Kind" json:"kind,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Config        map[string]*Value      `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Streams       int32                  `protobuf:"varint,4,opt,name=streams,proto3" json:"streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateMemory_Request) Reset() {
+	*x = EstimateMemory_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateMemory_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateMemory_Request) ProtoMessage() {}
+
+func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateMemory_Request.ProtoReflect.Descriptor instead.
+func (*EstimateMemory_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 0}
+}
+
+func (x *EstimateMemory_Request) GetKind() Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Kind_KIND_UNSPECIFIED
+}
+
+func (x *EstimateMemory_Request) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *EstimateMemory_Request) GetConfig() map[string]*Value {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *EstimateMemory_Request) GetStreams() int32 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+type EstimateMemory_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         int64                  `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateMemory_Response) Reset() {
+	*x = EstimateMemory_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateMemory_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateMemory_Response) ProtoMessage() {}
+
+func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateMemory_Response.ProtoReflect.Descriptor instead.
+func (*EstimateMemory_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 1}
+}
+
+func (x *EstimateMemory_Response) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
 }
 
 type WriteObject_Request struct {
@@ -2125,7 +2489,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2501,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2514,7 @@ func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Request.ProtoReflect.Descriptor instead.
 func (*WriteObject_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 0}
 }
 
 func (x *WriteObject_Request) GetMsg() isWriteObject_Request_Msg {
@@ -2220,7 +2584,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2596,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2609,7 @@ func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Open.ProtoReflect.Descriptor instead.
 func (*WriteObject_Open) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 1}
 }
 
 func (x *WriteObject_Open) GetHandle() uint64 {
@@ -2278,7 +2642,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2654,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2667,7 @@ func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Finish.ProtoReflect.Descriptor instead.
 func (*WriteObject_Finish) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 2}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 2}
 }
 
 func (x *WriteObject_Finish) GetCommit() bool {
@@ -2321,7 +2685,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2697,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2710,7 @@ func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Response.ProtoReflect.Descriptor instead.
 func (*WriteObject_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 3}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 3}
 }
 
 type Remove_Request struct {
@@ -2359,7 +2723,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2735,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2748,7 @@ func (x *Remove_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove_Request.ProtoReflect.Descriptor instead.
 func (*Remove_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 0}
 }
 
 func (x *Remove_Request) GetHandle() uint64 {
@@ -2409,7 +2773,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2785,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2798,7 @@ func (x *Remove_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove_Response.ProtoReflect.Descriptor instead.
 func (*Remove_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 1}
 }
 
 type Flush_Request struct {
@@ -2446,7 +2810,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2822,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2835,7 @@ func (x *Flush_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Request.ProtoReflect.Descriptor instead.
 func (*Flush_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 0}
 }
 
 func (x *Flush_Request) GetHandle() uint64 {
@@ -2489,7 +2853,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2865,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2878,7 @@ func (x *Flush_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Response.ProtoReflect.Descriptor instead.
 func (*Flush_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 1}
 }
 
 type Close_Request struct {
@@ -2526,7 +2890,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2902,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2915,7 @@ func (x *Close_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Request.ProtoReflect.Descriptor instead.
 func (*Close_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 func (x *Close_Request) GetHandle() uint64 {
@@ -2569,7 +2933,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2581,7 +2945,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2594,7 +2958,7 @@ func (x *Close_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Response.ProtoReflect.Descriptor instead.
 func (*Close_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
 }
 
 type Stop_Request struct {
@@ -2605,7 +2969,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2981,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2994,7 @@ func (x *Stop_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Request.ProtoReflect.Descriptor instead.
 func (*Stop_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type Stop_Response struct {
@@ -2641,7 +3005,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +3017,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +3030,7 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -2692,7 +3056,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"\xe2\x01\n" +
+	"\x04kind\"\xfc\x01\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.pipe.plugin.v1.TypeR\x04type\x12\x1a\n" +
@@ -2700,7 +3064,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12/\n" +
 	"\adefault\x18\x05 \x01(\v2\x15.pipe.plugin.v1.ValueR\adefault\x12\x16\n" +
 	"\x06secret\x18\x06 \x01(\bR\x06secret\x12\x10\n" +
-	"\x03key\x18\a \x01(\bR\x03key\"\x7f\n" +
+	"\x03key\x18\a \x01(\bR\x03key\x12\x18\n" +
+	"\aprofile\x18\b \x01(\tR\aprofile\"\x7f\n" +
 	"\x06Schema\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x129\n" +
 	"\n" +
@@ -2725,7 +3090,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
-	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\"\x85\x03\n" +
+	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\"\x9f\x03\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -2733,12 +3098,13 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x03(\v2-.pipe.plugin.v1.Configure.Request.ConfigEntryR\x06config\x1aP\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\x94\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xae\x01\n" +
 	"\bResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12<\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1a.pipe.plugin.v1.DiagnosticR\vdiagnostics\x12\x18\n" +
 	"\aremover\x18\x03 \x01(\bR\aremover\x12\x18\n" +
-	"\aflusher\x18\x04 \x01(\bR\aflusher\"4\n" +
+	"\aflusher\x18\x04 \x01(\bR\aflusher\x12\x18\n" +
+	"\astorage\x18\x05 \x01(\bR\astorage\"4\n" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -2783,11 +3149,34 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x1a\n" +
 	"\n" +
-	"\bResponse\"F\n" +
+	"\bResponse\"\\\n" +
+	"\n" +
+	"ObjectInfo\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12(\n" +
+	"\x10modified_unix_ns\x18\x03 \x01(\x03R\x0emodifiedUnixNs\"\x8a\x01\n" +
+	"\vListObjects\x1a9\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x1a@\n" +
+	"\bResponse\x124\n" +
+	"\aobjects\x18\x01 \x03(\v2\x1a.pipe.plugin.v1.ObjectInfoR\aobjects\"\xb4\x02\n" +
+	"\x0eEstimateMemory\x1a\xff\x01\n" +
+	"\aRequest\x12(\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12J\n" +
+	"\x06config\x18\x03 \x03(\v22.pipe.plugin.v1.EstimateMemory.Request.ConfigEntryR\x06config\x12\x18\n" +
+	"\astreams\x18\x04 \x01(\x05R\astreams\x1aP\n" +
+	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a \n" +
+	"\bResponse\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"a\n" +
 	"\x06Object\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x03R\x04size\"\xc0\x02\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x19\n" +
+	"\bmax_size\x18\x04 \x01(\x03R\amaxSize\"\xc0\x02\n" +
 	"\vWriteObject\x1a\x9c\x01\n" +
 	"\aRequest\x126\n" +
 	"\x04open\x18\x01 \x01(\v2 .pipe.plugin.v1.WriteObject.OpenH\x00R\x04open\x12\x14\n" +
@@ -2834,7 +3223,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xf0\a\n" +
+	"\rTYPE_DURATION\x10\a2\xad\t\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -2845,7 +3234,9 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"FinishFile\x12\".pipe.plugin.v1.FinishFile.Request\x1a#.pipe.plugin.v1.FinishFile.Response\x12[\n" +
 	"\fCreateObject\x12$.pipe.plugin.v1.CreateObject.Request\x1a%.pipe.plugin.v1.CreateObject.Response\x12[\n" +
-	"\fFinishObject\x12$.pipe.plugin.v1.FinishObject.Request\x1a%.pipe.plugin.v1.FinishObject.Response\x12I\n" +
+	"\fFinishObject\x12$.pipe.plugin.v1.FinishObject.Request\x1a%.pipe.plugin.v1.FinishObject.Response\x12X\n" +
+	"\vListObjects\x12#.pipe.plugin.v1.ListObjects.Request\x1a$.pipe.plugin.v1.ListObjects.Response\x12a\n" +
+	"\x0eEstimateMemory\x12&.pipe.plugin.v1.EstimateMemory.Request\x1a'.pipe.plugin.v1.EstimateMemory.Response\x12I\n" +
 	"\x06Remove\x12\x1e.pipe.plugin.v1.Remove.Request\x1a\x1f.pipe.plugin.v1.Remove.Response\x12F\n" +
 	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12F\n" +
 	"\x05Close\x12\x1d.pipe.plugin.v1.Close.Request\x1a\x1e.pipe.plugin.v1.Close.Response\x12C\n" +
@@ -2864,114 +3255,130 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
-	(Kind)(0),                     // 0: pipe.plugin.v1.Kind
-	(Type)(0),                     // 1: pipe.plugin.v1.Type
-	(Diagnostic_Severity)(0),      // 2: pipe.plugin.v1.Diagnostic.Severity
-	(*Value)(nil),                 // 3: pipe.plugin.v1.Value
-	(*Attribute)(nil),             // 4: pipe.plugin.v1.Attribute
-	(*Schema)(nil),                // 5: pipe.plugin.v1.Schema
-	(*Diagnostic)(nil),            // 6: pipe.plugin.v1.Diagnostic
-	(*Endpoint)(nil),              // 7: pipe.plugin.v1.Endpoint
-	(*GetSchema)(nil),             // 8: pipe.plugin.v1.GetSchema
-	(*Configure)(nil),             // 9: pipe.plugin.v1.Configure
-	(*StreamInfo)(nil),            // 10: pipe.plugin.v1.StreamInfo
-	(*ListStreams)(nil),           // 11: pipe.plugin.v1.ListStreams
-	(*ReadStream)(nil),            // 12: pipe.plugin.v1.ReadStream
-	(*FileRef)(nil),               // 13: pipe.plugin.v1.FileRef
-	(*FinishFile)(nil),            // 14: pipe.plugin.v1.FinishFile
-	(*CreateObject)(nil),          // 15: pipe.plugin.v1.CreateObject
-	(*FinishObject)(nil),          // 16: pipe.plugin.v1.FinishObject
-	(*Object)(nil),                // 17: pipe.plugin.v1.Object
-	(*WriteObject)(nil),           // 18: pipe.plugin.v1.WriteObject
-	(*Remove)(nil),                // 19: pipe.plugin.v1.Remove
-	(*Flush)(nil),                 // 20: pipe.plugin.v1.Flush
-	(*Close)(nil),                 // 21: pipe.plugin.v1.Close
-	(*Stop)(nil),                  // 22: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),      // 23: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),       // 24: pipe.plugin.v1.Value.StringMap
-	nil,                           // 25: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),     // 26: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),    // 27: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),     // 28: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),    // 29: pipe.plugin.v1.Configure.Response
-	nil,                           // 30: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),   // 31: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),  // 32: pipe.plugin.v1.ListStreams.Response
-	(*ReadStream_Request)(nil),    // 33: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),   // 34: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),        // 35: pipe.plugin.v1.ReadStream.End
-	(*FinishFile_Request)(nil),    // 36: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),   // 37: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),  // 38: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil), // 39: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),  // 40: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil), // 41: pipe.plugin.v1.FinishObject.Response
-	(*WriteObject_Request)(nil),   // 42: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),      // 43: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),    // 44: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),  // 45: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),        // 46: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),       // 47: pipe.plugin.v1.Remove.Response
-	(*Flush_Request)(nil),         // 48: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),        // 49: pipe.plugin.v1.Flush.Response
-	(*Close_Request)(nil),         // 50: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),        // 51: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),          // 52: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),         // 53: pipe.plugin.v1.Stop.Response
+	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
+	(Type)(0),                       // 1: pipe.plugin.v1.Type
+	(Diagnostic_Severity)(0),        // 2: pipe.plugin.v1.Diagnostic.Severity
+	(*Value)(nil),                   // 3: pipe.plugin.v1.Value
+	(*Attribute)(nil),               // 4: pipe.plugin.v1.Attribute
+	(*Schema)(nil),                  // 5: pipe.plugin.v1.Schema
+	(*Diagnostic)(nil),              // 6: pipe.plugin.v1.Diagnostic
+	(*Endpoint)(nil),                // 7: pipe.plugin.v1.Endpoint
+	(*GetSchema)(nil),               // 8: pipe.plugin.v1.GetSchema
+	(*Configure)(nil),               // 9: pipe.plugin.v1.Configure
+	(*StreamInfo)(nil),              // 10: pipe.plugin.v1.StreamInfo
+	(*ListStreams)(nil),             // 11: pipe.plugin.v1.ListStreams
+	(*ReadStream)(nil),              // 12: pipe.plugin.v1.ReadStream
+	(*FileRef)(nil),                 // 13: pipe.plugin.v1.FileRef
+	(*FinishFile)(nil),              // 14: pipe.plugin.v1.FinishFile
+	(*CreateObject)(nil),            // 15: pipe.plugin.v1.CreateObject
+	(*FinishObject)(nil),            // 16: pipe.plugin.v1.FinishObject
+	(*ObjectInfo)(nil),              // 17: pipe.plugin.v1.ObjectInfo
+	(*ListObjects)(nil),             // 18: pipe.plugin.v1.ListObjects
+	(*EstimateMemory)(nil),          // 19: pipe.plugin.v1.EstimateMemory
+	(*Object)(nil),                  // 20: pipe.plugin.v1.Object
+	(*WriteObject)(nil),             // 21: pipe.plugin.v1.WriteObject
+	(*Remove)(nil),                  // 22: pipe.plugin.v1.Remove
+	(*Flush)(nil),                   // 23: pipe.plugin.v1.Flush
+	(*Close)(nil),                   // 24: pipe.plugin.v1.Close
+	(*Stop)(nil),                    // 25: pipe.plugin.v1.Stop
+	(*Value_StringList)(nil),        // 26: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 27: pipe.plugin.v1.Value.StringMap
+	nil,                             // 28: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 29: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 30: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 31: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 32: pipe.plugin.v1.Configure.Response
+	nil,                             // 33: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 34: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 35: pipe.plugin.v1.ListStreams.Response
+	(*ReadStream_Request)(nil),      // 36: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 37: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 38: pipe.plugin.v1.ReadStream.End
+	(*FinishFile_Request)(nil),      // 39: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 40: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 41: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 42: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 43: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 44: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 45: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 46: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 47: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 48: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 49: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 50: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 51: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 52: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 53: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 54: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 55: pipe.plugin.v1.Remove.Response
+	(*Flush_Request)(nil),           // 56: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 57: pipe.plugin.v1.Flush.Response
+	(*Close_Request)(nil),           // 58: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 59: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 60: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 61: pipe.plugin.v1.Stop.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	23, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	24, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	26, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	27, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	25, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	28, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	30, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	33, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	35, // 15: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	38, // 15: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
 	13, // 16: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
-	17, // 17: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
-	43, // 18: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	44, // 19: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
-	17, // 20: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
-	26, // 21: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	28, // 22: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	31, // 23: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	33, // 24: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	42, // 25: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	36, // 26: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	38, // 27: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	40, // 28: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	46, // 29: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	48, // 30: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	50, // 31: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	52, // 32: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	27, // 33: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	29, // 34: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	32, // 35: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	34, // 36: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	45, // 37: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	37, // 38: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	39, // 39: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	41, // 40: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	47, // 41: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	49, // 42: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	51, // 43: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	53, // 44: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 17: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
+	17, // 18: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
+	0,  // 19: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
+	49, // 20: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	3,  // 21: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
+	51, // 22: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	52, // 23: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	20, // 24: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
+	29, // 25: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	31, // 26: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	34, // 27: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	36, // 28: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	50, // 29: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	39, // 30: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	41, // 31: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	43, // 32: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	45, // 33: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	47, // 34: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	54, // 35: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	56, // 36: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	58, // 37: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	60, // 38: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	30, // 39: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	32, // 40: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	35, // 41: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	37, // 42: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	53, // 43: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	40, // 44: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	42, // 45: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	44, // 46: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	46, // 47: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	48, // 48: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	55, // 49: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	57, // 50: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	59, // 51: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	61, // 52: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	39, // [39:53] is the sub-list for method output_type
+	25, // [25:39] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_pipe_plugin_v1_plugin_proto_init() }
@@ -2987,12 +3394,12 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[31].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[34].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[39].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[47].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
@@ -3003,7 +3410,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   51,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

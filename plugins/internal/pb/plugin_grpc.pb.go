@@ -41,18 +41,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Plugin_GetSchema_FullMethodName    = "/pipe.plugin.v1.Plugin/GetSchema"
-	Plugin_Configure_FullMethodName    = "/pipe.plugin.v1.Plugin/Configure"
-	Plugin_ListStreams_FullMethodName  = "/pipe.plugin.v1.Plugin/ListStreams"
-	Plugin_ReadStream_FullMethodName   = "/pipe.plugin.v1.Plugin/ReadStream"
-	Plugin_WriteObject_FullMethodName  = "/pipe.plugin.v1.Plugin/WriteObject"
-	Plugin_FinishFile_FullMethodName   = "/pipe.plugin.v1.Plugin/FinishFile"
-	Plugin_CreateObject_FullMethodName = "/pipe.plugin.v1.Plugin/CreateObject"
-	Plugin_FinishObject_FullMethodName = "/pipe.plugin.v1.Plugin/FinishObject"
-	Plugin_Remove_FullMethodName       = "/pipe.plugin.v1.Plugin/Remove"
-	Plugin_Flush_FullMethodName        = "/pipe.plugin.v1.Plugin/Flush"
-	Plugin_Close_FullMethodName        = "/pipe.plugin.v1.Plugin/Close"
-	Plugin_Stop_FullMethodName         = "/pipe.plugin.v1.Plugin/Stop"
+	Plugin_GetSchema_FullMethodName      = "/pipe.plugin.v1.Plugin/GetSchema"
+	Plugin_Configure_FullMethodName      = "/pipe.plugin.v1.Plugin/Configure"
+	Plugin_ListStreams_FullMethodName    = "/pipe.plugin.v1.Plugin/ListStreams"
+	Plugin_ReadStream_FullMethodName     = "/pipe.plugin.v1.Plugin/ReadStream"
+	Plugin_WriteObject_FullMethodName    = "/pipe.plugin.v1.Plugin/WriteObject"
+	Plugin_FinishFile_FullMethodName     = "/pipe.plugin.v1.Plugin/FinishFile"
+	Plugin_CreateObject_FullMethodName   = "/pipe.plugin.v1.Plugin/CreateObject"
+	Plugin_FinishObject_FullMethodName   = "/pipe.plugin.v1.Plugin/FinishObject"
+	Plugin_ListObjects_FullMethodName    = "/pipe.plugin.v1.Plugin/ListObjects"
+	Plugin_EstimateMemory_FullMethodName = "/pipe.plugin.v1.Plugin/EstimateMemory"
+	Plugin_Remove_FullMethodName         = "/pipe.plugin.v1.Plugin/Remove"
+	Plugin_Flush_FullMethodName          = "/pipe.plugin.v1.Plugin/Flush"
+	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
+	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -79,6 +81,12 @@ type PluginClient interface {
 	CreateObject(ctx context.Context, in *CreateObject_Request, opts ...grpc.CallOption) (*CreateObject_Response, error)
 	// FinishObject commits or aborts an object made by CreateObject.
 	FinishObject(ctx context.Context, in *FinishObject_Request, opts ...grpc.CallOption) (*FinishObject_Response, error)
+	// ListObjects lists what a storage sink holds under a prefix (a sink
+	// with storage set in Configure; ReadStream also reads its objects).
+	ListObjects(ctx context.Context, in *ListObjects_Request, opts ...grpc.CallOption) (*ListObjects_Response, error)
+	// EstimateMemory is the most memory an instance with this config
+	// buffers with streams objects in flight; no I/O, no instance made.
+	EstimateMemory(ctx context.Context, in *EstimateMemory_Request, opts ...grpc.CallOption) (*EstimateMemory_Response, error)
 	// Remove deletes a committed object (sinks that declare it).
 	Remove(ctx context.Context, in *Remove_Request, opts ...grpc.CallOption) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
@@ -189,6 +197,26 @@ func (c *pluginClient) FinishObject(ctx context.Context, in *FinishObject_Reques
 	return out, nil
 }
 
+func (c *pluginClient) ListObjects(ctx context.Context, in *ListObjects_Request, opts ...grpc.CallOption) (*ListObjects_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListObjects_Response)
+	err := c.cc.Invoke(ctx, Plugin_ListObjects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) EstimateMemory(ctx context.Context, in *EstimateMemory_Request, opts ...grpc.CallOption) (*EstimateMemory_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EstimateMemory_Response)
+	err := c.cc.Invoke(ctx, Plugin_EstimateMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *pluginClient) Remove(ctx context.Context, in *Remove_Request, opts ...grpc.CallOption) (*Remove_Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Remove_Response)
@@ -253,6 +281,12 @@ type PluginServer interface {
 	CreateObject(context.Context, *CreateObject_Request) (*CreateObject_Response, error)
 	// FinishObject commits or aborts an object made by CreateObject.
 	FinishObject(context.Context, *FinishObject_Request) (*FinishObject_Response, error)
+	// ListObjects lists what a storage sink holds under a prefix (a sink
+	// with storage set in Configure; ReadStream also reads its objects).
+	ListObjects(context.Context, *ListObjects_Request) (*ListObjects_Response, error)
+	// EstimateMemory is the most memory an instance with this config
+	// buffers with streams objects in flight; no I/O, no instance made.
+	EstimateMemory(context.Context, *EstimateMemory_Request) (*EstimateMemory_Response, error)
 	// Remove deletes a committed object (sinks that declare it).
 	Remove(context.Context, *Remove_Request) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
@@ -294,6 +328,12 @@ func (UnimplementedPluginServer) CreateObject(context.Context, *CreateObject_Req
 }
 func (UnimplementedPluginServer) FinishObject(context.Context, *FinishObject_Request) (*FinishObject_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishObject not implemented")
+}
+func (UnimplementedPluginServer) ListObjects(context.Context, *ListObjects_Request) (*ListObjects_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListObjects not implemented")
+}
+func (UnimplementedPluginServer) EstimateMemory(context.Context, *EstimateMemory_Request) (*EstimateMemory_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method EstimateMemory not implemented")
 }
 func (UnimplementedPluginServer) Remove(context.Context, *Remove_Request) (*Remove_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Remove not implemented")
@@ -454,6 +494,42 @@ func _Plugin_FinishObject_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_ListObjects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListObjects_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).ListObjects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_ListObjects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).ListObjects(ctx, req.(*ListObjects_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_EstimateMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EstimateMemory_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).EstimateMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_EstimateMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).EstimateMemory(ctx, req.(*EstimateMemory_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Plugin_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Remove_Request)
 	if err := dec(in); err != nil {
@@ -556,6 +632,14 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FinishObject",
 			Handler:    _Plugin_FinishObject_Handler,
+		},
+		{
+			MethodName: "ListObjects",
+			Handler:    _Plugin_ListObjects_Handler,
+		},
+		{
+			MethodName: "EstimateMemory",
+			Handler:    _Plugin_EstimateMemory_Handler,
 		},
 		{
 			MethodName: "Remove",

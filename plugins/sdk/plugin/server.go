@@ -180,6 +180,7 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	}
 	_, resp.Remover = inst.(sdk.Remover)
 	_, resp.Flusher = inst.(sdk.Flusher)
+	_, resp.Storage = inst.(sdk.Storage)
 	s.mu.Lock()
 	s.next++
 	resp.Handle = s.next
@@ -199,6 +200,11 @@ func (s *server) instance(h uint64) (any, error) {
 	return inst, nil
 }
 
+// opener opens streams: a source's, or a storage sink's objects.
+type opener interface {
+	Open(ctx context.Context, name string) (io.ReadCloser, error)
+}
+
 func (s *server) source(h uint64) (sdk.Source, error) {
 	inst, err := s.instance(h)
 	if err != nil {
@@ -209,6 +215,18 @@ func (s *server) source(h uint64) (sdk.Source, error) {
 		return nil, status.Errorf(codes.FailedPrecondition, "instance %d is not a source", h)
 	}
 	return src, nil
+}
+
+func (s *server) opener(h uint64) (opener, error) {
+	inst, err := s.instance(h)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := inst.(opener)
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "instance %d cannot open streams", h)
+	}
+	return o, nil
 }
 
 func (s *server) sink(h uint64) (sdk.Sink, error) {
@@ -242,7 +260,7 @@ func (s *server) ListStreams(ctx context.Context, req *pb.ListStreams_Request) (
 // ReadStream sends the stream in messages of up to wire.MaxData bytes. The
 // host cancelling the call cancels the context the source was opened with.
 func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStreamServer) error {
-	src, err := s.source(req.GetHandle())
+	src, err := s.opener(req.GetHandle())
 	if err != nil {
 		return err
 	}
@@ -339,7 +357,7 @@ func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request)
 	}
 	octx, cancel := context.WithCancel(context.Background())
 	o := req.GetObject()
-	w, err := snk.Create(octx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()})
+	w, err := snk.Create(octx, objectFromPB(o))
 	if err != nil {
 		cancel()
 		return nil, s.status(h, err)
@@ -411,8 +429,7 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 		if err != nil {
 			return err
 		}
-		o := open.GetObject()
-		if w, err = snk.Create(ctx, sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize()}); err != nil {
+		if w, err = snk.Create(ctx, objectFromPB(open.GetObject())); err != nil {
 			return s.status(h, err)
 		}
 	}
@@ -447,6 +464,41 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 			return status.Error(codes.InvalidArgument, "unexpected message in WriteObject")
 		}
 	}
+}
+
+func (s *server) ListObjects(ctx context.Context, req *pb.ListObjects_Request) (*pb.ListObjects_Response, error) {
+	snk, err := s.sink(req.GetHandle())
+	if err != nil {
+		return nil, err
+	}
+	st, ok := snk.(sdk.Storage)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this sink cannot list its objects")
+	}
+	infos, err := st.List(ctx, req.GetPrefix())
+	if err != nil {
+		return nil, s.status(req.GetHandle(), err)
+	}
+	out := &pb.ListObjects_Response{}
+	for _, o := range infos {
+		out.Objects = append(out.Objects, &pb.ObjectInfo{Key: o.Key, Size: o.Size, ModifiedUnixNs: o.Modified.UnixNano()})
+	}
+	return out, nil
+}
+
+func (s *server) EstimateMemory(ctx context.Context, req *pb.EstimateMemory_Request) (*pb.EstimateMemory_Response, error) {
+	if _, ok := s.schemas[key(req.GetKind(), req.GetType())]; !ok {
+		return nil, status.Errorf(codes.NotFound, "plugin %s has no %s type %q", s.p.Name, kindName(req.GetKind()), req.GetType())
+	}
+	var t any = s.p.Sources[req.GetType()]
+	if req.GetKind() == pb.Kind_KIND_SINK {
+		t = s.p.Sinks[req.GetType()]
+	}
+	out := &pb.EstimateMemory_Response{}
+	if m, ok := t.(sdk.MemoryEstimator); ok {
+		out.Bytes = m.Memory(wire.ConfigFromPB(req.GetConfig()), int(req.GetStreams()))
+	}
+	return out, nil
 }
 
 func (s *server) Remove(ctx context.Context, req *pb.Remove_Request) (*pb.Remove_Response, error) {
@@ -515,4 +567,12 @@ func (s *server) Stop(ctx context.Context, _ *pb.Stop_Request) (*pb.Stop_Respons
 		}
 	}
 	return &pb.Stop_Response{}, nil
+}
+
+func objectFromPB(o *pb.Object) sdk.Object {
+	max := o.GetMaxSize()
+	if max == 0 && o.GetSize() != 0 {
+		max = -1 // sent by a host that did not know MaxSize
+	}
+	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max}
 }

@@ -236,3 +236,43 @@ func TestConfigureErrors(t *testing.T) {
 		t.Fatalf("diags %+v", d)
 	}
 }
+
+func TestSinkStorage(t *testing.T) {
+	dir := t.TempDir()
+	s := newSink(t, false)
+	for _, k := range []string{"run1/a.zst", "run1/b/c.zst", "run2/a.zst", "other.txt"} {
+		w, err := s.Create(ctx, sdk.Object{Key: filepath.Join(dir, k), Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, k)
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.List(ctx, filepath.Join(dir, "run1")+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Key != filepath.Join(dir, "run1/a.zst") || list[0].Size != 10 || list[0].Modified.IsZero() {
+		t.Fatalf("list %+v", list)
+	}
+	if all, _ := s.List(ctx, filepath.Join(dir, "run")); len(all) != 3 {
+		t.Fatalf("prefix run: %d objects", len(all))
+	}
+	if none, err := s.List(ctx, filepath.Join(dir, "nothing/")); err != nil || len(none) != 0 {
+		t.Fatalf("missing folder: %v %v", none, err)
+	}
+	rc, err := s.Open(ctx, filepath.Join(dir, "run2/a.zst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "run2/a.zst" {
+		t.Fatalf("read %q", b)
+	}
+	if _, err := s.Open(ctx, filepath.Join(dir, "gone")); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("err = %v", err)
+	}
+}

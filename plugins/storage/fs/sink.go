@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -96,7 +97,8 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	return &fileWriter{ctx: ctx, s: s, f: f, tmp: tmp, final: final}, nil
 }
 
-// Remove deletes a committed file or extracted folder.
+// Remove deletes a committed file or extracted folder, and the folders it
+// leaves empty (a run's folder once its last object is gone).
 func (s *Sink) Remove(ctx context.Context, key string) error {
 	p := filepath.Clean(key)
 	var err error
@@ -107,6 +109,11 @@ func (s *Sink) Remove(ctx context.Context, key string) error {
 	}
 	if err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return err
+	}
+	for dir := filepath.Dir(p); dir != "." && dir != "/"; dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			break // not empty (or not ours)
+		}
 	}
 	return nil
 }
@@ -401,3 +408,46 @@ func isNoSpace(err error) bool {
 
 // advise adds what to do to I/O errors.
 func advise(err error) error { return sdk.ExplainIO(err) }
+
+var _ sdk.Storage = (*Sink)(nil)
+
+// List returns the files whose paths start with prefix (as keys are given
+// to Create), temporary files of interrupted runs included.
+func (s *Sink) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+	root := prefix
+	if !strings.HasSuffix(prefix, "/") {
+		root = filepath.Dir(prefix)
+	}
+	var out []sdk.ObjectInfo
+	err := filepath.WalkDir(filepath.Clean(root), func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !d.Type().IsRegular() || !strings.HasPrefix(p, strings.TrimPrefix(filepath.Clean(prefix), "./")) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, sdk.ObjectInfo{Key: p, Size: fi.Size(), Modified: fi.ModTime()})
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, err
+}
+
+// Open reads a committed file.
+func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	f, err := os.Open(filepath.Clean(key))
+	if errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", key, sdk.ErrNotFound)
+	}
+	return f, err
+}
