@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/azure/azurite"
+	tcminio "github.com/testcontainers/testcontainers-go/modules/minio"
+	"github.com/testcontainers/testcontainers-go/modules/toxiproxy"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/pipebackup/pipe/plugins/all"
+	"github.com/pipebackup/pipe/plugins/conformance"
+)
+
+// Images: the official names (built locally by ../shared/testimages/build.sh
+// where nothing can be pulled).
+const (
+	minioImage     = "minio/minio:RELEASE.2024-01-16T16-07-38Z"
+	fakeGCSImage   = "fsouza/fake-gcs-server:1.56.1"
+	azuriteImage   = "mcr.microsoft.com/azure-storage/azurite:3.28.0"
+	toxiproxyImage = "ghcr.io/shopify/toxiproxy:2.12.0"
+)
+
+// pipeBin is the pipe binary under test, built once.
+var pipeBin string
+
+func TestMain(m *testing.M) {
+	// conformance.Remote runs the built-ins through the protocol with this
+	// test binary as their plugin process.
+	conformance.ServeIfAsked(all.Builtin())
+	// On machines where /.dockerenv exists testcontainers-go would dial the
+	// default gateway; the containers' ports are on localhost.
+	if _, err := os.Stat("/.dockerenv"); err == nil && os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+	}
+	dir, err := os.MkdirTemp("", "pipe-integration-")
+	if err != nil {
+		panic(err)
+	}
+	pipeBin = filepath.Join(dir, "pipe")
+	if out, err := exec.Command("go", "build", "-o", pipeBin, "../cmd/pipe").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building pipe: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	dockerOnce sync.Once
+	dockerErr  error
+)
+
+// requireDocker skips the test without a Docker engine, or fails it in CI.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	dockerOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+		if err != nil {
+			dockerErr = err
+			return
+		}
+		defer cli.Close()
+		_, dockerErr = cli.Ping(ctx, client.PingOptions{})
+	})
+	if dockerErr == nil {
+		return
+	}
+	msg := fmt.Sprintf("no Docker engine (%v): start dockerd and build the test images with ../shared/testimages/build.sh (on machines that can pull, Docker alone is enough)", dockerErr)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// minioServer is a MinIO container.
+type minioServer struct {
+	Endpoint   string // http://host:port
+	HostPort   string // host:port
+	IP         string // the container's address on the Docker network
+	User, Pass string
+	c          testcontainers.Container
+}
+
+func startMinIO(t *testing.T) *minioServer {
+	t.Helper()
+	requireDocker(t)
+	ctx := context.Background()
+	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername("pipeadmin"), tcminio.WithPassword("pipe-secret-key-42"))
+	testcontainers.CleanupContainer(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp, err := c.ConnectionString(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := c.ContainerIP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &minioServer{Endpoint: "http://" + hp, HostPort: hp, IP: ip, User: c.Username, Pass: c.Password, c: c}
+}
+
+// startFakeGCS starts fake-gcs-server and returns its endpoint
+// (http://host:port) and its address on the Docker network.
+func startFakeGCS(t *testing.T) (endpoint, ip string) {
+	t.Helper()
+	requireDocker(t)
+	ctx := context.Background()
+	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:        fakeGCSImage,
+			Cmd:          []string{"-scheme", "http", "-port", "4443", "-public-host", "localhost:4443"},
+			ExposedPorts: []string{"4443/tcp"},
+			WaitingFor:   wait.ForHTTP("/storage/v1/b").WithPort("4443/tcp"),
+		},
+		Started: true,
+	})
+	testcontainers.CleanupContainer(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := c.PortEndpoint(ctx, "4443/tcp", "http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err = c.ContainerIP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep, ip
+}
+
+// startAzurite starts Azurite's blob service and returns a connection
+// string for its default (well-known, public) development account, and the
+// container's address on the Docker network.
+func startAzurite(t *testing.T) (connString, ip string) {
+	t.Helper()
+	requireDocker(t)
+	ctx := context.Background()
+	c, err := azurite.Run(ctx, azuriteImage, azurite.WithEnabledServices(azurite.BlobService),
+		testcontainers.WithCmdArgs("--skipApiVersionCheck"))
+	testcontainers.CleanupContainer(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := c.BlobServiceURL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err = c.ContainerIP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s/%s;",
+		azurite.AccountName, azurite.AccountKey, strings.TrimSuffix(ep, "/"), azurite.AccountName)
+	return cs, ip
+}
+
+// proxy is a Toxiproxy proxy in front of a server, for network faults.
+type proxy struct {
+	HostPort string // where pipe connects
+	*toxiclient.Proxy
+}
+
+// startToxiproxy puts a Toxiproxy container in front of upstream
+// (ip:port on the Docker network) and returns the proxy.
+func startToxiproxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	requireDocker(t)
+	ctx := context.Background()
+	c, err := toxiproxy.Run(ctx, toxiproxyImage, toxiproxy.WithProxy("upstream", upstream))
+	testcontainers.CleanupContainer(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := c.ProxiedEndpoint(8666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri, err := c.URI(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := toxiclient.NewClient(uri).Proxy("upstream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proxy{HostPort: host + ":" + port, Proxy: p}
+}
+
+// result is what a pipe command printed.
+type result struct {
+	Stdout, Stderr string
+	Err            error
+}
+
+// runPipe runs the pipe binary in dir with env added to the environment.
+func runPipe(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pipeBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return result{Stdout: out.String(), Stderr: errb.String(), Err: err}
+}
+
+// mustPipe runs pipe and fails the test if it fails.
+func mustPipe(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	r := runPipe(t, dir, env, args...)
+	if r.Err != nil {
+		t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
+	}
+	return r
+}
