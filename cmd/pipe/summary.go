@@ -13,22 +13,23 @@ import (
 
 // runSummary is what a run reports, as text or JSON.
 type runSummary struct {
-	Pipeline     string               `json:"pipeline"`
-	RunID        string               `json:"run_id"`
-	OK           bool                 `json:"ok"`
-	Error        string               `json:"error,omitempty"`
-	Seconds      float64              `json:"duration_seconds"`
-	Restore      bool                 `json:"restore"`
-	Streams      int                  `json:"streams"`
-	ManifestRead string               `json:"manifest_read,omitempty"`
-	Manifests    []string             `json:"manifests_written,omitempty"`
-	BytesRead    int64                `json:"bytes_read"`
-	BytesWritten int64                `json:"bytes_written"`
-	Bottleneck   string               `json:"bottleneck,omitempty"`
-	Stages       []engine.MeterReport `json:"stages,omitempty"`
-	Memory       memorySummary        `json:"memory"`
-	Positions    []engine.Position    `json:"-"`
-	Wall         time.Duration        `json:"-"`
+	Pipeline     string                   `json:"pipeline"`
+	RunID        string                   `json:"run_id"`
+	OK           bool                     `json:"ok"`
+	Error        string                   `json:"error,omitempty"`
+	Seconds      float64                  `json:"duration_seconds"`
+	Restore      bool                     `json:"restore"`
+	Streams      int                      `json:"streams"`
+	ManifestRead string                   `json:"manifest_read,omitempty"`
+	Manifests    []string                 `json:"manifests_written,omitempty"`
+	BytesRead    int64                    `json:"bytes_read"`
+	BytesWritten int64                    `json:"bytes_written"`
+	Bottleneck   string                   `json:"bottleneck,omitempty"`
+	Stages       []engine.MeterReport     `json:"stages,omitempty"`
+	Retention    []runner.RetentionReport `json:"retention,omitempty"`
+	Memory       memorySummary            `json:"memory"`
+	Positions    []engine.Position        `json:"-"`
+	Wall         time.Duration            `json:"-"`
 	p            *plan.Pipeline
 	res          *engine.Result
 }
@@ -48,6 +49,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 		return s
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
+	s.Retention = rep.Retention
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -112,4 +114,18 @@ func (a *app) printSummary(s runSummary) {
 		fmt.Fprintf(a.stderr, "  %-30s %-24s %12s  busy %3.0f%%%s\n", label, bytes, rate, 100*m.Utilization, mark)
 	}
 	fmt.Fprintf(a.stderr, "  %-14s peak %d of %d buffers, budget %s\n", "memory", s.Memory.PeakBuffers, s.Memory.Buffers, size(s.Memory.Budget))
+	for _, r := range s.Retention {
+		if r.Error != "" {
+			continue // printed as a warning
+		}
+		fmt.Fprintf(a.stderr, "  %-14s sink %s: kept %s, deleted %s and %d leftover object(s) of failed runs\n", "retention", r.Sink,
+			plural(len(r.Kept), "run"), plural(len(r.DeletedRuns), "run"), r.Garbage)
+	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
