@@ -12,7 +12,7 @@ help:
 	@echo "make run     quickstart: back up examples/data through zstd+age, restore it, compare"
 	@echo "make test    every test (unit, CLI scripts, round trips, examples)"
 	@echo "make fuzz    fuzz the pipeline file loader for FUZZTIME (default 60s)"
-	@echo "make bench   benchmarks against cp and zstd; writes bench/results/latest.md"
+	@echo "make bench   benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
@@ -36,8 +36,20 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./plan/
 
-bench: build
-	$(GO) run ./bench -pipe ./$(BIN) -out bench/results/latest.md
+# The object-store scenario compares pipe with MinIO's client and rclone,
+# built once into $(TOOLS) (versions pinned here; `go install` of each).
+TOOLS       := bench/results/tools
+MC_VERSION  ?= latest
+RCLONE_VERSION ?= v1.76.0
+
+bench: build $(TOOLS)/mc $(TOOLS)/rclone
+	$(GO) run ./bench -pipe ./$(BIN) -mc $(TOOLS)/mc -rclone $(TOOLS)/rclone -out bench/results/latest.md
+
+$(TOOLS)/mc:
+	GOBIN=$(abspath $(TOOLS)) $(GO) install github.com/minio/mc@$(MC_VERSION)
+
+$(TOOLS)/rclone:
+	GOBIN=$(abspath $(TOOLS)) $(GO) install github.com/rclone/rclone@$(RCLONE_VERSION)
 
 # Regenerate the plugin protocol's Go code (needs protoc, protoc-gen-go and
 # protoc-gen-go-grpc on PATH; the generated files are committed).

@@ -49,6 +49,8 @@ type config struct {
 	memSizes [2]int64
 	skipMem  bool
 	only     string // comma-separated scenarios to run; "" for all
+	mc       string // MinIO's client, for the object-store scenario
+	rclone   string
 }
 
 func main() {
@@ -84,14 +86,16 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
-	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins (comma-separated)")
+	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins, s3 (comma-separated)")
+	mcBin := fs.String("mc", "bench/results/tools/mc", "MinIO's client, for the s3 scenario (`make bench` builds it)")
+	rcloneBin := fs.String("rclone", "bench/results/tools/rclone", "rclone, for the s3 scenario (`make bench` builds it)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only}
+	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only, mc: *mcBin, rclone: *rcloneBin}
 	var err error
 	if c.pipe, err = filepath.Abs(*pipe); err != nil {
 		return c, err
@@ -169,6 +173,15 @@ func run(ctx context.Context, cfg config) error {
 		}
 		rep.scenarios = append(rep.scenarios, rs...)
 		if rep.startupPlugin, rep.startupInProcess, err = b.startupCost(ctx); err != nil {
+			return err
+		}
+	}
+	if want("s3") {
+		b.s3Size = 2 << 30
+		if cfg.quick {
+			b.s3Size = 256 << 20
+		}
+		if rep.s3, err = b.s3Scenario(ctx, s3Tools{mc: cfg.mc, rclone: cfg.rclone}); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ type report struct {
 	// startup* are the median wall times of a one-byte copy with the
 	// endpoints in their plugin process and in-process (0: not measured).
 	startupPlugin, startupInProcess time.Duration
+	s3                              *s3Result
 }
 
 func yesNo(ok bool) string {
@@ -83,6 +84,9 @@ func (r *report) markdown() string {
 
 	if m := r.memory; m != nil {
 		r.memoryMarkdown(&b, m)
+	}
+	if r.s3 != nil {
+		r.s3.markdown(w)
 	}
 
 	w("\n## Every run\n\n")

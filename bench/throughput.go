@@ -17,6 +17,8 @@ type bench struct {
 	hcl  string // pipeline files go here
 
 	zst string // pipe's compressed data set, kept for the decompress scenario
+
+	s3Size int64 // the object-store scenario's object
 }
 
 // contender is one tool in a scenario; run performs one repetition (rep 0

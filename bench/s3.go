@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcminio "github.com/testcontainers/testcontainers-go/modules/minio"
+)
+
+// The object-store benchmark: pipe against MinIO's own client (mc) and
+// rclone, on the same MinIO container, the same 2 GiB file, interleaved.
+
+const (
+	minioImage  = "minio/minio:RELEASE.2024-01-16T16-07-38Z"
+	minioUser   = "benchadmin"
+	minioSecret = "bench-secret-key-42"
+	s3Bucket    = "bench"
+)
+
+// s3Result is the object-store part of the report.
+type s3Result struct {
+	size                 int64
+	upload, download     *scenarioResult
+	sweep                []sweepPoint
+	best                 sweepPoint
+	walPipe, walMC       time.Duration
+	walRuns              int
+	mcVersion, rcVersion string
+}
+
+type sweepPoint struct {
+	partSize    int64
+	concurrency int
+	wall        time.Duration
+}
+
+// s3Tools are the reference clients; tools.go builds them.
+type s3Tools struct{ mc, rclone string }
+
+func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error) {
+	logf("scenario 6: object storage against MinIO: pipe, mc, rclone")
+	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		if _, err := os.Stat("/.dockerenv"); err == nil {
+			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+		}
+	}
+	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret))
+	if c != nil {
+		defer testcontainers.TerminateContainer(c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting MinIO (docker and ../shared/testimages/build.sh): %w", err)
+	}
+	hostPort, err := c.ConnectionString(ctx)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := "http://" + hostPort
+	res := &s3Result{size: b.s3Size}
+	mcEnv := []string{"MC_HOST_bench=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}
+	rcEnv := []string{"RCLONE_CONFIG_MINIO_TYPE=s3", "RCLONE_CONFIG_MINIO_PROVIDER=Minio", "RCLONE_CONFIG_MINIO_ACCESS_KEY_ID=" + minioUser,
+		"RCLONE_CONFIG_MINIO_SECRET_ACCESS_KEY=" + minioSecret, "RCLONE_CONFIG_MINIO_ENDPOINT=" + endpoint, "RCLONE_CONFIG_MINIO_REGION=us-east-1",
+		"RCLONE_CONFIG=" + filepath.Join(b.work, "rclone.conf")}
+	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret}
+	if _, err := timeCommand(ctx, []string{tools.mc, "mb", "bench/" + s3Bucket}, mcEnv...); err != nil {
+		return nil, err
+	}
+	if m, err := timeCommand(ctx, []string{tools.mc, "--version"}); err == nil {
+		res.mcVersion = firstLine(string(m.stdout))
+	}
+	if m, err := timeCommand(ctx, []string{tools.rclone, "version"}); err == nil {
+		res.rcVersion = firstLine(string(m.stdout))
+	}
+
+	data, err := ensureData(b.cfg.dataDir, b.s3Size, logf)
+	if err != nil {
+		return nil, err
+	}
+	if err := warm(data); err != nil {
+		return nil, err
+	}
+	s3Block := func(attrs string) string {
+		return fmt.Sprintf(`    bucket            = %q
+    endpoint          = %q
+    region            = "us-east-1"
+    path_style        = true
+    access_key_id     = %q
+    secret_access_key = var.secret
+%s`, s3Bucket, endpoint, minioUser, attrs)
+	}
+	pipeFile := func(name, body string) (string, error) {
+		p := filepath.Join(b.hcl, name+".hcl")
+		text := fmt.Sprintf("variable \"secret\" {\n  sensitive = true\n}\n\npipeline %q {\n%s}\n", name, body)
+		return p, os.WriteFile(p, []byte(text), 0o644)
+	}
+	upload := func(name, key string, part int64, conc int) (string, error) {
+		tuning := ""
+		if part > 0 {
+			tuning = fmt.Sprintf("    part_size         = \"%dMiB\"\n    concurrency       = %d\n", part>>20, conc)
+		}
+		return pipeFile(name, fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"s3\" {\n%s    key               = %q\n%s  }\n",
+			hclString(data), s3Block(""), key, tuning))
+	}
+
+	// The sweep: which part size and concurrency upload fastest here.
+	for _, part := range []int64{8 << 20, 16 << 20, 32 << 20, 64 << 20} {
+		for _, conc := range []int{4, 8, 16} {
+			f, err := upload(fmt.Sprintf("sweep_%d_%d", part>>20, conc), "sweep/obj", part, conc)
+			if err != nil {
+				return nil, err
+			}
+			r, err := runPipe(ctx, b.cfg.pipe, f, b.s3Size, pipeEnv...)
+			if err != nil {
+				return nil, err
+			}
+			res.sweep = append(res.sweep, sweepPoint{part, conc, r.wall})
+			logf("  sweep part %3d MiB × %2d: %s", part>>20, conc, rate(b.s3Size, r.wall))
+		}
+	}
+	res.best = res.sweep[0]
+	for _, p := range res.sweep {
+		if p.wall < res.best.wall {
+			res.best = p
+		}
+	}
+
+	// Upload: pipe (the best of the sweep and the profile default), mc, rclone.
+	up := &scenarioResult{name: "upload, one 2 GiB object", data: b.dataLabel2(b.s3Size), bytes: b.s3Size}
+	fBest, err := upload("upload_best", "up/pipe", res.best.partSize, res.best.concurrency)
+	if err != nil {
+		return nil, err
+	}
+	up.pipe = &contender{label: fmt.Sprintf("pipe (%d MiB × %d)", res.best.partSize>>20, res.best.concurrency)}
+	up.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fBest, b.s3Size, pipeEnv...)
+		return r.measurement, err
+	}
+	up.refs = []*contender{
+		{label: "mc cp", target: 1.0, run: func(ctx context.Context, rep int) (measurement, error) {
+			return timeCommand(ctx, []string{tools.mc, "cp", "--quiet", data, "bench/" + s3Bucket + "/up/mc"}, mcEnv...)
+		}},
+		{label: "rclone copyto", target: 1.0, run: func(ctx context.Context, rep int) (measurement, error) {
+			return timeCommand(ctx, []string{tools.rclone, "copyto", data, "minio:" + s3Bucket + "/up/rclone"}, rcEnv...)
+		}},
+	}
+	if err := up.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, err
+	}
+	res.upload = up
+
+	// Download the same object with each tool into a fresh file.
+	down := &scenarioResult{name: "download, one 2 GiB object", data: b.dataLabel2(b.s3Size), bytes: b.s3Size}
+	outDir := filepath.Join(b.work, "s3-down")
+	fDown, err := pipeFile("download", fmt.Sprintf("  source \"s3\" {\n%s    key               = \"up/pipe\"\n    part_size         = \"%dMiB\"\n    concurrency       = %d\n  }\n  sink \"fs\" {\n    path = %s\n  }\n",
+		s3Block(""), res.best.partSize>>20, res.best.concurrency, hclString(outDir+"/")))
+	if err != nil {
+		return nil, err
+	}
+	check := func(p string) error {
+		_, err := checkSize(p, b.s3Size)
+		return err
+	}
+	down.pipe = &contender{label: "pipe", clean: func() { os.RemoveAll(outDir) }}
+	down.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fDown, b.s3Size, pipeEnv...)
+		if err != nil {
+			return r.measurement, err
+		}
+		if rep == 0 {
+			return r.measurement, sameFile(filepath.Join(outDir, "pipe"), data)
+		}
+		return r.measurement, check(filepath.Join(outDir, "pipe"))
+	}
+	mcOut, rcOut := filepath.Join(b.work, "mc.down"), filepath.Join(b.work, "rclone.down")
+	down.refs = []*contender{
+		{label: "mc cp", target: 1.0, clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
+			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", "bench/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
+			if err == nil {
+				err = check(mcOut)
+			}
+			return m, err
+		}},
+		{label: "rclone copyto", target: 1.0, clean: func() { os.Remove(rcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
+			m, err := timeCommand(ctx, []string{tools.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}, rcEnv...)
+			if err == nil {
+				err = check(rcOut)
+			}
+			return m, err
+		}},
+	}
+	err = down.interleave(ctx, b.cfg.reps)
+	os.RemoveAll(outDir)
+	os.Remove(mcOut)
+	os.Remove(rcOut)
+	if err != nil {
+		return nil, err
+	}
+	res.download = down
+
+	// A 16 MiB WAL segment, as whole processes: what archive_command pays.
+	wal := filepath.Join(b.work, "000000010000000000000042")
+	if err := os.WriteFile(wal, genBytes(16<<20), 0o600); err != nil {
+		return nil, err
+	}
+	defer os.Remove(wal)
+	fWal, err := pipeFile("wal", fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"s3\" {\n%s    key               = \"wal/${stream.name}\"\n  }\n", hclString(wal), s3Block("")))
+	if err != nil {
+		return nil, err
+	}
+	var pw, mw []time.Duration
+	res.walRuns = 11
+	for i := 0; i < res.walRuns; i++ {
+		r, err := runPipe(ctx, b.cfg.pipe, fWal, 16<<20, pipeEnv...)
+		if err != nil {
+			return nil, err
+		}
+		pw = append(pw, r.wall)
+		m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", wal, "bench/" + s3Bucket + "/wal/mc"}, mcEnv...)
+		if err != nil {
+			return nil, err
+		}
+		mw = append(mw, m.wall)
+	}
+	res.walPipe, res.walMC = median(pw), median(mw)
+	return res, nil
+}
+
+func (b *bench) dataLabel2(n int64) string { return fmt.Sprintf("pg_dump text, %s", mb(n)) }
+
+// genBytes returns n bytes of the benchmark's text.
+func genBytes(n int) []byte {
+	var b bytes.Buffer
+	newPGDump(7).writeN(&b, int64(n))
+	return b.Bytes()
+}
+
+// markdown renders the object-store section.
+func (r *s3Result) markdown(w func(string, ...any)) {
+	w("\n## Object storage: MinIO (one container, same machine)\n\n")
+	w("Clients: %s; %s. Each tool with its own defaults; pipe with the part size and concurrency that won the sweep below. Upload and download move the same %s object; downloads land in a fresh file (pipe fsyncs it, the others do not).\n\n", r.mcVersion, r.rcVersion, mb(r.size))
+	w("| scenario | pipe | mc | rclone | pipe / faster | target | met? |\n|---|---|---|---|---|---|---|\n")
+	for _, s := range []*scenarioResult{r.upload, r.download} {
+		pm := median(s.pipe.times)
+		mc, rc := median(s.refs[0].times), median(s.refs[1].times)
+		faster := min(mc, rc)
+		ratio := float64(faster) / float64(pm)
+		w("| %s | %s | %s | %s | %.2f× | ≥ 1.00× | %s |\n", s.name, rate(s.bytes, pm), rate(s.bytes, mc), rate(s.bytes, rc), ratio, yesNo(ratio >= 1.0))
+	}
+	ratio := float64(r.walPipe) / float64(r.walMC)
+	w("| a 16 MiB WAL segment, whole process (median of %d) | %s | %s | | %.2f× of mc's wall time | ≤ 1.20× | %s |\n\n",
+		r.walRuns, r.walPipe.Round(time.Millisecond), r.walMC.Round(time.Millisecond), ratio, yesNo(ratio <= 1.2))
+	w("Part size × concurrency sweep (upload of the same object, one run each):\n\n| part size | 4 | 8 | 16 |\n|---|---|---|---|\n")
+	parts := map[int64]map[int]time.Duration{}
+	var keys []int64
+	for _, p := range r.sweep {
+		if parts[p.partSize] == nil {
+			parts[p.partSize] = map[int]time.Duration{}
+			keys = append(keys, p.partSize)
+		}
+		parts[p.partSize][p.concurrency] = p.wall
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	for _, k := range keys {
+		w("| %d MiB | %s | %s | %s |\n", k>>20, rate(r.size, parts[k][4]), rate(r.size, parts[k][8]), rate(r.size, parts[k][16]))
+	}
+	w("\nFastest: %d MiB parts × %d in flight.\n", r.best.partSize>>20, r.best.concurrency)
+}
