@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,12 +72,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	if _, err := timeCommand(ctx, []string{tools.mc, "mb", "bench/" + s3Bucket}, mcEnv...); err != nil {
 		return nil, err
 	}
-	if m, err := timeCommand(ctx, []string{tools.mc, "--version"}); err == nil {
-		res.mcVersion = firstLine(string(m.stdout))
-	}
-	if m, err := timeCommand(ctx, []string{tools.rclone, "version"}); err == nil {
-		res.rcVersion = firstLine(string(m.stdout))
-	}
+	res.mcVersion, res.rcVersion = moduleVersion(tools.mc), moduleVersion(tools.rclone)
 
 	data, err := ensureData(b.cfg.dataDir, b.s3Size, logf)
 	if err != nil {
@@ -229,6 +225,17 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	res.walPipe, res.walMC = median(pw), median(mw)
 	return res, nil
+}
+
+// moduleVersion names a Go binary's main module and version, as `go
+// version -m` reads them from the binary (mc built by `go install` reports
+// no version of its own).
+func moduleVersion(bin string) string {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return filepath.Base(bin) + " (version unknown: " + err.Error() + ")"
+	}
+	return info.Main.Path + " " + info.Main.Version
 }
 
 func (b *bench) dataLabel2(n int64) string { return fmt.Sprintf("pg_dump text, %s", mb(n)) }
