@@ -200,6 +200,12 @@ func TestFailuresLeaveNothing(t *testing.T) {
 			stages:  []Stage{frame, {Name: "rot", Proc: rot{1}}},
 			wantErr: `stream "b": sink mem0: writing "b": no space left on device`,
 		},
+		"commit fails": {
+			src:     &enginetest.MemSource{Data: map[string][]byte{"a": randBytes(1, 10*chunk), "b": randBytes(2, 5*chunk)}},
+			sink:    func(s *enginetest.MemSink) { s.FailCommit["b"] = true },
+			stages:  []Stage{frame},
+			wantErr: `sink mem0: committing "b": connection reset while completing the upload`,
+		},
 		"mapper fails": {
 			src:     &enginetest.MemSource{Data: map[string][]byte{"a": bytes.Repeat([]byte{1}, 30*chunk), "b": append(bytes.Repeat([]byte{1}, 30*chunk), 9)}},
 			stages:  []Stage{frame, {Name: "unframe", Proc: unframer{failOn: 9}, Workers: 2}},

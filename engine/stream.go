@@ -93,7 +93,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 		err := w.Commit(ctx)
 		r.sinks[k].addBusy(t)
 		if err != nil {
-			abort(ctx, writers[k+1:])
+			abort(ctx, writers[k:]) // the failed one too: it cleans up what Commit left
 			return fmt.Errorf("sink %s: committing %q: %w", r.job.Sinks[k].Name, st.Objects[k].Key, err)
 		}
 		r.mu.Lock()

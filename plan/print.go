@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -204,6 +205,8 @@ func displayValue(e *pipefile.Endpoint, a sdk.Attribute) string {
 		if a.Type == sdk.Size {
 			return size(x)
 		}
+	case time.Duration:
+		return x.String()
 	}
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -538,6 +538,7 @@ func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {
 		return err
 	}
 	if err := w.Commit(ctx); err != nil {
+		w.Abort(context.WithoutCancel(ctx))
 		return err
 	}
 	if f, ok := s.(sdk.Flusher); ok {

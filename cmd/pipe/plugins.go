@@ -6,10 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/all"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -169,12 +172,32 @@ func writeSchema(w interface{ Write([]byte) (int, error) }, kind, typ string, s 
 		return
 	}
 	fmt.Fprintf(w, "%s \"%s\"\n  %s\n", kind, typ, s.Description)
+	width := 12
 	for _, a := range attrs {
-		fmt.Fprintf(w, "  %-12s %-13s %s\n", a.Name, a.Type, attrNotes(a))
+		width = max(width, len(a.Name))
+	}
+	for _, a := range attrs {
+		fmt.Fprintf(w, "  %-*s %-13s %s\n", width, a.Name, a.Type, attrNotes(a))
 		if a.Description != "" {
-			fmt.Fprintf(w, "  %-12s %-13s %s\n", "", "", a.Description)
+			fmt.Fprintf(w, "  %-*s %-13s %s\n", width, "", "", a.Description)
 		}
 	}
+}
+
+// defaultText is an attribute's default as it would be written in a
+// pipeline file: sizes as "16 MiB", durations as "30s".
+func defaultText(a sdk.Attribute) string {
+	switch v := a.Default.(type) {
+	case int64:
+		if a.Type == sdk.Size {
+			return pipefile.FormatSize(v)
+		}
+	case time.Duration:
+		return v.String()
+	case string:
+		return strconv.Quote(v)
+	}
+	return fmt.Sprint(a.Default)
 }
 
 func attrNotes(a sdk.Attribute) string {
@@ -183,7 +206,7 @@ func attrNotes(a sdk.Attribute) string {
 		notes = append(notes, "required")
 	}
 	if a.Default != nil {
-		notes = append(notes, fmt.Sprintf("default %v", a.Default))
+		notes = append(notes, "default "+defaultText(a))
 	}
 	if a.Secret {
 		notes = append(notes, "secret")

@@ -74,11 +74,14 @@ type MemSink struct {
 	Removed   []string
 	FailWrite map[string]bool // keys whose writes fail
 	FailAfter int             // with FailWrite: bytes accepted before failing
-	Gate      chan struct{}   // when set, each Write waits for a token
+	// FailCommit are keys whose Commit stores the object and then reports
+	// an error, as a store whose answer got lost: Abort must remove it.
+	FailCommit map[string]bool
+	Gate       chan struct{} // when set, each Write waits for a token
 }
 
 func NewMemSink() *MemSink {
-	return &MemSink{Objects: map[string][]byte{}, Pending: map[string]bool{}, FailWrite: map[string]bool{}}
+	return &MemSink{Objects: map[string][]byte{}, Pending: map[string]bool{}, FailWrite: map[string]bool{}, FailCommit: map[string]bool{}}
 }
 
 func (s *MemSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
@@ -132,8 +135,11 @@ func (w *memWriter) Write(p []byte) (int, error) {
 func (w *memWriter) Commit(context.Context) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
-	delete(w.s.Pending, w.key)
 	w.s.Objects[w.key] = append([]byte(nil), w.buf.Bytes()...)
+	if w.s.FailCommit[w.key] {
+		return errors.New("connection reset while completing the upload")
+	}
+	delete(w.s.Pending, w.key)
 	w.done = true
 	return nil
 }
@@ -145,6 +151,7 @@ func (w *memWriter) Abort(context.Context) error {
 		return nil
 	}
 	delete(w.s.Pending, w.key)
+	delete(w.s.Objects, w.key)
 	w.s.Aborted++
 	w.done = true
 	return nil

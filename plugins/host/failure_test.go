@@ -123,6 +123,48 @@ func isNotFound(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "not found") && errors.Is(err, sdk.ErrNotFound)
 }
 
+// A Commit that fails in the plugin is followed by Abort there: what the
+// store kept although the commit reported an error does not stay behind.
+func TestFailedCommitAborts(t *testing.T) {
+	r := registry(t)
+	st, err := r.Sink("good")
+	if err != nil || st == nil {
+		t.Fatalf("sink good: %v", err)
+	}
+	dir := t.TempDir()
+	snk, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": dir}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	for _, key := range []string{"kept", "lost-one"} {
+		w, err := snk.Create(context.Background(), sdk.Object{Key: key, Stream: key, Size: 5, MaxSize: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		err = w.Commit(context.Background())
+		_, statErr := os.Stat(filepath.Join(dir, key))
+		switch key {
+		case "kept":
+			if err != nil || statErr != nil {
+				t.Fatalf("commit %s: %v; stat: %v", key, err, statErr)
+			}
+		default:
+			if err == nil || !strings.Contains(err.Error(), "the answer to the commit got lost") {
+				t.Fatalf("commit %s: %v, want the plugin's error", key, err)
+			}
+			if !errors.Is(statErr, os.ErrNotExist) {
+				t.Fatalf("%s is still there after a failed commit (stat: %v)", key, statErr)
+			}
+		}
+		if err := w.Abort(context.Background()); err != nil {
+			t.Fatalf("abort after commit: %v", err)
+		}
+	}
+}
+
 func TestPluginFailures(t *testing.T) {
 	StartTimeout = 2 * time.Second
 	defer func() { StartTimeout = 10 * time.Second }()

@@ -61,9 +61,12 @@ type ObjectWriter interface {
 	io.Writer
 	// Commit makes the object visible at its key, durably. It is called
 	// only when every byte of the stream arrived and every stage succeeded.
+	// When Commit fails, pipe calls Abort next.
 	Commit(ctx context.Context) error
 	// Abort discards everything written. After Abort nothing is left at the
-	// object's key, nor any temporary data. Abort after Commit is a no-op.
+	// object's key, nor any temporary data: after a failed Commit that
+	// includes an object the store may have kept although Commit reported
+	// an error. Abort after a successful Commit is a no-op.
 	Abort(ctx context.Context) error
 }
 

@@ -392,7 +392,9 @@ func (s *server) FinishObject(ctx context.Context, req *pb.FinishObject_Request)
 	}
 	defer o.cancel()
 	if req.GetCommit() {
-		err = o.w.Commit(ctx)
+		if err = o.w.Commit(ctx); err != nil {
+			o.w.Abort(context.WithoutCancel(ctx))
+		}
 	} else {
 		err = o.w.Abort(ctx)
 	}
@@ -456,6 +458,7 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 				return in.SendAndClose(&pb.WriteObject_Response{})
 			}
 			if err := w.Commit(ctx); err != nil {
+				w.Abort(context.WithoutCancel(ctx))
 				return s.status(h, err)
 			}
 			return in.SendAndClose(&pb.WriteObject_Response{})

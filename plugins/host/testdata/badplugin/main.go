@@ -8,8 +8,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,8 +152,23 @@ func (w *writer) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
+// Commit stores the object; a key starting "lost-" is stored and then
+// reported as failed, as when a store's answer gets lost.
 func (w *writer) Commit(context.Context) error {
-	return os.WriteFile(filepath.Join(w.s.dir, w.key), w.buf.Bytes(), 0o600)
+	if err := os.WriteFile(filepath.Join(w.s.dir, w.key), w.buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	if strings.HasPrefix(w.key, "lost-") {
+		return errors.New("the answer to the commit got lost")
+	}
+	return nil
 }
 
-func (w *writer) Abort(context.Context) error { return nil }
+// Abort removes what a failed Commit left.
+func (w *writer) Abort(context.Context) error {
+	err := os.Remove(filepath.Join(w.s.dir, w.key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
