@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -47,6 +48,22 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			noticed := make(chan struct{})
+			context.AfterFunc(ctx, func() {
+				defer close(noticed)
+				if !interrupted(ctx) {
+					return // the run ended
+				}
+				// Aborting uploads can take a while against a slow store; a
+				// second signal quits at once (the default action).
+				stop()
+				fmt.Fprintf(a.stderr, "%v: aborting the run and taking back what it wrote; interrupt again to quit at once (which can leave temporary data behind)\n", context.Cause(ctx))
+			})
+			defer func() {
+				if interrupted(ctx) {
+					<-noticed
+				}
+			}()
 			showProgress := progress == "always" || (progress == "auto" && !f.json && isTerminal(a.stderr))
 			secrets := p.File.Secrets()
 			var reports []runSummary
@@ -94,6 +111,13 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
+}
+
+// interrupted reports whether a signal ended ctx: its cause is then the
+// signal's error (which wraps context.Canceled), not context.Canceled
+// itself.
+func interrupted(ctx context.Context) bool {
+	return ctx.Err() != nil && context.Cause(ctx) != context.Canceled
 }
 
 // setMemoryLimit tells the Go runtime the run's budget, so garbage is

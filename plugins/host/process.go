@@ -26,6 +26,12 @@ import (
 // StartTimeout bounds how long a plugin may take to answer the handshake.
 var StartTimeout = 10 * time.Second
 
+// StopTimeout bounds how long a plugin may take, at the end of a run, to
+// finish or abort the objects it is still writing (an aborted multipart
+// upload needs the store to answer) before its process is killed. It
+// matches the engine's time for aborts.
+var StopTimeout = time.Minute
+
 // callTimeout bounds the control calls that must be quick (schema,
 // configure, close).
 const callTimeout = 30 * time.Second
@@ -186,7 +192,7 @@ func (p *process) stop() {
 	if p.client == nil || p.rpc == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	p.rpc.Stop(ctx, &pb.Stop_Request{})
 	cancel()
 	p.client.Kill()
