@@ -36,8 +36,10 @@ func (c Config) Values() map[string]any {
 
 // Decode copies the values into the fields of the struct dst points to. A
 // field receives the attribute named by its `pipe:"name"` tag; the field's
-// type must be the Go type of the attribute's Type. Attributes without a
-// field are ignored; fields without a value keep what they hold.
+// type must be the Go type of the attribute's Type. Fields of embedded
+// structs are filled too, so settings shared by several endpoint types can
+// live in one struct. Attributes without a field are ignored; fields
+// without a value keep what they hold.
 //
 //	type config struct {
 //		Path string `pipe:"path"`
@@ -48,11 +50,32 @@ func (c Config) Decode(dst any) error {
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("sdk: Decode needs a pointer to a struct, not %T", dst)
 	}
-	rv = rv.Elem()
+	return c.decodeStruct(rv.Elem())
+}
+
+func (c Config) decodeStruct(rv reflect.Value) error {
 	rt := rv.Type()
 	for i := 0; i < rt.NumField(); i++ {
 		f := rt.Field(i)
 		name := f.Tag.Get("pipe")
+		if name == "" && f.Anonymous {
+			fv := rv.Field(i)
+			if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+				if fv.IsNil() {
+					if !f.IsExported() {
+						continue
+					}
+					fv.Set(reflect.New(f.Type.Elem()))
+				}
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Struct {
+				if err := c.decodeStruct(fv); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if name == "" || name == "-" {
 			continue
 		}

@@ -47,6 +47,22 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", int(t))
 }
 
+// FormatSize writes a byte count the way a pipeline file would, for
+// messages about Size attributes: "16MiB", "256KiB", "2GiB", or "1000 bytes"
+// when no unit divides it.
+func FormatSize(n int64) string {
+	const kib = 1 << 10
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{kib << 30, "TiB"}, {kib << 20, "GiB"}, {kib << 10, "MiB"}, {kib, "KiB"}} {
+		if n >= u.n && n%u.n == 0 {
+			return fmt.Sprintf("%d%s", n/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // Attribute declares one config attribute of an endpoint.
 type Attribute struct {
 	Name string

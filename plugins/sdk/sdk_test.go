@@ -33,6 +33,43 @@ func TestConfigDecode(t *testing.T) {
 	}
 }
 
+type sharedConn struct {
+	Endpoint string `pipe:"endpoint"`
+	Retries  int    `pipe:"retries"`
+}
+
+type SharedAuth struct {
+	Token string `pipe:"token"`
+}
+
+// Settings shared by several endpoint types live in embedded structs.
+func TestConfigDecodeEmbedded(t *testing.T) {
+	var c struct {
+		sharedConn
+		*SharedAuth
+		Key string `pipe:"key"`
+	}
+	cfg := NewConfig(map[string]any{"endpoint": "http://x", "retries": int64(3), "token": "t", "key": "k"})
+	if err := cfg.Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Endpoint != "http://x" || c.Retries != 3 || c.SharedAuth == nil || c.Token != "t" || c.Key != "k" {
+		t.Fatalf("%+v %+v", c, c.SharedAuth)
+	}
+	if err := NewConfig(map[string]any{"retries": "many"}).Decode(&c); err == nil || !strings.Contains(err.Error(), `"retries" holds a string`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{16 << 20: "16MiB", 256 << 10: "256KiB", 2 << 30: "2GiB", 5 << 40: "5TiB",
+		1000: "1000 bytes", 0: "0 bytes", 1<<20 + 1: "1048577 bytes", 1536 << 10: "1536KiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
 func TestSchemaValidate(t *testing.T) {
 	for _, tc := range []struct {
 		s    Schema

@@ -4,7 +4,7 @@ pipeline "backup" {
     path = "examples/data"
   }
 
-  sink "s3" {
+  sink "dropbox" {
     bucket = "backups"
   }
 }

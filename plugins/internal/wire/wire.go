@@ -251,6 +251,17 @@ type notFound struct{ msg string }
 func (e notFound) Error() string        { return e.msg }
 func (e notFound) Is(target error) bool { return target == sdk.ErrNotFound }
 
+// kept is a plugin's error that matches a context error (a timeout of the
+// plugin's own, say) with the plugin's message as it was: the message
+// already says what happened.
+type kept struct {
+	msg string
+	is  error
+}
+
+func (e kept) Error() string { return e.msg }
+func (e kept) Unwrap() error { return e.is }
+
 // FromStatus turns a gRPC status back into an error; ctx tells a
 // cancellation the host asked for from one the plugin went through.
 func FromStatus(ctx context.Context, err error) error {
@@ -268,9 +279,9 @@ func FromStatus(ctx context.Context, err error) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
-		return fmt.Errorf("%s: %w", st.Message(), context.Canceled)
+		return kept{st.Message(), context.Canceled}
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("%s: %w", st.Message(), context.DeadlineExceeded)
+		return kept{st.Message(), context.DeadlineExceeded}
 	case codes.Unknown:
 		return errors.New(st.Message())
 	}

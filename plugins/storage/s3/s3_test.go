@@ -1,0 +1,700 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+func TestS3Schemas(t *testing.T) {
+	if err := (SinkType{}).Schema().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (SourceType{}).Schema().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []sdk.Schema{SinkType{}.Schema(), SourceType{}.Schema()} {
+		for _, name := range []string{"access_key_id", "secret_access_key", "session_token"} {
+			if a, ok := s.Attribute(name); !ok || !a.Secret {
+				t.Errorf("%s is not a secret attribute", name)
+			}
+		}
+		for name, prof := range map[string]string{"part_size": "part_size", "concurrency": "concurrency"} {
+			if a, _ := s.Attribute(name); a.Profile != prof {
+				t.Errorf("%s takes no profile setting", name)
+			}
+		}
+	}
+	if k, ok := (SinkType{}).Schema().KeyAttribute(); !ok || k.Name != "key" {
+		t.Error("the sink's key attribute is not key")
+	}
+}
+
+func TestS3PlanPartSize(t *testing.T) {
+	for _, tc := range []struct {
+		configured, size, max, want int64
+	}{
+		{16 * mib, 100, -1, 16 * mib},
+		{1 * mib, 100, -1, minPartSize},               // at least 5 MiB
+		{16 * mib, -1, -1, 16 * mib},                  // nothing known: as configured
+		{5 * mib, 10000 * 5 * mib, -1, 5 * mib},       // exactly 10,000 parts
+		{5 * mib, 10000*5*mib + 1, -1, 6 * mib},       // one byte more: larger parts
+		{16 * mib, -1, 1024 * gib, 105 * mib},         // the bound decides when the size is unknown
+		{16 * mib, 1024 * gib, 4096 * gib, 105 * mib}, // the size beats the bound
+		{64 * mib, 1024 * gib, -1, 105 * mib},         // 1 TiB / 10,000 = 104.9 MiB, rounded up to a MiB
+		{8 * mib, 100 * gib, -1, 11 * mib},            // 100 GiB: 10.24 MiB → 11 MiB
+		{16 * mib, 5 * 1024 * gib, -1, 525 * mib},     // 5 TiB
+		{16 * mib, -1, 100 * 1024 * gib, maxPartSize}, // never above 5 GiB
+		{6*gib + 1, 10, -1, maxPartSize},              // a configured size above S3's maximum is capped
+	} {
+		got := planPartSize(tc.configured, tc.size, tc.max)
+		if got != tc.want {
+			t.Errorf("planPartSize(%d, %d, %d) = %d (%s), want %d", tc.configured, tc.size, tc.max, got, sdk.FormatSize(got), tc.want)
+		}
+		n := tc.size
+		if n < 0 {
+			n = tc.max
+		}
+		if n > 0 && n <= maxObject && (n+got-1)/got > maxParts {
+			t.Errorf("planPartSize(%d, %d, %d) = %d needs %d parts", tc.configured, tc.size, tc.max, got, (n+got-1)/got)
+		}
+	}
+}
+
+func TestS3PlanRanges(t *testing.T) {
+	for _, tc := range []struct {
+		size, part int64
+		want       []byteRange
+	}{
+		{0, 10, nil},
+		{1, 10, []byteRange{{0, 1}}},
+		{10, 10, []byteRange{{0, 10}}},
+		{11, 10, []byteRange{{0, 10}, {10, 1}}},
+		{25, 10, []byteRange{{0, 10}, {10, 10}, {20, 5}}},
+	} {
+		got := planRanges(tc.size, tc.part)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("planRanges(%d, %d) = %v, want %v", tc.size, tc.part, got, tc.want)
+		}
+	}
+	if h := (byteRange{10, 5}).header(); h != "bytes=10-14" {
+		t.Errorf("header = %q", h)
+	}
+	for v, want := range map[string]int64{"bytes 0-99/1000": 1000, "bytes 0-0/1": 1, "bytes */0": 0} {
+		if n, ok := parseContentRange(v); !ok || n != want {
+			t.Errorf("parseContentRange(%q) = %d %v", v, n, ok)
+		}
+	}
+	for _, v := range []string{"", "0-99/1000", "bytes 0-99/*"} {
+		if _, ok := parseContentRange(v); ok {
+			t.Errorf("parseContentRange(%q) accepted", v)
+		}
+	}
+}
+
+func TestS3SourceRoot(t *testing.T) {
+	for _, tc := range []struct{ prefix, key, root, name string }{
+		{"", "", "", ""},
+		{"pg/nightly/", "", "pg/nightly/", ""},
+		{"pg/nightly", "", "pg/nightly/", ""},
+		{"/pg/nightly", "", "pg/nightly/", ""},
+		{"", "pg/run1/pipe-manifest.json", "pg/run1/", "pipe-manifest.json"},
+		{"", "db.dump", "", "db.dump"},
+		{"pg/", "run1/pipe-manifest.json", "pg/", "run1/pipe-manifest.json"},
+	} {
+		root, name := sourceRoot(tc.prefix, tc.key)
+		if root != tc.root || name != tc.name {
+			t.Errorf("sourceRoot(%q, %q) = %q, %q; want %q, %q", tc.prefix, tc.key, root, name, tc.root, tc.name)
+		}
+	}
+}
+
+func TestS3ConfigureDiagnostics(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  map[string]any
+		attr string
+	}{
+		{map[string]any{"bucket": "", "key": "x"}, "bucket"},
+		{map[string]any{"bucket": "a/b"}, "bucket"},
+		{map[string]any{"bucket": "b", "endpoint": "minio:9000"}, "endpoint"},
+		{map[string]any{"bucket": "b", "endpoint": "http://user:pw@minio:9000"}, "endpoint"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "access_key_id": "AK"}, "secret_access_key"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "secret_access_key": "SK"}, "access_key_id"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": int64(1 * mib)}, "part_size"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "concurrency": int64(-1)}, "concurrency"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "checksum": "md5"}, "checksum"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "server_side_encryption": "yes"}, "server_side_encryption"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "read_buffer_size": int64(10)}, "read_buffer_size"},
+	} {
+		_, d := SinkType{}.Configure(context.Background(), sdk.NewConfig(tc.cfg))
+		if !d.HasErrors() || d[0].Attribute != tc.attr {
+			t.Errorf("%v: diagnostics %+v, want an error about %s", tc.cfg, d, tc.attr)
+		}
+	}
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	if _, d := (SinkType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b"})); !d.HasErrors() || d[0].Attribute != "region" {
+		t.Errorf("AWS without a region: %+v", d)
+	}
+	if _, d := (SourceType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b", "endpoint": "http://m:9000", "key": "dir/"})); !d.HasErrors() || d[0].Attribute != "key" {
+		t.Errorf("a source key naming a folder: %+v", d)
+	}
+	if _, d := (SourceType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": int64(mib)})); d.HasErrors() {
+		t.Errorf("a source with 1 MiB ranges: %v", d.Err())
+	}
+}
+
+func TestS3Memory(t *testing.T) {
+	cfg := sdk.NewConfig(map[string]any{"bucket": "b", "part_size": 16 * mib, "concurrency": int64(4), "read_buffer_size": 256 * kib, "write_buffer_size": 256 * kib})
+	want := 2*4*(16*mib+512*kib) + 2*mib
+	if got := (SinkType{}).Memory(cfg, 2); got != want {
+		t.Errorf("sink memory %d, want %d", got, want)
+	}
+	if got := (SourceType{}).Memory(cfg, 2); got != want {
+		t.Errorf("source memory %d, want %d", got, want)
+	}
+	// Without settings: the defaults.
+	if got := (SinkType{}).Memory(sdk.NewConfig(nil), 1); got != 4*(16*mib+512*kib)+2*mib {
+		t.Errorf("default memory %d", got)
+	}
+}
+
+func apiErr(code string, status int, hdr http.Header) error {
+	resp := &http.Response{StatusCode: status, Header: hdr}
+	if resp.Header == nil {
+		resp.Header = http.Header{}
+	}
+	return &smithy.OperationError{ServiceID: "S3", OperationName: "PutObject", Err: &awshttp.ResponseError{
+		ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: resp},
+			Err: &smithy.GenericAPIError{Code: code, Message: "the store says " + code}}}}
+}
+
+func TestS3Explain(t *testing.T) {
+	st := &store{bucket: "backups", endpoint: "http://minio:9000", region: "us-east-1", cfg: connConfig{Timeout: 3 * time.Second}}
+	for _, tc := range []struct {
+		err      error
+		want     []string
+		notFound bool
+	}{
+		{apiErr("NoSuchBucket", 404, nil), []string{`uploading s3://backups/k: bucket "backups" does not exist at http://minio:9000: create it or fix bucket`}, false},
+		{apiErr("NoSuchKey", 404, nil), []string{"no such object"}, true},
+		{apiErr("NotFound", 404, nil), []string{"no such object"}, true},
+		{apiErr("AccessDenied", 403, nil), []string{"access denied", "check access_key_id and secret_access_key"}, false},
+		{apiErr("InvalidAccessKeyId", 403, nil), []string{"does not know this access key", "check access_key_id"}, false},
+		{apiErr("SignatureDoesNotMatch", 403, nil), []string{"check secret_access_key"}, false},
+		{apiErr("PermanentRedirect", 301, http.Header{"X-Amz-Bucket-Region": {"eu-west-1"}}), []string{`set region = "eu-west-1"`}, false},
+		{apiErr("RequestTimeTooSkewed", 403, nil), []string{"clock"}, false},
+		{apiErr("SlowDown", 503, nil), []string{"lower concurrency"}, false},
+		{apiErr("XMinioStorageFull", 507, nil), []string{"the store is full"}, false},
+		{&smithy.OperationError{Err: &smithy.GenericAPIError{Code: "AuthorizationHeaderMalformed", Message: "the region 'us-east-1' is wrong; expecting 'ap-south-1'"}}, []string{`set region = "ap-south-1"`}, false},
+		{&smithy.GenericAPIError{Code: "InvalidRequest", Message: "Checksum algorithm CRC32C is not supported"}, []string{`set checksum = "sha256" or "none"`}, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Name: "backups.minio", Err: "no such host"}}, []string{"cannot resolve backups.minio", "path_style = true"}, false},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, []string{"connection refused at http://minio:9000: check endpoint"}, false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, []string{"the connection to http://minio:9000 broke"}, false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}, []string{"timeout (3s)"}, false},
+		{errors.New("get identity: get credentials: failed to refresh cached credentials, no EC2 IMDS role found"), []string{"no credentials: set access_key_id"}, false},
+		{fmt.Errorf("x: %w", context.Canceled), []string{"cancelled"}, false},
+	} {
+		err := st.fail("uploading", "k", tc.err)
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v → %q, want it to say %q", tc.err, err, w)
+			}
+		}
+		if errors.Is(err, sdk.ErrNotFound) != tc.notFound {
+			t.Errorf("%v: errors.Is(ErrNotFound) = %v", tc.err, !tc.notFound)
+		}
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%v: the description does not wrap the error", tc.err)
+		}
+		if strings.Contains(err.Error(), "the store says") && !strings.Contains(err.Error(), "(") {
+			t.Errorf("%v", err)
+		}
+	}
+	if err := st.fail("listing", "", apiErr("NoSuchBucket", 404, nil)); !strings.HasPrefix(err.Error(), "listing bucket backups: ") {
+		t.Errorf("%v", err)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func randBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func newSink(t *testing.T, f *fakeS3, extra map[string]any) *Sink {
+	t.Helper()
+	s, d := SinkType{}.Configure(context.Background(), sdk.NewConfig(f.config(extra)))
+	if d.HasErrors() {
+		t.Fatal(d.Err())
+	}
+	return s.(*Sink)
+}
+
+func write(t *testing.T, w sdk.ObjectWriter, b []byte, chunk int) error {
+	t.Helper()
+	for len(b) > 0 {
+		n := min(chunk, len(b))
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func TestS3UploadSizes(t *testing.T) {
+	f := newFake(t)
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(3)})
+	for i, n := range []int{0, 1, int(5*mib) - 1, int(5 * mib), int(5*mib) + 1, int(17*mib) + 3} {
+		for _, declared := range []bool{true, false} {
+			key := fmt.Sprintf("obj-%d-%v", n, declared)
+			data := randBytes(uint64(i), n)
+			size := int64(-1)
+			if declared {
+				size = int64(n)
+			}
+			w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: size, MaxSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := write(t, w, data, 1<<20+7); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := f.object(key); ok {
+				t.Fatalf("%s visible before Commit", key)
+			}
+			if err := w.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := f.object(key)
+			if !ok || !bytes.Equal(got, data) {
+				t.Fatalf("%s: stored %d bytes, want %d", key, len(got), n)
+			}
+			if err := w.Abort(context.Background()); err != nil {
+				t.Fatalf("Abort after Commit: %v", err)
+			}
+			if _, ok := f.object(key); !ok {
+				t.Fatal("Abort after Commit removed the object")
+			}
+			multipart := f.count("POST "+key+"?uploads") > 0
+			if multipart != (int64(n) > 5*mib) {
+				t.Errorf("%s: multipart %v for %d bytes", key, multipart, n)
+			}
+		}
+	}
+	if f.openUploads() != 0 {
+		t.Errorf("%d multipart uploads left", f.openUploads())
+	}
+	// Read them back through the sink's Storage side.
+	objs, err := snk.List(context.Background(), "obj-1")
+	if err != nil || len(objs) != 4 {
+		t.Fatalf("List: %v %v", objs, err)
+	}
+	rc, err := snk.Open(context.Background(), fmt.Sprintf("obj-%d-true", 17*mib+3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, randBytes(5, int(17*mib)+3)) {
+		t.Fatalf("read back %d bytes: %v", len(got), err)
+	}
+	if err := snk.Remove(context.Background(), "obj-0-true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := snk.Remove(context.Background(), "obj-0-true"); err != nil {
+		t.Fatalf("removing a missing object: %v", err)
+	}
+	if _, err := snk.Open(context.Background(), "obj-0-true"); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("Open of a removed object: %v", err)
+	}
+}
+
+// A sink whose parts do not go up holds at most concurrency parts, and
+// Abort stops a Write that waits for one.
+func TestS3UploadBackpressureAndAbort(t *testing.T) {
+	f := newFake(t)
+	release := make(chan struct{})
+	var inFlight, most atomic.Int32
+	f.onPart = func(w http.ResponseWriter, r *http.Request, num int) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-release
+		return false
+	}
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	w, err := snk.Create(context.Background(), sdk.Object{Key: "slow", Size: -1, MaxSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 256<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+			accepted.Add(int64(len(chunk)))
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if n := accepted.Load(); n > 2*5*mib+256*kib {
+		t.Fatalf("accepted %d bytes with 2 parts of 5 MiB stuck", n)
+	}
+	start := time.Now()
+	abortErr := make(chan error, 1)
+	go func() { abortErr <- w.Abort(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Write went on after Abort")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting Write did not return after Abort")
+	}
+	close(release)
+	if err := <-abortErr; err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatal("Abort took too long")
+	}
+	if most.Load() > 2 {
+		t.Errorf("%d parts in flight with concurrency 2", most.Load())
+	}
+	if f.openUploads() != 0 {
+		t.Fatal("the multipart upload was not aborted")
+	}
+	if err := w.Commit(context.Background()); err == nil {
+		t.Fatal("Commit after Abort succeeded")
+	}
+	if _, ok := f.object("slow"); ok {
+		t.Fatal("an aborted object exists")
+	}
+}
+
+func TestS3UploadPartFails(t *testing.T) {
+	f := newFake(t)
+	f.onPart = func(w http.ResponseWriter, r *http.Request, num int) bool {
+		if num == 2 {
+			io.Copy(io.Discard, r.Body) // as S3 does: the answer, not a reset
+			s3err(w, 403, "AccessDenied")
+			return true
+		}
+		return false
+	}
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	w, _ := snk.Create(context.Background(), sdk.Object{Key: "fails", Size: 30 * mib, MaxSize: 30 * mib})
+	err := write(t, w, make([]byte, 30*mib), 1<<20)
+	if err == nil {
+		err = w.Commit(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), "uploading part 2 of s3://b/fails: access denied") {
+		t.Fatalf("err = %v", err)
+	}
+	w.Abort(context.Background())
+	waitFor(t, func() bool { return f.openUploads() == 0 }, "the failed upload to be aborted")
+	if _, ok := f.object("fails"); ok {
+		t.Fatal("a failed object exists")
+	}
+}
+
+// A cancelled context aborts the upload even if nobody calls Abort.
+func TestS3UploadCancelled(t *testing.T) {
+	f := newFake(t)
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	ctx, cancel := context.WithCancel(context.Background())
+	w, _ := snk.Create(ctx, sdk.Object{Key: "cancelled", Size: -1, MaxSize: -1})
+	if err := write(t, w, make([]byte, 12*mib), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if f.openUploads() != 1 {
+		t.Fatalf("%d uploads open", f.openUploads())
+	}
+	cancel()
+	waitFor(t, func() bool { return f.openUploads() == 0 }, "the cancelled upload to be aborted")
+	if _, err := w.Write([]byte{1}); err == nil {
+		t.Fatal("Write after cancellation succeeded")
+	}
+	if err := w.Commit(context.Background()); err == nil {
+		t.Fatal("Commit after cancellation succeeded")
+	}
+	if _, ok := f.object("cancelled"); ok {
+		t.Fatal("a cancelled object exists")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func newSource(t *testing.T, f *fakeS3, extra map[string]any) sdk.Source {
+	t.Helper()
+	s, d := SourceType{}.Configure(context.Background(), sdk.NewConfig(f.config(extra)))
+	if d.HasErrors() {
+		t.Fatal(d.Err())
+	}
+	return s
+}
+
+// A range whose body breaks off is asked again for its missing bytes only.
+func TestS3RangeResume(t *testing.T) {
+	f := newFake(t)
+	data := randBytes(9, int(3*mib)+5)
+	f.objects["dir/obj"] = data
+	var mu sync.Mutex
+	broken := map[string]bool{}
+	f.onGet = func(w http.ResponseWriter, r *http.Request, rng string, body []byte) bool {
+		mu.Lock()
+		first := !broken[rng]
+		broken[rng] = true
+		mu.Unlock()
+		if first && len(body) > 100<<10 {
+			cut(w, rng, body, len(data), 100<<10)
+			return true
+		}
+		return false
+	}
+	src := newSource(t, f, map[string]any{"prefix": "dir/", "part_size": mib, "concurrency": int64(2)})
+	infos, err := src.Streams(context.Background())
+	if err != nil || len(infos) != 1 || infos[0].Name != "obj" || infos[0].Size != int64(len(data)) {
+		t.Fatalf("Streams = %+v, %v", infos, err)
+	}
+	rc, err := src.Open(context.Background(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	for i := int64(0); i < 4; i++ {
+		off := i * mib
+		end := min(off+mib, int64(len(data))) - 1
+		if end-off+1 <= 100<<10 {
+			continue
+		}
+		want := fmt.Sprintf("GET dir/obj?x-id=GetObject bytes=%d-%d", off+100<<10, end)
+		if f.count(want) != 1 {
+			t.Errorf("no resumed request %q in %q", want, f.requests)
+		}
+	}
+}
+
+// A range that breaks off every time fails after retries, saying so.
+func TestS3RangeGivesUp(t *testing.T) {
+	f := newFake(t)
+	f.objects["obj"] = randBytes(1, int(2*mib))
+	f.onGet = func(w http.ResponseWriter, r *http.Request, rng string, body []byte) bool {
+		if strings.HasPrefix(rng, "bytes=0-") {
+			return false
+		}
+		cut(w, rng, body, int(2*mib), 10)
+		return true
+	}
+	src := newSource(t, f, map[string]any{"part_size": mib, "retries": int64(2)})
+	rc, err := src.Open(context.Background(), "obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	_, err = io.ReadAll(rc)
+	if err == nil || !strings.Contains(err.Error(), "of s3://b/obj") || !strings.Contains(err.Error(), "broke") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestS3Open(t *testing.T) {
+	f := newFake(t)
+	f.objects["p/empty"] = []byte{}
+	f.objects["p/sub/one"] = []byte{1}
+	f.objects["p/folder/"] = []byte{}
+	src := newSource(t, f, map[string]any{"prefix": "p"})
+	infos, err := src.Streams(context.Background())
+	if err != nil || fmt.Sprint(infos) != "[{empty 0} {sub/one 1}]" {
+		t.Fatalf("Streams = %v, %v", infos, err)
+	}
+	for name, want := range map[string][]byte{"empty": {}, "sub/one": {1}} {
+		rc, err := src.Open(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v %v", name, got, err)
+		}
+	}
+	if _, err := src.Open(context.Background(), "missing"); !errors.Is(err, sdk.ErrNotFound) || !strings.Contains(err.Error(), "s3://b/p/missing") {
+		t.Fatalf("missing: %v", err)
+	}
+	if _, err := src.Open(context.Background(), "../secret"); err == nil {
+		t.Fatal("opened an object outside the prefix")
+	}
+	one := newSource(t, f, map[string]any{"key": "p/sub/one"})
+	if infos, err := one.Streams(context.Background()); err != nil || fmt.Sprint(infos) != "[{one 1}]" {
+		t.Fatalf("one object: %v %v", infos, err)
+	}
+	if _, err := newSource(t, f, map[string]any{"prefix": "nothing/"}).Streams(context.Background()); err == nil || !strings.Contains(err.Error(), "nothing in s3://b/nothing/") {
+		t.Fatalf("empty prefix: %v", err)
+	}
+	if _, err := newSource(t, f, map[string]any{"bucket": "other"}).Streams(context.Background()); err == nil || !strings.Contains(err.Error(), "create it or fix bucket") {
+		t.Fatalf("missing bucket: %v", err)
+	}
+}
+
+// Cancelling the context of an open object ends its reads at once.
+func TestS3ReadCancelled(t *testing.T) {
+	f := newFake(t)
+	f.objects["big"] = make([]byte, 8*mib)
+	stall := make(chan struct{})
+	defer close(stall)
+	f.onGet = func(w http.ResponseWriter, r *http.Request, rng string, body []byte) bool {
+		if strings.HasPrefix(rng, "bytes=0-") {
+			return false
+		}
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+		}
+		return true
+	}
+	src := newSource(t, f, map[string]any{"part_size": mib, "concurrency": int64(3)})
+	ctx, cancel := context.WithCancel(context.Background())
+	rc, err := src.Open(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc, make([]byte, mib)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	start := time.Now()
+	if _, err := rc.Read(make([]byte, 10)); err == nil {
+		t.Fatal("read after cancellation")
+	}
+	rc.Close()
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("cancellation took %s", time.Since(start))
+	}
+}
+
+// A connection whose peer drains slowly is alive even while pipe itself
+// neither writes nor reads (the kernel's buffers are being sent); a peer
+// that stops reading is a stall.
+func TestS3StallConn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const total = 8 << 20
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var mode [1]byte
+				if _, err := io.ReadFull(c, mode[:]); err != nil || mode[0] == 's' {
+					time.Sleep(5 * time.Second) // stalled: reads nothing more
+					return
+				}
+				buf := make([]byte, 64<<10)
+				for got := 0; got < total; {
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					got += n
+					time.Sleep(15 * time.Millisecond) // ~4 MB/s
+				}
+				c.Write([]byte("ok"))
+			}()
+		}
+	}()
+	dial := func(mode byte) *stallConn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		sc := newStallConn(c, 300*time.Millisecond)
+		if sc.progress == nil {
+			t.Skip("this OS does not report TCP progress")
+		}
+		if _, err := sc.Write([]byte{mode}); err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+
+	slow := dial('d')
+	start := time.Now()
+	if n, err := slow.Write(make([]byte, total)); err != nil || n != total {
+		t.Fatalf("writing to a slow peer: %d, %v after %s", n, err, time.Since(start))
+	}
+	var ok [2]byte
+	if _, err := io.ReadFull(slow, ok[:]); err != nil || string(ok[:]) != "ok" {
+		t.Fatalf("waiting for a slow peer: %q, %v after %s", ok, err, time.Since(start))
+	}
+	if time.Since(start) < time.Second {
+		t.Fatalf("the peer drained %d bytes in %s: the test proves nothing", total, time.Since(start))
+	}
+
+	stalled := dial('s')
+	start = time.Now()
+	_, err = stalled.Write(make([]byte, total))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("writing to a stalled peer: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the stall was noticed after %s", d)
+	}
+}

@@ -1,0 +1,392 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// How long cleaning up may take once an object failed: its multipart
+// upload is aborted even when the run's context is gone, and retried for
+// a while when the store is briefly out of reach (its parts would be
+// billed until a lifecycle rule removes them).
+const (
+	abortTimeout  = time.Minute
+	createTimeout = 2 * time.Minute
+)
+
+var errAborted = errors.New("the object was aborted")
+
+type writerState int
+
+const (
+	writing writerState = iota
+	committed
+	aborted
+)
+
+// objectWriter uploads one object. Bytes fill a part buffer; a full part
+// goes up in the background as soon as more bytes arrive (so that an object
+// of exactly one part is one PutObject), while the next fills. At most
+// concurrency buffers exist: when all are in flight, Write waits, which is
+// the backpressure. The multipart upload starts with the second part and is
+// completed only by Commit.
+type objectWriter struct {
+	s        *Sink
+	st       *store
+	key      string
+	hint     int64 // the object's size, or its bound, or -1
+	partSize int64
+
+	// ctx ends when the object fails, is aborted, or Create's context
+	// ends; its cause is the first failure.
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	stopWatch func() bool
+
+	// lock is held by Write, Commit and Abort: Abort (which may come while
+	// a Write waits) cancels ctx first, so the Write returns and lets it in.
+	lock     sync.Mutex
+	state    writerState
+	abortErr error
+	buf      []byte // the part being filled
+	bufs     int    // part buffers this object holds
+	free     chan []byte
+	written  int64
+	uploadID string
+	next     int32 // parts started
+	parts    sync.WaitGroup
+
+	mu   sync.Mutex // guards what part uploads report
+	done []types.CompletedPart
+	err  error
+}
+
+func newObjectWriter(ctx context.Context, s *Sink, obj sdk.Object, partSize int64) *objectWriter {
+	hint := obj.Size
+	if hint < 0 {
+		hint = obj.MaxSize
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	w := &objectWriter{s: s, st: s.st, key: obj.Key, hint: hint, partSize: partSize,
+		ctx: wctx, cancel: cancel, free: make(chan []byte, s.st.cfg.Concurrency)}
+	// However the object ends before Commit — a failed part, Abort, or the
+	// run's context — its multipart upload is aborted.
+	w.stopWatch = context.AfterFunc(wctx, func() { w.Abort(context.Background()) })
+	return w
+}
+
+// failure is why the object cannot go on, or nil.
+func (w *objectWriter) failure() error {
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if w.ctx.Err() != nil {
+		cause := context.Cause(w.ctx)
+		if errors.Is(cause, errAborted) {
+			return fmt.Errorf("%s: %w", w.st.url(w.key), cause)
+		}
+		return w.st.fail("uploading", w.key, cause)
+	}
+	return nil
+}
+
+func (w *objectWriter) Write(p []byte) (int, error) {
+	w.lock.Lock()
+	defer w.lock.Unlock()
+	if w.state != writing {
+		return 0, fmt.Errorf("%s: write after the object was %s", w.st.url(w.key), map[writerState]string{committed: "committed", aborted: "aborted"}[w.state])
+	}
+	if err := w.failure(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for len(p) > 0 {
+		if int64(len(w.buf)) == w.partSize {
+			// A full part, and more is coming: it goes up.
+			if err := w.flush(); err != nil {
+				return n, err
+			}
+		}
+		if w.buf == nil {
+			b, err := w.buffer()
+			if err != nil {
+				return n, err
+			}
+			w.buf = b
+		}
+		k := min(len(p), int(w.partSize)-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p = p[k:]
+		n += k
+		w.written += int64(k)
+	}
+	return n, nil
+}
+
+// buffer returns an empty part buffer, waiting while all of them are in
+// flight.
+func (w *objectWriter) buffer() ([]byte, error) {
+	select {
+	case b := <-w.free:
+		return b[:0], nil
+	default:
+	}
+	if w.bufs == 0 && w.hint >= 0 && w.hint < w.partSize {
+		// A small object: no more than it needs (it may still grow).
+		w.bufs++
+		return make([]byte, 0, w.hint), nil
+	}
+	if w.bufs == 0 && w.hint < 0 {
+		// Unknown size: grow the first part as the bytes come, so small
+		// streams (manifests, say) do not take a whole part each.
+		w.bufs++
+		return make([]byte, 0, min(w.partSize, mib)), nil
+	}
+	if w.bufs < w.st.cfg.Concurrency {
+		w.bufs++
+		return w.s.pool.get(w.partSize), nil
+	}
+	select {
+	case b := <-w.free:
+		return b[:0], nil
+	case <-w.ctx.Done():
+		return nil, w.failure()
+	}
+}
+
+// flush starts the upload of the full part in buf.
+func (w *objectWriter) flush() error {
+	if w.uploadID == "" {
+		if err := w.create(); err != nil {
+			return err
+		}
+	}
+	if w.next >= maxParts {
+		err := fmt.Errorf("%s: the stream needs more than %d parts of %s (its size was not known in advance): set part_size larger, e.g. %q", w.st.url(w.key), maxParts, sdk.FormatSize(w.partSize), sdk.FormatSize(w.partSize*4))
+		w.cancel(err)
+		return err
+	}
+	w.next++
+	b := w.buf
+	w.buf = nil
+	w.parts.Add(1)
+	go w.uploadPart(w.next, b)
+	return nil
+}
+
+// create starts the multipart upload. Its request does not stop when the
+// object is aborted meanwhile: the upload's id must be known to abort it.
+func (w *objectWriter) create() error {
+	if err := w.failure(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), createTimeout)
+	defer cancel()
+	in := &s3.CreateMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key}
+	if w.s.sum.enabled() {
+		in.ChecksumAlgorithm = w.s.sum.algo
+	}
+	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
+	out, err := w.st.client.CreateMultipartUpload(ctx, in)
+	if err != nil {
+		err = w.st.fail("starting the upload of", w.key, err)
+		w.cancel(err)
+		return err
+	}
+	w.uploadID = aws.ToString(out.UploadId)
+	return w.failure() // aborted meanwhile: Abort sees the id
+}
+
+func (w *objectWriter) uploadPart(num int32, b []byte) {
+	defer w.parts.Done()
+	in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
+		Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b)))}
+	part := w.s.sum.part(in, b)
+	out, err := w.st.client.UploadPart(w.ctx, in)
+	w.free <- b // never blocks: it has room for every buffer
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil && w.ctx.Err() == nil {
+			w.err = w.st.fail(fmt.Sprintf("uploading part %d of", num), w.key, err)
+			w.cancel(w.err)
+		}
+		return
+	}
+	part.ETag = out.ETag
+	w.done = append(w.done, part)
+}
+
+// Commit uploads what is left and completes the upload; on any failure
+// it aborts the object.
+func (w *objectWriter) Commit(ctx context.Context) error {
+	w.lock.Lock()
+	defer w.lock.Unlock()
+	switch w.state {
+	case committed:
+		return nil
+	case aborted:
+		return fmt.Errorf("%s: not committing: %w", w.st.url(w.key), errAborted)
+	}
+	if err := w.failure(); err != nil {
+		w.abortLocked()
+		return fmt.Errorf("not committing: %w", err)
+	}
+	// Commit's own context can stop it too.
+	cctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	var err error
+	if w.uploadID == "" {
+		err = w.put(cctx)
+	} else {
+		err = w.complete(cctx)
+	}
+	if err != nil {
+		w.abortLocked()
+		return err
+	}
+	w.state = committed
+	w.stopWatch()
+	w.cancel(nil)
+	w.release()
+	return nil
+}
+
+// put sends an object smaller than a part in one request.
+func (w *objectWriter) put(ctx context.Context) error {
+	in := &s3.PutObjectInput{Bucket: &w.st.bucket, Key: &w.key, Body: bytes.NewReader(w.buf), ContentLength: aws.Int64(int64(len(w.buf)))}
+	w.s.sum.put(in, w.buf)
+	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
+	if _, err := w.st.client.PutObject(ctx, in); err != nil {
+		return w.st.fail("uploading", w.key, err)
+	}
+	return nil
+}
+
+// complete uploads the last part, waits for all, and completes the upload.
+func (w *objectWriter) complete(ctx context.Context) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.parts.Wait()
+	if err := w.failure(); err != nil {
+		return err
+	}
+	sort.Slice(w.done, func(i, j int) bool { return *w.done[i].PartNumber < *w.done[j].PartNumber })
+	if len(w.done) != int(w.next) {
+		return fmt.Errorf("%s: %d of %d parts uploaded", w.st.url(w.key), len(w.done), w.next)
+	}
+	_, err := w.st.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.done}})
+	if err != nil && isCode(err, "NoSuchUpload") && w.landed(ctx) {
+		// A retry of a completion whose answer was lost: the first one
+		// did it.
+		return nil
+	}
+	if err != nil {
+		return w.st.fail("completing the upload of", w.key, err)
+	}
+	return nil
+}
+
+// landed reports whether the object is in place with every byte written.
+func (w *objectWriter) landed(ctx context.Context) bool {
+	out, err := w.st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &w.st.bucket, Key: &w.key})
+	return err == nil && aws.ToInt64(out.ContentLength) == w.written && out.LastModified != nil
+}
+
+// Abort stops the part uploads and aborts the multipart upload. It may be
+// called while a Write waits; after Commit it does nothing.
+func (w *objectWriter) Abort(ctx context.Context) error {
+	if !w.lock.TryLock() {
+		// A Write holds the lock, maybe waiting for a part: stop it.
+		w.cancel(errAborted)
+		w.lock.Lock()
+	}
+	defer w.lock.Unlock()
+	return w.abortLocked()
+}
+
+func (w *objectWriter) abortLocked() error {
+	switch w.state {
+	case committed:
+		return nil
+	case aborted:
+		return w.abortErr
+	}
+	w.state = aborted
+	w.stopWatch()
+	w.cancel(errAborted)
+	w.parts.Wait()
+	w.release()
+	if w.uploadID != "" {
+		w.abortErr = w.abortUpload()
+	}
+	return w.abortErr
+}
+
+// abortUpload aborts the multipart upload, retrying for a while: its
+// parts cost storage until then.
+func (w *objectWriter) abortUpload() error {
+	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+	defer cancel()
+	wait := 200 * time.Millisecond
+	for {
+		_, err := w.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID})
+		if err == nil || isCode(err, "NoSuchUpload") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; its parts stay in the bucket until removed: add a lifecycle rule that aborts incomplete multipart uploads after a day",
+				w.st.fail("aborting the multipart upload "+w.uploadID+" of", w.key, err))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// release gives the part buffers back for other objects.
+func (w *objectWriter) release() {
+	for {
+		select {
+		case b := <-w.free:
+			w.s.pool.put(b, w.partSize)
+			continue
+		default:
+		}
+		break
+	}
+	if w.buf != nil {
+		w.s.pool.put(w.buf, w.partSize)
+		w.buf = nil
+	}
+}
+
+// options applies the sink's storage class and encryption.
+func (s *Sink) options(class *types.StorageClass, sse *types.ServerSideEncryption, kms **string) {
+	if s.c.StorageClass != "" {
+		*class = types.StorageClass(s.c.StorageClass)
+	}
+	if s.c.SSE != "" {
+		*sse = types.ServerSideEncryption(s.c.SSE)
+	}
+	if s.c.KMSKeyID != "" {
+		*kms = aws.String(s.c.KMSKeyID)
+	}
+}
