@@ -48,7 +48,8 @@ type Progress interface {
 type Report struct {
 	Pipeline string `json:"pipeline"`
 	RunID    string `json:"run_id"`
-	// Restore is true when the pipeline decodes a backup.
+	// Restore is true when the pipeline decodes, or reads a backup through
+	// its manifest: it writes no manifest of its own.
 	Restore bool `json:"restore"`
 	// ManifestRead is the manifest a restore followed, if any.
 	ManifestRead string `json:"manifest_read,omitempty"`
@@ -95,6 +96,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		return rep, err
 	}
 	rep.ManifestRead = sp.manifestKey
+	rep.Restore = rep.Restore || sp.manifestKey != ""
 	rep.Streams = len(sp.streams)
 
 	job, err := p.Job(sp.codec, sp.frame)
@@ -428,15 +430,22 @@ func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) erro
 
 // nameObjects renders each stream's object key for each sink and the
 // manifest key of each storage sink, and fills the job's streams.
+//
+// A restore writes no manifest: neither a pipeline that decodes nor one
+// that reads a backup through its manifest (a restore without stages, of a
+// backup that had only a checksum, would otherwise leave a manifest among
+// the restored files, and a copy of a compressed backup would get one that
+// calls its objects plain).
 func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
 	manifests := map[int]string{}
+	restoring := p.Restores() || sp.manifestKey != ""
 	for i, s := range sinks {
-		if !p.Restores() && s.def.Schema.Storage && s.def.Key != nil && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+		if !restoring && s.def.Schema.Storage && s.def.Key != nil && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
 			if _, ok := s.sink.(sdk.Storage); !ok {
 				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
 			}
 		}
-		if !p.Restores() && s.def.Schema.Storage && s.def.Key != nil {
+		if !restoring && s.def.Schema.Storage && s.def.Key != nil {
 			k, err := s.def.Key.ManifestKey()
 			if err != nil {
 				return nil, fmt.Errorf("sink %s: %w", s.name, err)
