@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -136,15 +135,6 @@ func (s azureStore) Read(key string) ([]byte, bool) {
 	return s.env.read(s.t, s.cont, key)
 }
 
-func configureAzure[T any](t *testing.T, f func(context.Context, sdk.Config) (T, sdk.Diagnostics), vals map[string]any) T {
-	t.Helper()
-	x, d := f(context.Background(), sdk.NewConfig(vals))
-	if d.HasErrors() {
-		t.Fatal(d.Err())
-	}
-	return x
-}
-
 // giantBlob commits one 4 MiB block thousands of times over: a 20 GB blob
 // made in an instant, a stream that does not end within any test.
 func (e *azureEnv) giantBlob(t *testing.T, cont, key string) {
@@ -207,18 +197,18 @@ func TestAzureConformance(t *testing.T) {
 						env.upload(t, cont, "src/"+n, data)
 					}
 					env.upload(t, cont, "elsewhere", []byte("not under the prefix"))
-					return configureAzure(t, b.source.Configure, map[string]any{
+					return configure(t, b.source.Configure, map[string]any{
 						"bucket": cont, "account_url": env.URL, "account_key": azurite.AccountKey, "prefix": "src/"})
 				},
 				Endless: func(t *testing.T) (sdk.Source, string) {
 					cont := env.newContainer(t)
 					env.giantBlob(t, cont, "endless")
-					return configureAzure(t, b.source.Configure, map[string]any{"bucket": cont, "connection_string": env.ConnString}), "endless"
+					return configure(t, b.source.Configure, map[string]any{"bucket": cont, "connection_string": env.ConnString}), "endless"
 				},
 				Failing: func(t *testing.T, secret string) (sdk.Source, string) {
 					cont := env.newContainer(t)
 					env.upload(t, cont, "stream", []byte("data"))
-					return configureAzure(t, b.source.Configure, map[string]any{
+					return configure(t, b.source.Configure, map[string]any{
 						"bucket": cont, "account_url": env.URL, "sas_token": badSAS(secret), "retries": int64(1)}), "stream"
 				},
 			})
@@ -227,17 +217,17 @@ func TestAzureConformance(t *testing.T) {
 			conformance.RunSink(t, conformance.Sink{
 				New: func(t *testing.T) (sdk.Sink, conformance.Store) {
 					cont := env.newContainer(t)
-					return configureAzure(t, b.sink.Configure, map[string]any{"bucket": cont, "connection_string": env.ConnString,
+					return configure(t, b.sink.Configure, map[string]any{"bucket": cont, "connection_string": env.ConnString,
 						"block_size": int64(1 << 20), "max_single_put_size": int64(2 << 20)}), azureStore{t, env, cont}
 				},
 				Slow: func(t *testing.T) sdk.Sink {
 					cont := env.newContainer(t)
-					return configureAzure(t, b.sink.Configure, map[string]any{"bucket": cont, "account_url": slowURL, "account_key": azurite.AccountKey,
+					return configure(t, b.sink.Configure, map[string]any{"bucket": cont, "account_url": slowURL, "account_key": azurite.AccountKey,
 						"block_size": int64(256 << 10), "concurrency": int64(2), "max_single_put_size": int64(0)})
 				},
 				Failing: func(t *testing.T, secret string) sdk.Sink {
 					cont := env.newContainer(t)
-					return configureAzure(t, b.sink.Configure, map[string]any{"bucket": cont, "account_url": env.URL, "sas_token": badSAS(secret), "retries": int64(1)})
+					return configure(t, b.sink.Configure, map[string]any{"bucket": cont, "account_url": env.URL, "sas_token": badSAS(secret), "retries": int64(1)})
 				},
 			})
 		})
@@ -361,47 +351,6 @@ func checkManifests(t *testing.T, env *azureEnv, cont string) []string {
 		}
 	}
 	return out
-}
-
-// sameTree fails unless the files under b are the files under a.
-func sameTree(t *testing.T, a, b string) {
-	t.Helper()
-	sums := func(root string) map[string]string {
-		out := map[string]string{}
-		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Type().IsRegular() {
-				rel, _ := filepath.Rel(root, p)
-				out[rel] = fileSum(t, p)
-			}
-			return nil
-		})
-		return out
-	}
-	sa, sb := sums(a), sums(b)
-	if len(sa) != len(sb) {
-		t.Fatalf("%d files restored, want %d", len(sb), len(sa))
-	}
-	for k, v := range sa {
-		if sb[k] != v {
-			t.Fatalf("%s differs after the round trip", k)
-		}
-	}
-}
-
-func fileSum(t *testing.T, p string) string {
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // writeData writes n bytes to path: runs of random bytes and of text, so

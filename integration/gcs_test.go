@@ -5,13 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -115,7 +113,8 @@ func (g *gcsServer) list(t *testing.T, bucket, prefix string) []string {
 
 // gcsConfig is a full configuration (every default, as the host sends
 // them) with vals on top.
-func gcsConfig(s sdk.Schema, vals map[string]any) sdk.Config {
+// gcsValues are vals with the schema's defaults for what vals leaves out.
+func gcsValues(s sdk.Schema, vals map[string]any) map[string]any {
 	m := map[string]any{}
 	for _, a := range s.Attributes {
 		if a.Default != nil {
@@ -125,32 +124,13 @@ func gcsConfig(s sdk.Schema, vals map[string]any) sdk.Config {
 	for k, v := range vals {
 		m[k] = v
 	}
-	return sdk.NewConfig(m)
-}
-
-func gcsConfigure[T any](t *testing.T, f func(context.Context, sdk.Config) (T, sdk.Diagnostics), cfg sdk.Config) T {
-	t.Helper()
-	x, d := f(context.Background(), cfg)
-	if d.HasErrors() {
-		t.Fatal(d.Err())
-	}
-	if c, ok := any(x).(io.Closer); ok {
-		t.Cleanup(func() { c.Close() })
-	}
-	return x
+	return m
 }
 
 var gcsSeq atomic.Int64
 
 // gcsPrefix is a fresh folder in a bucket for one test.
 func gcsPrefix() string { return fmt.Sprintf("t%04d/", gcsSeq.Add(1)) }
-
-func gcsRandom(seed uint64, n int) []byte {
-	r := mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
-	b := make([]byte, n)
-	r.Read(b)
-	return b
-}
 
 type gcsStore struct {
 	g      *gcsServer
@@ -206,7 +186,7 @@ func TestGCSConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	endless := gcsPrefix() + "big"
-	g.put(t, bucket, endless, gcsRandom(9, 16<<20))
+	g.put(t, bucket, endless, randomBytes(9, 16<<20))
 
 	for _, k := range kinds {
 		t.Run(k.name+"/source", func(t *testing.T) {
@@ -218,19 +198,19 @@ func TestGCSConformance(t *testing.T) {
 					}
 					vals := base(g.Endpoint)
 					vals["prefix"], vals["part_size"], vals["concurrency"] = prefix, int64(1<<20), int64(3)
-					return gcsConfigure(t, k.source.Configure, gcsConfig(srcSchema, vals))
+					return configure(t, k.source.Configure, gcsValues(srcSchema, vals))
 				},
 				// A large object through a slow link never ends within
 				// the test: cancellation must stop its parallel reads.
 				Endless: func(t *testing.T) (sdk.Source, string) {
 					vals := base(through)
 					vals["key"], vals["part_size"], vals["concurrency"] = endless, int64(128<<10), int64(2)
-					return gcsConfigure(t, k.source.Configure, gcsConfig(srcSchema, vals)), "big"
+					return configure(t, k.source.Configure, gcsValues(srcSchema, vals)), "big"
 				},
 				Failing: func(t *testing.T, secret string) (sdk.Source, string) {
 					vals := base(g.Endpoint)
 					vals["prefix"], vals["credentials_json"] = gcsPrefix(), gcsSecretCredentials(secret)
-					return gcsConfigure(t, k.source.Configure, gcsConfig(srcSchema, vals)), "x"
+					return configure(t, k.source.Configure, gcsValues(srcSchema, vals)), "x"
 				},
 			})
 		})
@@ -239,17 +219,17 @@ func TestGCSConformance(t *testing.T) {
 				New: func(t *testing.T) (sdk.Sink, conformance.Store) {
 					vals := base(g.Endpoint)
 					vals["chunk_size"] = int64(1 << 20) // the 7 MiB case takes several chunks
-					return gcsConfigure(t, k.sink.Configure, gcsConfig(snkSchema, vals)), gcsStore{g, bucket, gcsPrefix()}
+					return configure(t, k.sink.Configure, gcsValues(snkSchema, vals)), gcsStore{g, bucket, gcsPrefix()}
 				},
 				Slow: func(t *testing.T) sdk.Sink {
 					vals := base(through)
 					vals["chunk_size"] = int64(256 << 10)
-					return gcsConfigure(t, k.sink.Configure, gcsConfig(snkSchema, vals))
+					return configure(t, k.sink.Configure, gcsValues(snkSchema, vals))
 				},
 				Failing: func(t *testing.T, secret string) sdk.Sink {
 					vals := base(g.Endpoint)
 					vals["credentials_json"] = gcsSecretCredentials(secret)
-					return gcsConfigure(t, k.sink.Configure, gcsConfig(snkSchema, vals))
+					return configure(t, k.sink.Configure, gcsValues(snkSchema, vals))
 				},
 			})
 		})
@@ -348,73 +328,6 @@ func (r *gcsRig) run(t *testing.T, env []string, file, pipeline string) (result,
 	return res, time.Since(start)
 }
 
-// gcsSameTree fails unless every file under want has an identical copy
-// under got, and got holds nothing else.
-func gcsSameTree(t *testing.T, want, got string) {
-	t.Helper()
-	seen := 0
-	err := filepath.WalkDir(want, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(want, p)
-		a, b := gcsDigest(t, p), gcsDigest(t, filepath.Join(got, rel))
-		if a != b {
-			t.Errorf("%s: restored copy differs (%s vs %s)", rel, a, b)
-		}
-		seen++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	filepath.WalkDir(got, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			n++
-		}
-		return nil
-	})
-	if n != seen {
-		t.Errorf("%d files restored, want %d", n, seen)
-	}
-}
-
-func gcsDigest(t *testing.T, p string) string {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		return "missing"
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%d:%x", n, h.Sum(nil)[:8])
-}
-
-// gcsRandomFile writes n pseudo-random bytes (incompressible, so the
-// stored object is as large as the input) without holding them in memory.
-func gcsRandomFile(t *testing.T, p string, n int64, seed uint64) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := mrand.NewChaCha8([32]byte{byte(seed), 1})
-	if _, err := io.CopyN(f, r, n); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func gcsRate(n int64, d time.Duration) string {
 	return fmt.Sprintf("%.0f MB/s", float64(n)/1e6/d.Seconds())
 }
@@ -462,7 +375,7 @@ func TestGCSRoundTrip(t *testing.T) {
 			r := gcsNewRig(t, g, bucket)
 			var total int64
 			for name, size := range tc.files {
-				gcsRandomFile(t, filepath.Join(r.dir, "data", name), size, uint64(size))
+				randomFile(t, filepath.Join(r.dir, "data", name), size, uint64(size))
 				total += size
 			}
 			p := tc.p
@@ -490,7 +403,7 @@ func TestGCSRoundTrip(t *testing.T) {
 			if !strings.Contains(res.Stderr, "from manifest") {
 				t.Errorf("the restore did not follow the manifest:\n%s", res.Stderr)
 			}
-			gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+			sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 			if tc.name == "chunk-plus-one" {
 				// The stored object is exactly one upload chunk and a byte.
 				a, err := g.c.Bucket(bucket).Object(path.Dir(r.manifests(t, tc.name+"/")[0]) + "/raw").Attrs(context.Background())
@@ -505,7 +418,7 @@ func TestGCSRoundTrip(t *testing.T) {
 			keyed = strings.Replace(keyed, `path = "out/"`, `path = "out-key/"`, 1)
 			r.file(t, "key.hcl", []byte(keyed))
 			r.run(t, env, "key.hcl", "restore")
-			gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out-key"))
+			sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out-key"))
 			t.Logf("%d files, %d bytes: backup %s, restore %s", len(tc.files), total, tb.Round(time.Millisecond), tr.Round(time.Millisecond))
 		})
 	}
@@ -524,7 +437,7 @@ func TestGCSLarge(t *testing.T) {
 	const size = 1 << 30
 	r := gcsNewRig(t, g, bucket)
 	start := time.Now()
-	gcsRandomFile(t, filepath.Join(r.dir, "data", "big.bin"), size, 42)
+	randomFile(t, filepath.Join(r.dir, "data", "big.bin"), size, 42)
 	t.Logf("generated %d bytes in %s", int64(size), time.Since(start).Round(time.Millisecond))
 	chunk := os.Getenv("GCS_CHUNK")
 	if chunk == "" {
@@ -538,15 +451,15 @@ func TestGCSLarge(t *testing.T) {
 	t.Logf("backup: %s (%s)", tb.Round(time.Millisecond), gcsRate(size, tb))
 	_, tr := r.run(t, nil, "p.hcl", "restore")
 	t.Logf("restore: %s (%s)", tr.Round(time.Millisecond), gcsRate(size, tr))
-	gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+	sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 }
 
 // gcsFaultData is a backup large enough to be in flight when a fault
 // strikes: one 24 MiB object (24 upload chunks of 1 MiB) and small ones.
 func gcsFaultData(t *testing.T, r *gcsRig) {
-	gcsRandomFile(t, filepath.Join(r.dir, "data", "big"), 24<<20, 7)
+	randomFile(t, filepath.Join(r.dir, "data", "big"), 24<<20, 7)
 	for i := 0; i < 3; i++ {
-		gcsRandomFile(t, filepath.Join(r.dir, "data", fmt.Sprintf("small-%d", i)), int64(1000*i), uint64(i))
+		randomFile(t, filepath.Join(r.dir, "data", fmt.Sprintf("small-%d", i)), int64(1000*i), uint64(i))
 	}
 }
 
@@ -684,7 +597,7 @@ func TestGCSFaults(t *testing.T) {
 				t.Fatalf("manifests %v, objects %v", manifests, objects)
 			}
 			r.run(t, nil, "p.hcl", "restore")
-			gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+			sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 		})
 	}
 
@@ -743,7 +656,7 @@ func TestGCSFaults(t *testing.T) {
 			t.Fatalf("the restore failed: %s", res.Stderr)
 		}
 		t.Logf("restore succeeded in %s", time.Since(start).Round(time.Millisecond))
-		gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+		sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 	})
 }
 
@@ -786,8 +699,8 @@ func TestGCSRetention(t *testing.T) {
 	g := gcsStart(t)
 	bucket := g.bucket(t, "retention")
 	r := gcsNewRig(t, g, bucket)
-	r.file(t, "data/a", gcsRandom(1, 5000))
-	r.file(t, "data/b", gcsRandom(2, 70000))
+	r.file(t, "data/a", randomBytes(1, 5000))
+	r.file(t, "data/b", randomBytes(2, 70000))
 	p := gcsPipelines{bucket: bucket, endpoint: g.Endpoint, root: "ret", sink: "keep_last = 2"}
 	r.file(t, "p.hcl", []byte(p.String()))
 	var runs []string
@@ -818,7 +731,7 @@ func TestGCSRetention(t *testing.T) {
 	if !strings.Contains(res.Stderr, runs[2]) {
 		t.Errorf("the restore did not take the newest run %s:\n%s", runs[2], res.Stderr)
 	}
-	gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+	sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 }
 
 // gcsRunID is the run id a summary names.
@@ -882,7 +795,7 @@ func TestGCSSecrets(t *testing.T) {
 	}
 
 	r := gcsNewRig(t, g, bucket)
-	r.file(t, "data/a", gcsRandom(3, 300_000))
+	r.file(t, "data/a", randomBytes(3, 300_000))
 	r.file(t, "data/b", []byte("hello"))
 	r.file(t, "keys/sa.json", []byte(good))
 	inline := gcsPipelines{bucket: bucket, endpoint: g.Endpoint, root: "inline",
@@ -903,7 +816,7 @@ func TestGCSSecrets(t *testing.T) {
 		leaks(file+" backup", res.Stdout+res.Stderr)
 		res, _ = r.run(t, env, file, "restore")
 		leaks(file+" restore", res.Stdout+res.Stderr)
-		gcsSameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
+		sameTree(t, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "out"))
 		os.RemoveAll(filepath.Join(r.dir, "out"))
 	}
 	if plan := mustPipe(t, r.dir, env, "plan", "inline.hcl"); !strings.Contains(plan.Stdout, "credentials_json = (sensitive)") {

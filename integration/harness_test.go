@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"io"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +26,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/all"
 	"github.com/pipebackup/pipe/plugins/conformance"
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Images: the official names (built locally by ../shared/testimages/build.sh
@@ -238,4 +243,99 @@ func mustPipe(t *testing.T, dir string, env []string, args ...string) result {
 		t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 	}
 	return r
+}
+
+// configure configures an endpoint type in-process with vals and closes
+// the instance when the test ends.
+func configure[T any](t *testing.T, f func(context.Context, sdk.Config) (T, sdk.Diagnostics), vals map[string]any) T {
+	t.Helper()
+	x, d := f(context.Background(), sdk.NewConfig(vals))
+	if d.HasErrors() {
+		t.Fatal(d.Err())
+	}
+	if c, ok := any(x).(io.Closer); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return x
+}
+
+// randomBytes returns n deterministic pseudo-random (incompressible) bytes.
+func randomBytes(seed uint64, n int) []byte {
+	b := make([]byte, n)
+	mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), 1}).Read(b)
+	return b
+}
+
+// writeFile writes data to path, creating its folders.
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// randomFile writes n pseudo-random bytes to path without holding them in
+// memory (incompressible: the stored object is as large as the input).
+func randomFile(t *testing.T, path string, n int64, seed uint64) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), 2})
+	if _, err := io.CopyN(f, r, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameTree fails unless got holds exactly the files under want, each with
+// the same bytes.
+func sameTree(t *testing.T, want, got string) {
+	t.Helper()
+	digests := func(root string) map[string][32]byte {
+		out := map[string][32]byte{}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			h := sha256.New()
+			if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			out[filepath.ToSlash(rel)] = [32]byte(h.Sum(nil))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	w, g := digests(want), digests(got)
+	for name, d := range w {
+		if gd, ok := g[name]; !ok {
+			t.Errorf("%s was not restored", name)
+		} else if gd != d {
+			t.Errorf("%s was restored with other bytes", name)
+		}
+	}
+	for name := range g {
+		if _, ok := w[name]; !ok {
+			t.Errorf("%s was restored but is not in %s", name, want)
+		}
+	}
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -131,21 +130,6 @@ func (b *s3Bench) config(bucket, endpoint string, extra map[string]any) map[stri
 	return c
 }
 
-func s3Configure[T any](t *testing.T, f func(context.Context, sdk.Config) (T, sdk.Diagnostics), vals map[string]any) T {
-	t.Helper()
-	x, d := f(context.Background(), sdk.NewConfig(vals))
-	if d.HasErrors() {
-		t.Fatal(d.Err())
-	}
-	return x
-}
-
-func s3Random(seed uint64, n int) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 1}).Read(b)
-	return b
-}
-
 type s3Store struct {
 	b      *s3Bench
 	bucket string
@@ -169,7 +153,7 @@ func TestS3Conformance(t *testing.T) {
 	}
 	slow := "http://" + px.HostPort
 	// An object that takes a minute through the proxy: endless for the test.
-	b.put(t, bucket, "endless/stream", s3Random(1, 64*s3MiB))
+	b.put(t, bucket, "endless/stream", randomBytes(1, 64*s3MiB))
 
 	reg := conformance.Remote(t, all.Builtin())
 	remoteSource, err := reg.Source("s3")
@@ -199,26 +183,26 @@ func TestS3Conformance(t *testing.T) {
 					for n, data := range streams {
 						b.put(t, bucket, prefix+n, data)
 					}
-					return s3Configure(t, ty.source.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"prefix": prefix}))
+					return configure(t, ty.source.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"prefix": prefix}))
 				},
 				Endless: func(t *testing.T) (sdk.Source, string) {
-					return s3Configure(t, ty.source.Configure, b.config(bucket, slow, map[string]any{"prefix": "endless/", "part_size": int64(s3MiB), "concurrency": int64(2)})), "stream"
+					return configure(t, ty.source.Configure, b.config(bucket, slow, map[string]any{"prefix": "endless/", "part_size": int64(s3MiB), "concurrency": int64(2)})), "stream"
 				},
 				Failing: func(t *testing.T, secret string) (sdk.Source, string) {
-					return s3Configure(t, ty.source.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"prefix": "endless/", "secret_access_key": secret})), "stream"
+					return configure(t, ty.source.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"prefix": "endless/", "secret_access_key": secret})), "stream"
 				},
 			})
 		})
 		t.Run(name+"/sink", func(t *testing.T) {
 			conformance.RunSink(t, conformance.Sink{
 				New: func(t *testing.T) (sdk.Sink, conformance.Store) {
-					return s3Configure(t, ty.sink.Configure, b.config(bucket, b.m.Endpoint, nil)), s3Store{b, bucket, fresh("sink")}
+					return configure(t, ty.sink.Configure, b.config(bucket, b.m.Endpoint, nil)), s3Store{b, bucket, fresh("sink")}
 				},
 				Slow: func(t *testing.T) sdk.Sink {
-					return s3Configure(t, ty.sink.Configure, b.config(bucket, slow, map[string]any{"concurrency": int64(2)}))
+					return configure(t, ty.sink.Configure, b.config(bucket, slow, map[string]any{"concurrency": int64(2)}))
 				},
 				Failing: func(t *testing.T, secret string) sdk.Sink {
-					return s3Configure(t, ty.sink.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"secret_access_key": secret}))
+					return configure(t, ty.sink.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"secret_access_key": secret}))
 				},
 			})
 		})
@@ -271,60 +255,6 @@ func (b *s3Bench) env(bucket, endpoint string, more ...string) []string {
 		"PIPE_VAR_access_key=" + b.m.User, "PIPE_VAR_secret_key=" + b.m.Pass, "AWS_EC2_METADATA_DISABLED=true"}, more...)
 }
 
-func s3WriteFile(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// s3SameTree fails unless every file under want is in got with the same bytes,
-// and got has no other files.
-func s3SameTree(t *testing.T, want, got string) {
-	t.Helper()
-	digests := func(root string) map[string][32]byte {
-		out := map[string][32]byte{}
-		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			h := sha256.New()
-			if _, err := io.Copy(h, f); err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, p)
-			if rel == "pipe-manifest.json" {
-				return nil // a restore without decoding stages writes one
-			}
-			out[filepath.ToSlash(rel)] = [32]byte(h.Sum(nil))
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	w, g := digests(want), digests(got)
-	if len(w) != len(g) {
-		t.Errorf("%d files restored, want %d", len(g), len(w))
-	}
-	for name, d := range w {
-		if gd, ok := g[name]; !ok {
-			t.Errorf("%s was not restored", name)
-		} else if gd != d {
-			t.Errorf("%s was restored with other bytes", name)
-		}
-	}
-}
-
 func s3RoundTripFile(stages string) string {
 	return s3Vars + `
 variable "streams" { default = 4 }
@@ -368,7 +298,7 @@ const s3FullStages = `
 // dir/out, which must then hold the same bytes.
 func (b *s3Bench) backupRestore(t *testing.T, dir, bucket, stages string, env ...string) {
 	t.Helper()
-	s3WriteFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile(stages)))
+	writeFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile(stages)))
 	if strings.Contains(stages, "encrypt") {
 		mustPipe(t, dir, nil, "keygen", "-o", "keys/backup", "--if-missing")
 	}
@@ -378,7 +308,7 @@ func (b *s3Bench) backupRestore(t *testing.T, dir, bucket, stages string, env ..
 	backup := time.Since(start)
 	mustPipe(t, dir, e, "run", "p.hcl", "--pipeline", "restore")
 	t.Logf("backup %s, restore %s", backup.Round(time.Millisecond), (time.Since(start) - backup).Round(time.Millisecond))
-	s3SameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
+	sameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
 	b.noUploads(t, bucket)
 }
 
@@ -389,10 +319,10 @@ func TestS3RoundTrip(t *testing.T) {
 
 	t.Run("sizes", func(t *testing.T) {
 		dir := t.TempDir()
-		s3WriteFile(t, filepath.Join(dir, "data/empty"), nil)
-		s3WriteFile(t, filepath.Join(dir, "data/part-plus-one"), s3Random(2, 5*s3MiB+1))
-		s3WriteFile(t, filepath.Join(dir, "data/one-part"), s3Random(3, 5*s3MiB))
-		s3WriteFile(t, filepath.Join(dir, "data/one-byte"), []byte{7})
+		writeFile(t, filepath.Join(dir, "data/empty"), nil)
+		writeFile(t, filepath.Join(dir, "data/part-plus-one"), randomBytes(2, 5*s3MiB+1))
+		writeFile(t, filepath.Join(dir, "data/one-part"), randomBytes(3, 5*s3MiB))
+		writeFile(t, filepath.Join(dir, "data/one-byte"), []byte{7})
 		b.backupRestore(t, dir, b.bucket(t, "sizes"), s3FullStages)
 
 		// Without stages the stored objects have exactly these sizes: an
@@ -436,9 +366,9 @@ func TestS3RoundTrip(t *testing.T) {
 		dir := t.TempDir()
 		r := rand.New(rand.NewPCG(5, 5))
 		for i := 0; i < 100; i++ {
-			s3WriteFile(t, filepath.Join(dir, fmt.Sprintf("data/d%d/file-%03d", i%7, i)), s3Random(uint64(100+i), r.IntN(400_000)))
+			writeFile(t, filepath.Join(dir, fmt.Sprintf("data/d%d/file-%03d", i%7, i)), randomBytes(uint64(100+i), r.IntN(400_000)))
 		}
-		s3WriteFile(t, filepath.Join(dir, "data/large"), s3Random(6, 12*s3MiB))
+		writeFile(t, filepath.Join(dir, "data/large"), randomBytes(6, 12*s3MiB))
 		b.backupRestore(t, dir, b.bucket(t, "many"), s3FullStages, "PIPE_VAR_streams=100", "PIPE_VAR_concurrency=2")
 	})
 }
@@ -537,9 +467,9 @@ func TestS3Faults(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			bucket := b.bucket(t, "fault-"+sc.name)
 			dir := t.TempDir()
-			s3WriteFile(t, filepath.Join(dir, "data/big"), s3Random(11, 24*s3MiB+123))
-			s3WriteFile(t, filepath.Join(dir, "data/small"), s3Random(12, 10_000))
-			s3WriteFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile("  compress {\n    level = 1\n  }\n  checksum {}\n")))
+			writeFile(t, filepath.Join(dir, "data/big"), randomBytes(11, 24*s3MiB+123))
+			writeFile(t, filepath.Join(dir, "data/small"), randomBytes(12, 10_000))
+			writeFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile("  compress {\n    level = 1\n  }\n  checksum {}\n")))
 			env := b.env(bucket, endpoint, sc.env...)
 			run := func(pipeline string, ph phase) (result, time.Duration) {
 				remove := s3AddToxics(t, px, ph.toxics)
@@ -589,7 +519,7 @@ func TestS3Faults(t *testing.T) {
 					t.Fatalf("restore failed after %s: %v\n%s", took, r.Err, r.Stderr)
 				}
 				t.Logf("restore: %s", took)
-				s3SameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
+				sameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
 			}
 			s3WaitNoUploads(t, b, bucket)
 		})
@@ -601,11 +531,11 @@ func TestS3Retention(t *testing.T) {
 	b := newS3Bench(t)
 	bucket := b.bucket(t, "retention")
 	dir := t.TempDir()
-	s3WriteFile(t, filepath.Join(dir, "data/a"), s3Random(1, 100_000))
-	s3WriteFile(t, filepath.Join(dir, "data/b/c"), s3Random(2, 6*s3MiB))
+	writeFile(t, filepath.Join(dir, "data/a"), randomBytes(1, 100_000))
+	writeFile(t, filepath.Join(dir, "data/b/c"), randomBytes(2, 6*s3MiB))
 	hcl := s3RoundTripFile("  compress {}\n  checksum {}\n")
 	hcl = strings.Replace(hcl, "path_style        = true\n", "path_style        = true\n    keep_last         = 2\n", 1)
-	s3WriteFile(t, filepath.Join(dir, "p.hcl"), []byte(hcl))
+	writeFile(t, filepath.Join(dir, "p.hcl"), []byte(hcl))
 	env := b.env(bucket, b.m.Endpoint)
 	var last result
 	for i := 0; i < 3; i++ {
@@ -627,7 +557,7 @@ func TestS3Retention(t *testing.T) {
 		}
 	}
 	mustPipe(t, dir, env, "run", "p.hcl", "--pipeline", "restore")
-	s3SameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
+	sameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
 }
 
 // Credentials never appear in pipe's output, plans or manifests; wrong
@@ -636,8 +566,8 @@ func TestS3Secrets(t *testing.T) {
 	b := newS3Bench(t)
 	bucket := b.bucket(t, "secrets")
 	dir := t.TempDir()
-	s3WriteFile(t, filepath.Join(dir, "data/a"), s3Random(1, 7*s3MiB))
-	s3WriteFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile(s3FullStages)))
+	writeFile(t, filepath.Join(dir, "data/a"), randomBytes(1, 7*s3MiB))
+	writeFile(t, filepath.Join(dir, "p.hcl"), []byte(s3RoundTripFile(s3FullStages)))
 	mustPipe(t, dir, nil, "keygen", "-o", "keys/backup")
 	env := b.env(bucket, b.m.Endpoint)
 	secret := b.m.Pass
@@ -659,7 +589,7 @@ func TestS3Secrets(t *testing.T) {
 	check("backup", mustPipe(t, dir, env, "run", "p.hcl", "--pipeline", "backup"))
 	check("backup --json", mustPipe(t, dir, env, "run", "p.hcl", "--pipeline", "backup", "--json"))
 	check("restore", mustPipe(t, dir, env, "run", "p.hcl", "--pipeline", "restore"))
-	s3SameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
+	sameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
 	keys := b.keys(t, bucket, "")
 	if len(keys) != 4 {
 		t.Errorf("objects: %v", keys)

@@ -266,13 +266,9 @@ func connect(ctx context.Context, c *config) (*client, sdk.Diagnostics) {
 		}
 	}
 
-	cl.tr = newTransport()
-	rt := http.RoundTripper(cl.tr)
-	if c.Timeout > 0 {
-		rt = &watchdog{base: rt, stall: c.Timeout}
-	}
+	cl.tr = newTransport(c.Timeout)
 	hc, err := httptransport.NewClient(&httptransport.Options{
-		BaseRoundTripper:      rt,
+		BaseRoundTripper:      cl.tr,
 		Credentials:           creds,
 		DisableAuthentication: creds == nil,
 		DisableTelemetry:      true,

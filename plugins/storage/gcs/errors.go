@@ -16,6 +16,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/bulkhttp"
 )
 
 // scrubber removes credentials from error text: the whole credentials
@@ -141,7 +142,7 @@ func (c *client) explain(op, key string, err error) error {
 func (c *client) describe(err error, key string) (why, hint string, sentinel error) {
 	var gerr *googleapi.Error
 	var aerr *auth.Error
-	var serr *stallError
+	var serr *bulkhttp.StallError
 	var nerr net.Error
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -221,11 +221,11 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		}
 		return r, err
 	}
-	return newRangeReader(ctx, open, rangeOptions{
+	return openRanges(ctx, open, rangeOptions{
 		size: a.Size, part: s.part, conc: s.conc, retries: s.c.retries,
 		crc: a.CRC32C, checkCRC: a.CRC32C != 0 || a.Size == 0,
 		explain: func(op string, err error) error { return s.c.explain(op, key, err) },
-	}), nil
+	})
 }
 
 // Close releases the connections.

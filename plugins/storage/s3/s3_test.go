@@ -78,37 +78,6 @@ func TestS3PlanPartSize(t *testing.T) {
 	}
 }
 
-func TestS3PlanRanges(t *testing.T) {
-	for _, tc := range []struct {
-		size, part int64
-		want       []byteRange
-	}{
-		{0, 10, nil},
-		{1, 10, []byteRange{{0, 1}}},
-		{10, 10, []byteRange{{0, 10}}},
-		{11, 10, []byteRange{{0, 10}, {10, 1}}},
-		{25, 10, []byteRange{{0, 10}, {10, 10}, {20, 5}}},
-	} {
-		got := planRanges(tc.size, tc.part)
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("planRanges(%d, %d) = %v, want %v", tc.size, tc.part, got, tc.want)
-		}
-	}
-	if h := (byteRange{10, 5}).header(); h != "bytes=10-14" {
-		t.Errorf("header = %q", h)
-	}
-	for v, want := range map[string]int64{"bytes 0-99/1000": 1000, "bytes 0-0/1": 1, "bytes */0": 0} {
-		if n, ok := parseContentRange(v); !ok || n != want {
-			t.Errorf("parseContentRange(%q) = %d %v", v, n, ok)
-		}
-	}
-	for _, v := range []string{"", "0-99/1000", "bytes 0-99/*"} {
-		if _, ok := parseContentRange(v); ok {
-			t.Errorf("parseContentRange(%q) accepted", v)
-		}
-	}
-}
-
 func TestS3SourceRoot(t *testing.T) {
 	for _, tc := range []struct{ prefix, key, root, name string }{
 		{"", "", "", ""},
@@ -619,82 +588,5 @@ func TestS3ReadCancelled(t *testing.T) {
 	rc.Close()
 	if time.Since(start) > 2*time.Second {
 		t.Fatalf("cancellation took %s", time.Since(start))
-	}
-}
-
-// A connection whose peer drains slowly is alive even while pipe itself
-// neither writes nor reads (the kernel's buffers are being sent); a peer
-// that stops reading is a stall.
-func TestS3StallConn(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	const total = 8 << 20
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var mode [1]byte
-				if _, err := io.ReadFull(c, mode[:]); err != nil || mode[0] == 's' {
-					time.Sleep(5 * time.Second) // stalled: reads nothing more
-					return
-				}
-				buf := make([]byte, 64<<10)
-				for got := 0; got < total; {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					got += n
-					time.Sleep(15 * time.Millisecond) // ~4 MB/s
-				}
-				c.Write([]byte("ok"))
-			}()
-		}
-	}()
-	dial := func(mode byte) *stallConn {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		sc := newStallConn(c, 300*time.Millisecond)
-		if sc.progress == nil {
-			t.Skip("this OS does not report TCP progress")
-		}
-		if _, err := sc.Write([]byte{mode}); err != nil {
-			t.Fatal(err)
-		}
-		return sc
-	}
-
-	slow := dial('d')
-	start := time.Now()
-	if n, err := slow.Write(make([]byte, total)); err != nil || n != total {
-		t.Fatalf("writing to a slow peer: %d, %v after %s", n, err, time.Since(start))
-	}
-	var ok [2]byte
-	if _, err := io.ReadFull(slow, ok[:]); err != nil || string(ok[:]) != "ok" {
-		t.Fatalf("waiting for a slow peer: %q, %v after %s", ok, err, time.Since(start))
-	}
-	if time.Since(start) < time.Second {
-		t.Fatalf("the peer drained %d bytes in %s: the test proves nothing", total, time.Since(start))
-	}
-
-	stalled := dial('s')
-	start = time.Now()
-	_, err = stalled.Write(make([]byte, total))
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("writing to a stalled peer: %v", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("the stall was noticed after %s", d)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package s3
+package bulkhttp
 
 import "net"
 

@@ -1,0 +1,407 @@
+package ranged
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fetch opens n bytes of the object from offset off, of the version the
+// first request read (If-Match on its ETag, its generation), so that an
+// object replaced during the read fails it instead of mixing versions. Its
+// errors are the store's, worded by Options.Explain.
+type Fetch func(ctx context.Context, off, n int64) (io.ReadCloser, error)
+
+// First makes the opening request, for the first n bytes of the object
+// (n is PartSize), and reports what it found. It is made with the
+// reader's context, so Close stops it and its body.
+type First func(ctx context.Context, n int64) (Start, error)
+
+// Start is the answer to the opening request.
+type Start struct {
+	// Size is the object's size, from the answer's Content-Range (0 for
+	// an empty object, which has no byte to start a range at).
+	Size int64
+	// Body, if not nil, holds the object's first min(n, Size) bytes, and
+	// the first part is read from it; nil has them fetched again.
+	Body io.ReadCloser
+	// Whole says that Body is the whole object: the store ignored the
+	// range. It is then read as it comes, in one request.
+	Whole bool
+}
+
+// Options say what to read and how. Fetch, PartSize and Concurrency are
+// required.
+type Options struct {
+	// Size is the object's size when it is known beforehand (from a
+	// listing); it is ignored when First is set.
+	Size int64
+	// First, if set, makes the opening request, which finds the size and
+	// the version Fetch pins the other ranges to.
+	First First
+	// Fetch requests one range.
+	Fetch Fetch
+	// PartSize is the size of a range, and of each buffer.
+	PartSize int64
+	// Concurrency is how many ranges are in flight (and buffers held).
+	Concurrency int
+	// Retries is how many times in a row a range is asked again without
+	// progress (an attempt that moved less than MinProgress bytes) before
+	// the read fails.
+	Retries int
+	// Retryable says whether a failed Fetch is worth repeating; nil
+	// repeats none (the store's client retried the request already). A
+	// body that breaks off is always resumed, within Retries.
+	Retryable func(error) bool
+	// Backoff is the pause before attempt number attempt (1, 2, …) of a
+	// range after one without progress; nil is Backoff(250ms, 8s).
+	Backoff func(attempt int) time.Duration
+	// Explain words an error of op on the object: op is "reading" or
+	// "reading bytes 0-99 of", and the result should name the object, say
+	// "reading bytes 0-99 of s3://bucket/key: …". nil wraps err with op.
+	Explain func(op string, err error) error
+}
+
+// MinProgress is what an attempt that broke off must have read for its
+// failure not to count against Retries: a connection that dies every few
+// bytes fails the read instead of crawling on forever.
+const MinProgress = 64 << 10
+
+// ErrClosed is the error of a Read after Close.
+var ErrClosed = errors.New("read after Close")
+
+func (o *Options) validate() error {
+	switch {
+	case o.Fetch == nil:
+		return errors.New("ranged: no Fetch")
+	case o.PartSize <= 0:
+		return fmt.Errorf("ranged: part size %d", o.PartSize)
+	case o.Concurrency < 1:
+		return fmt.Errorf("ranged: concurrency %d", o.Concurrency)
+	case o.Retries < 0:
+		return fmt.Errorf("ranged: retries %d", o.Retries)
+	case o.Size < 0:
+		return fmt.Errorf("ranged: size %d", o.Size)
+	}
+	if o.Backoff == nil {
+		o.Backoff = Backoff(250*time.Millisecond, 8*time.Second)
+	}
+	if o.Explain == nil {
+		o.Explain = func(op string, err error) error { return fmt.Errorf("%s the object: %w", op, err) }
+	}
+	return nil
+}
+
+// Backoff returns pauses that start at first and double up to max.
+func Backoff(first, max time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		d := first
+		for i := 1; i < attempt && d < max; i++ {
+			d *= 2
+		}
+		return min(d, max)
+	}
+}
+
+// Open reads an object as o says. Only the opening request (o.First) is
+// made before it returns; its error is returned worded by o.Explain.
+func Open(ctx context.Context, o Options) (io.ReadCloser, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	size := o.Size
+	var first io.ReadCloser
+	if o.First != nil {
+		s, err := o.First(ctx, o.PartSize)
+		if err != nil {
+			cancel()
+			return nil, o.Explain("reading", err)
+		}
+		if s.Whole {
+			if s.Body == nil {
+				cancel()
+				return nil, o.Explain("reading", errors.New("the store answered without a body"))
+			}
+			return &wholeReader{body: s.Body, cancel: cancel, explain: o.Explain}, nil
+		}
+		if s.Size < 0 {
+			cancel()
+			if s.Body != nil {
+				s.Body.Close()
+			}
+			return nil, o.Explain("reading", fmt.Errorf("the store reported a size of %d bytes", s.Size))
+		}
+		size, first = s.Size, s.Body
+	}
+	r := &Reader{ctx: ctx, cancel: cancel, o: o, size: size}
+	if size == 0 && first != nil {
+		first.Close()
+		first = nil
+	}
+	r.first = first
+	for range o.Concurrency {
+		r.start()
+	}
+	return r, nil
+}
+
+// Reader hands out the parts of an object in order while the ones after
+// the part being read download. Read is for one goroutine; Close may be
+// called from another one to stop a Read that waits.
+type Reader struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	o      Options
+	size   int64
+	first  io.ReadCloser // the first part's body, until that part starts
+
+	next  int64   // offset of the next part to start
+	queue []*part // parts started and not yet handed out, in order
+	cur   *part   // the part being read
+	off   int     // of cur, read so far
+	free  [][]byte
+	err   error // sticky: the error Read returned
+
+	mu     sync.Mutex // closed, and starting a part
+	closed bool
+	wg     sync.WaitGroup
+}
+
+type part struct {
+	off, n int64
+	buf    []byte
+	done   chan struct{}
+	err    error
+}
+
+// start requests the next part, if there is one, into a free buffer (a
+// new one while fewer than Concurrency exist).
+func (r *Reader) start() {
+	if r.next >= r.size {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	p := &part{off: r.next, n: min(r.o.PartSize, r.size-r.next), done: make(chan struct{})}
+	if k := len(r.free); k > 0 && int64(cap(r.free[k-1])) >= p.n {
+		p.buf, r.free = r.free[k-1][:p.n], r.free[:k-1]
+	} else {
+		p.buf = make([]byte, p.n)
+	}
+	r.next += p.n
+	r.queue = append(r.queue, p)
+	body := r.first
+	r.first = nil
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(p.done)
+		p.err = r.fetch(p, body)
+	}()
+}
+
+// fetch fills p.buf; body, if not nil, is the answer to its first request.
+func (r *Reader) fetch(p *part, body io.ReadCloser) error {
+	got := int64(0)
+	fails := 0
+	for {
+		var err error
+		k := 0
+		if body == nil {
+			body, err = r.o.Fetch(r.ctx, p.off+got, p.n-got)
+			if err != nil {
+				body = nil
+				if r.ctx.Err() == nil && (r.o.Retryable == nil || !r.o.Retryable(err)) {
+					return r.rangeError(p, got, fails+1, err)
+				}
+			}
+		}
+		if body != nil {
+			k, err = io.ReadFull(body, p.buf[got:])
+			got += int64(k)
+			if err == nil {
+				err = end(body, p.off+got)
+				if err != nil {
+					body.Close()
+					return r.rangeError(p, p.n, 1, err)
+				}
+			}
+			body.Close()
+			body = nil
+			if err == nil {
+				return nil
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // the body ended before the range did
+			}
+		}
+		if r.ctx.Err() != nil {
+			return r.o.Explain("reading", r.ctx.Err())
+		}
+		if k >= MinProgress {
+			fails = 0 // it moved on: go on from there at once
+			continue
+		}
+		fails++
+		if fails > r.o.Retries {
+			return r.rangeError(p, got, fails, err)
+		}
+		t := time.NewTimer(r.o.Backoff(fails))
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return r.o.Explain("reading", r.ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// rangeError is err in reading part p from byte got on, after attempts
+// attempts without progress.
+func (r *Reader) rangeError(p *part, got int64, attempts int, err error) error {
+	from, to := p.off+got, p.off+p.n-1
+	if got == p.n {
+		from = p.off
+	}
+	op := fmt.Sprintf("reading bytes %d-%d of", from, to)
+	if attempts > 1 {
+		op = fmt.Sprintf("reading bytes %d-%d (%d attempts) of", from, to, attempts)
+	}
+	return r.o.Explain(op, err)
+}
+
+// end reads past the bytes asked for. A store that sent more than that
+// ignored the range, and its bytes are not the range's; reading to the end
+// of a body also returns its connection to the pool. An error after every
+// byte arrived is of no consequence.
+func end(body io.Reader, at int64) error {
+	var b [512]byte
+	for range 3 {
+		n, err := body.Read(b[:])
+		if n > 0 {
+			return fmt.Errorf("the store sent more bytes than were asked for, from byte %d on: it ignored the range", at)
+		}
+		if err != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Read hands out the bytes of the object in order, waiting for the part
+// they are in.
+func (r *Reader) Read(b []byte) (int, error) {
+	if r.isClosed() {
+		return 0, r.o.Explain("reading", ErrClosed)
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := r.ctx.Err(); err != nil {
+		return 0, r.fail(r.o.Explain("reading", err))
+	}
+	for r.cur == nil || r.off == len(r.cur.buf) {
+		if r.cur != nil {
+			// This part is read: its buffer goes to the next one.
+			r.free = append(r.free, r.cur.buf)
+			r.cur = nil
+			r.start()
+		}
+		if len(r.queue) == 0 {
+			return 0, io.EOF
+		}
+		p := r.queue[0]
+		select {
+		case <-p.done:
+		case <-r.ctx.Done():
+			if r.isClosed() {
+				return 0, r.o.Explain("reading", ErrClosed)
+			}
+			return 0, r.fail(r.o.Explain("reading", r.ctx.Err()))
+		}
+		r.queue[0] = nil
+		r.queue = r.queue[1:]
+		if p.err != nil {
+			return 0, r.fail(p.err)
+		}
+		r.cur, r.off = p, 0
+	}
+	n := copy(b, r.cur.buf[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// fail makes err the answer to every Read from now on, and stops the
+// other parts.
+func (r *Reader) fail(err error) error {
+	r.err = err
+	r.cancel()
+	return err
+}
+
+func (r *Reader) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Close stops the requests in flight and waits for them to end.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	first := r.first
+	r.first = nil
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	if first != nil {
+		first.Close()
+	}
+	return nil
+}
+
+// wholeReader reads an object from a store that ignored the range: as one
+// request, as it comes.
+type wholeReader struct {
+	body    io.ReadCloser
+	cancel  context.CancelFunc
+	explain func(op string, err error) error
+}
+
+func (w *wholeReader) Read(b []byte) (int, error) {
+	n, err := w.body.Read(b)
+	if err != nil && err != io.EOF {
+		err = w.explain("reading", err)
+	}
+	return n, err
+}
+
+func (w *wholeReader) Close() error {
+	w.cancel()
+	return w.body.Close()
+}
+
+// TotalSize is the object's size in a Content-Range header ("bytes
+// 0-99/1000"), if the header holds one.
+func TotalSize(contentRange string) (int64, bool) {
+	v := strings.TrimSpace(contentRange)
+	i := strings.LastIndexByte(v, '/')
+	if !strings.HasPrefix(v, "bytes ") || i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[i+1:], 10, 64)
+	return n, err == nil && n >= 0
+}

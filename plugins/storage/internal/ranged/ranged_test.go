@@ -1,0 +1,545 @@
+package ranged
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// fakeObject serves ranges of data, failing, cutting or blocking on
+// request, and records what it was asked.
+type fakeObject struct {
+	data []byte
+
+	mu          sync.Mutex
+	requests    []string // "off-end"
+	inFlight    int
+	maxInFlight int
+	// fail: requests at these offsets fail this many more times, with
+	// err; or, when err is nil, their bodies break off after cut bytes
+	// (half the range when cut is 0).
+	fail  map[int64]int
+	err   error
+	cut   int
+	cutAt map[int64]int // cut for requests at an offset, instead of cut
+	block bool          // requests block until their context ends
+	extra int           // bytes sent beyond the range
+}
+
+func (f *fakeObject) fetch(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+	f.mu.Lock()
+	f.requests = append(f.requests, fmt.Sprintf("%d-%d", off, off+n-1))
+	left := f.fail[off]
+	if left > 0 {
+		f.fail[off] = left - 1
+	}
+	f.inFlight++
+	f.maxInFlight = max(f.maxInFlight, f.inFlight)
+	f.mu.Unlock()
+	done := func() {
+		f.mu.Lock()
+		f.inFlight--
+		f.mu.Unlock()
+	}
+	if f.block {
+		<-ctx.Done()
+		done()
+		return nil, ctx.Err()
+	}
+	if left > 0 {
+		if f.err != nil {
+			done()
+			return nil, f.err
+		}
+		cut := int64(f.cut)
+		if c, ok := f.cutAt[off]; ok {
+			cut = int64(c)
+		}
+		if cut == 0 {
+			cut = n / 2
+		}
+		return &fakeBody{r: bytes.NewReader(f.data[off : off+min(cut, n)]), done: done}, nil
+	}
+	end := min(off+n+int64(f.extra), int64(len(f.data)))
+	return &fakeBody{r: bytes.NewReader(f.data[off:end]), done: done}, nil
+}
+
+func (f *fakeObject) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.requests)
+}
+
+func (f *fakeObject) asked(want string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.requests {
+		if r == want {
+			return true
+		}
+	}
+	return false
+}
+
+type fakeBody struct {
+	r    io.Reader
+	done func()
+	once sync.Once
+}
+
+func (b *fakeBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *fakeBody) Close() error               { b.once.Do(b.done); return nil }
+
+func noPause(int) time.Duration { return 0 }
+
+// explain names the object, as the plugins' Explain does.
+func explain(op string, err error) error { return fmt.Errorf("%s mem://obj: %w", op, err) }
+
+func open(t *testing.T, f *fakeObject, o Options) io.ReadCloser {
+	t.Helper()
+	if o.Size == 0 && o.First == nil {
+		o.Size = int64(len(f.data))
+	}
+	o.Fetch = f.fetch
+	if o.Backoff == nil {
+		o.Backoff = noPause
+	}
+	if o.Explain == nil {
+		o.Explain = explain
+	}
+	r, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSizes(t *testing.T) {
+	const part = 1000
+	for _, size := range []int{0, 1, part - 1, part, part + 1, 10*part + 17} {
+		for _, conc := range []int{1, 3, 16} {
+			data := randomBytes(uint64(size), size)
+			f := &fakeObject{data: data}
+			r := open(t, f, Options{Size: int64(size), PartSize: part, Concurrency: conc})
+			got, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("size %d conc %d: %d bytes, %v", size, conc, len(got), err)
+			}
+			if want := (size + part - 1) / part; f.count() != want {
+				t.Errorf("size %d: %d ranges requested, want %d: %v", size, f.count(), want, f.requests)
+			}
+			if f.maxInFlight > conc {
+				t.Errorf("size %d: %d ranges in flight, concurrency is %d", size, f.maxInFlight, conc)
+			}
+		}
+	}
+}
+
+// The reader never holds more than Concurrency parts: with a consumer that
+// does not read, only Concurrency ranges are fetched, and each part read
+// lets one more start.
+func TestBoundedMemory(t *testing.T) {
+	const part, conc = 100, 4
+	data := randomBytes(1, 100*part)
+	f := &fakeObject{data: data}
+	r := open(t, f, Options{PartSize: part, Concurrency: conc})
+	defer r.Close()
+	time.Sleep(100 * time.Millisecond)
+	if n := f.count(); n != conc {
+		t.Fatalf("%d ranges fetched ahead of a consumer that reads nothing; want %d", n, conc)
+	}
+	buf := make([]byte, part) // one part consumed frees one buffer
+	if _, err := io.ReadFull(r, buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := f.count(); n != conc+1 {
+		t.Fatalf("%d ranges fetched after one part was consumed; want %d", n, conc+1)
+	}
+	// The buffers are reused, not allocated per part.
+	rr := r.(*Reader)
+	if len(rr.free) != 0 || len(rr.queue) != conc-1 {
+		t.Fatalf("%d free buffers and %d parts queued", len(rr.free), len(rr.queue))
+	}
+	for _, p := range rr.queue {
+		<-p.done
+	}
+	if cap(rr.queue[len(rr.queue)-1].buf) != part {
+		t.Fatal("a part got a buffer of another size")
+	}
+}
+
+// A range whose body breaks off is asked again for its missing bytes
+// only.
+func TestResumesFromTheMissingByte(t *testing.T) {
+	const part = 200 << 10
+	data := randomBytes(2, 3*part+5)
+	f := &fakeObject{data: data, fail: map[int64]int{0: 1, part: 1, 2 * part: 1}, cut: 100 << 10}
+	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 1})
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	for i := int64(0); i < 3; i++ {
+		want := fmt.Sprintf("%d-%d", i*part+100<<10, (i+1)*part-1)
+		if !f.asked(want) {
+			t.Errorf("no resumed request %s in %v", want, f.requests)
+		}
+	}
+	if f.count() != 7 {
+		t.Errorf("%d requests, want 7: %v", f.count(), f.requests)
+	}
+}
+
+// Retryable decides which failed requests are repeated; breaks are
+// resumed whatever it says.
+func TestRetries(t *testing.T) {
+	const part = 1000
+	data := randomBytes(3, 5*part+3)
+	errBusy := errors.New("503")
+	retryable := func(err error) bool { return errors.Is(err, errBusy) }
+	for name, f := range map[string]*fakeObject{
+		"short reads":   {data: data, fail: map[int64]int{0: 2, 3 * part: 1}},
+		"server 503":    {data: data, fail: map[int64]int{part: 3, 5 * part: 3}, err: errBusy},
+		"reset by peer": {data: data, fail: map[int64]int{2 * part: 1}, err: fmt.Errorf("read: connection reset by peer: %w", errBusy)},
+	} {
+		r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 3, Retryable: retryable})
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: %d bytes, %v", name, len(got), err)
+		}
+	}
+	// Without Retryable a failed request is final (the store's client
+	// retried it already).
+	f := &fakeObject{data: data, fail: map[int64]int{part: 1}, err: errBusy}
+	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 3})
+	defer r.Close()
+	if _, err := io.ReadAll(r); !errors.Is(err, errBusy) || !strings.Contains(err.Error(), "reading bytes 1000-1999 of mem://obj") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestGivesUp(t *testing.T) {
+	const part = 1000
+	data := randomBytes(4, 3*part)
+	errBusy := errors.New("503")
+	f := &fakeObject{data: data, fail: map[int64]int{part: 100}, err: errBusy}
+	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 2, Retryable: func(error) bool { return true }})
+	_, err := io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, errBusy) || !strings.Contains(err.Error(), "reading bytes 1000-1999 (3 attempts) of mem://obj") {
+		t.Fatalf("err = %v", err)
+	}
+	if f.fail[part] != 100-3 {
+		t.Fatalf("the range was tried %d times, want 3", 100-f.fail[part])
+	}
+
+	// A body that breaks off every few bytes gives up too; the error
+	// names the bytes still missing.
+	f = &fakeObject{data: data, fail: map[int64]int{part: 100, part + 10: 100, part + 20: 100}, cut: 10}
+	r = open(t, f, Options{PartSize: part, Concurrency: 1, Retries: 2})
+	_, err = io.ReadAll(r)
+	r.Close()
+	if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "reading bytes 1030-1999 (3 attempts) of mem://obj") {
+		t.Fatalf("err = %v", err)
+	}
+
+	// One that moves MinProgress bytes each time goes on to the end.
+	const big = 4 * MinProgress
+	data = randomBytes(5, 2*big)
+	f = &fakeObject{data: data, fail: map[int64]int{}, cut: MinProgress}
+	for off := int64(0); off < int64(len(data)); off += MinProgress {
+		f.fail[off] = 1
+	}
+	r = open(t, f, Options{PartSize: big, Concurrency: 2, Retries: 0})
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("a range that broke off after %d bytes each time: %d bytes, %v", MinProgress, len(got), err)
+	}
+
+	// An attempt that moves MinProgress bytes starts the count anew.
+	f = &fakeObject{data: data, fail: map[int64]int{0: 1, 10: 1, 10 + MinProgress: 1}, cutAt: map[int64]int{0: 10, 10: MinProgress, 10 + MinProgress: 10}}
+	r = open(t, f, Options{PartSize: big, Concurrency: 1, Retries: 1})
+	got, err = io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("breaks without progress on both sides of one with: %d bytes, %v (requests %v)", len(got), err, f.requests)
+	}
+}
+
+// The backoff between attempts without progress doubles up to its
+// maximum, and a cancelled context cuts it short.
+func TestBackoff(t *testing.T) {
+	b := Backoff(100*time.Millisecond, 1*time.Second)
+	var got []time.Duration
+	for i := 1; i <= 6; i++ {
+		got = append(got, b(i))
+	}
+	if fmt.Sprint(got) != "[100ms 200ms 400ms 800ms 1s 1s]" {
+		t.Fatalf("backoff %v", got)
+	}
+	f := &fakeObject{data: randomBytes(6, 10), fail: map[int64]int{0: 100}, cut: 1}
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := Open(ctx, Options{Size: 10, Fetch: f.fetch, PartSize: 10, Concurrency: 1, Retries: 5, Explain: explain,
+		Backoff: func(int) time.Duration { return time.Hour }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := r.Read(make([]byte, 10)); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("%v after %s", err, time.Since(start))
+	}
+	r.Close()
+}
+
+func TestCancel(t *testing.T) {
+	data := randomBytes(7, 10_000)
+	// Cancelling the context stops blocked reads at once.
+	f := &fakeObject{data: data, block: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := Open(ctx, Options{Size: int64(len(data)), Fetch: f.fetch, PartSize: 1000, Concurrency: 4, Explain: explain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "reading mem://obj") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Read went on after the context was cancelled")
+	}
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close hangs")
+	}
+	if f.inFlight != 0 {
+		t.Fatalf("%d ranges still in flight after Close", f.inFlight)
+	}
+
+	// Close from another goroutine ends a Read that waits, and stops the
+	// fetches, with none left behind.
+	f = &fakeObject{data: data, block: true}
+	r = open(t, f, Options{PartSize: 1000, Concurrency: 4})
+	done = make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	r.Close()
+	if f.inFlight != 0 {
+		t.Fatalf("%d ranges in flight after Close", f.inFlight)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("a Read that waited during Close: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Read went on after Close")
+	}
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Read after Close: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failed part fails the read (after the parts before it were handed
+// out), stops the others, and every Read after says the same.
+func TestFailureIsFinal(t *testing.T) {
+	const part = 1000
+	data := randomBytes(8, 20*part)
+	errGone := errors.New("gone")
+	f := &fakeObject{data: data, fail: map[int64]int{3 * part: 1}, err: errGone}
+	r := open(t, f, Options{PartSize: part, Concurrency: 4})
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if !errors.Is(err, errGone) || !bytes.Equal(got, data[:3*part]) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if _, err2 := r.Read(make([]byte, 1)); err2 != err {
+		t.Fatalf("then %v", err2)
+	}
+	if n := f.count(); n > 3+4 {
+		t.Fatalf("%d ranges requested after the failure", n)
+	}
+}
+
+// The opening request's body is the first part's; other ranges are
+// fetched (with what First found, here a version).
+func TestFirst(t *testing.T) {
+	const part = 1000
+	data := randomBytes(9, 3*part+1)
+	f := &fakeObject{data: data}
+	version := ""
+	o := Options{PartSize: part, Concurrency: 2, Explain: explain, Backoff: noPause,
+		First: func(ctx context.Context, n int64) (Start, error) {
+			version = "v1"
+			return Start{Size: int64(len(data)), Body: io.NopCloser(bytes.NewReader(data[:n]))}, nil
+		},
+		Fetch: func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+			if version != "v1" {
+				return nil, errors.New("not pinned")
+			}
+			return f.fetch(ctx, off, n)
+		}}
+	r, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if f.asked("0-999") || f.count() != 3 {
+		t.Fatalf("requests %v", f.requests)
+	}
+
+	// A first answer without the first part's bytes has them fetched.
+	f = &fakeObject{data: data}
+	o.First = func(ctx context.Context, n int64) (Start, error) { return Start{Size: int64(len(data))}, nil }
+	o.Fetch = f.fetch
+	r, _ = Open(context.Background(), o)
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) || !f.asked("0-999") {
+		t.Fatalf("%d bytes, %v, requests %v", len(got), err, f.requests)
+	}
+	r.Close()
+
+	// An empty object: nothing more is asked.
+	f = &fakeObject{}
+	o.Fetch = f.fetch
+	o.First = func(ctx context.Context, n int64) (Start, error) { return Start{}, nil }
+	r, _ = Open(context.Background(), o)
+	if got, err := io.ReadAll(r); err != nil || len(got) != 0 || f.count() != 0 {
+		t.Fatalf("%q, %v, requests %v", got, err, f.requests)
+	}
+	r.Close()
+
+	// A store that ignored the range sends the whole object: it is read
+	// as it comes.
+	o.First = func(ctx context.Context, n int64) (Start, error) {
+		return Start{Body: io.NopCloser(bytes.NewReader(data)), Whole: true}, nil
+	}
+	r, _ = Open(context.Background(), o)
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, data) || f.count() != 0 {
+		t.Fatalf("%d bytes, %v, requests %v", len(got), err, f.requests)
+	}
+	r.Close()
+
+	// The opening request's error is worded, and nothing else is asked.
+	o.First = func(ctx context.Context, n int64) (Start, error) { return Start{}, errors.New("no such object") }
+	if _, err := Open(context.Background(), o); err == nil || err.Error() != "reading mem://obj: no such object" {
+		t.Fatalf("err = %v", err)
+	}
+
+	// Close stops the opening request's body too.
+	blocked := make(chan struct{})
+	o.First = func(ctx context.Context, n int64) (Start, error) {
+		return Start{Size: int64(len(data)), Body: &ctxBody{ctx: ctx, blocked: blocked}}, nil
+	}
+	o.Fetch = (&fakeObject{data: data, block: true}).fetch
+	r, _ = Open(context.Background(), o)
+	<-blocked
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close hangs on the opening request's body")
+	}
+}
+
+// ctxBody blocks until its request's context ends, as an HTTP body does.
+type ctxBody struct {
+	ctx     context.Context
+	blocked chan struct{}
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	close(b.blocked)
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+func (b *ctxBody) Close() error { return nil }
+
+// A store that sends more than the range asked for (it ignored the range)
+// fails the read instead of handing on other bytes.
+func TestLongerBody(t *testing.T) {
+	data := randomBytes(10, 5000)
+	f := &fakeObject{data: data, extra: 1}
+	r := open(t, f, Options{PartSize: 1000, Concurrency: 1, Retries: 3})
+	defer r.Close()
+	got, err := io.ReadAll(r)
+	if err == nil || !strings.Contains(err.Error(), "reading bytes 0-999 of mem://obj: the store sent more bytes than were asked for") || len(got) != 0 {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if f.count() > 1 {
+		t.Fatalf("requests %v: it was retried", f.requests)
+	}
+}
+
+func TestTotalSize(t *testing.T) {
+	for v, want := range map[string]int64{"bytes 0-99/1000": 1000, "bytes 0-0/1": 1, "bytes */0": 0, " bytes 0-1023/4096 ": 4096} {
+		if n, ok := TotalSize(v); !ok || n != want {
+			t.Errorf("TotalSize(%q) = %d %v", v, n, ok)
+		}
+	}
+	for _, v := range []string{"", "0-99/1000", "bytes 0-99/*", "bytes 0-99/-1"} {
+		if _, ok := TotalSize(v); ok {
+			t.Errorf("TotalSize(%q) accepted", v)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	fetch := (&fakeObject{}).fetch
+	for _, o := range []Options{
+		{PartSize: 10, Concurrency: 1},
+		{Fetch: fetch, Concurrency: 1},
+		{Fetch: fetch, PartSize: 10},
+		{Fetch: fetch, PartSize: 10, Concurrency: 1, Retries: -1},
+		{Fetch: fetch, PartSize: 10, Concurrency: 1, Size: -1},
+	} {
+		if _, err := Open(context.Background(), o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
