@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,10 @@ const (
 	minioUser   = "benchadmin"
 	minioSecret = "bench-secret-key-42"
 	s3Bucket    = "bench"
+	// mcAlias names the MinIO server for mc (MC_HOST_<alias>). mc reads a
+	// path whose first part is an alias as remote, so it must not be a
+	// folder name the benchmark's paths start with ("bench/results/…").
+	mcAlias = "pipebenchminio"
 )
 
 // s3Result is the object-store part of the report.
@@ -64,17 +69,22 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	endpoint := "http://" + hostPort
 	res := &s3Result{size: b.s3Size}
-	mcEnv := []string{"MC_HOST_bench=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}
+	mcEnv := []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}
 	rcEnv := []string{"RCLONE_CONFIG_MINIO_TYPE=s3", "RCLONE_CONFIG_MINIO_PROVIDER=Minio", "RCLONE_CONFIG_MINIO_ACCESS_KEY_ID=" + minioUser,
 		"RCLONE_CONFIG_MINIO_SECRET_ACCESS_KEY=" + minioSecret, "RCLONE_CONFIG_MINIO_ENDPOINT=" + endpoint, "RCLONE_CONFIG_MINIO_REGION=us-east-1",
 		"RCLONE_CONFIG=" + filepath.Join(b.work, "rclone.conf")}
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret}
-	if _, err := timeCommand(ctx, []string{tools.mc, "mb", "bench/" + s3Bucket}, mcEnv...); err != nil {
+	if _, err := timeCommand(ctx, []string{tools.mc, "mb", mcAlias + "/" + s3Bucket}, mcEnv...); err != nil {
 		return nil, err
 	}
 	res.mcVersion, res.rcVersion = moduleVersion(tools.mc), moduleVersion(tools.rclone)
 
 	data, err := ensureData(b.cfg.dataDir, b.s3Size, logf)
+	if err == nil {
+		// mc takes a relative path whose first part names an alias for
+		// a remote one.
+		data, err = filepath.Abs(data)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,19 +142,38 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	if err != nil {
 		return nil, err
 	}
-	up.pipe = &contender{label: fmt.Sprintf("pipe (%d MiB × %d)", res.best.partSize>>20, res.best.concurrency)}
-	up.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
+	// Each upload starts with its object deleted (untimed), and is checked
+	// afterwards by its size in the store: a tool that skipped the copy
+	// fails the benchmark instead of winning it.
+	uploaded := func(key string, run func(ctx context.Context) (measurement, error)) *contender {
+		c := &contender{
+			clean: func() {
+				timeCommand(ctx, []string{tools.mc, "rm", "--quiet", mcAlias + "/" + s3Bucket + "/" + key}, mcEnv...)
+			},
+			run: func(ctx context.Context, rep int) (measurement, error) {
+				m, err := run(ctx)
+				if err == nil {
+					err = storedSize(ctx, tools.mc, mcEnv, mcAlias+"/"+s3Bucket+"/"+key, b.s3Size)
+				}
+				return m, err
+			},
+		}
+		return c
+	}
+	up.pipe = uploaded("up/pipe", func(ctx context.Context) (measurement, error) {
 		r, err := runPipe(ctx, b.cfg.pipe, fBest, b.s3Size, pipeEnv...)
 		return r.measurement, err
-	}
-	up.refs = []*contender{
-		{label: "mc cp", target: 1.0, run: func(ctx context.Context, rep int) (measurement, error) {
-			return timeCommand(ctx, []string{tools.mc, "cp", "--quiet", data, "bench/" + s3Bucket + "/up/mc"}, mcEnv...)
-		}},
-		{label: "rclone copyto", target: 1.0, run: func(ctx context.Context, rep int) (measurement, error) {
-			return timeCommand(ctx, []string{tools.rclone, "copyto", data, "minio:" + s3Bucket + "/up/rclone"}, rcEnv...)
-		}},
-	}
+	})
+	up.pipe.label = fmt.Sprintf("pipe (%d MiB × %d)", res.best.partSize>>20, res.best.concurrency)
+	mcUp := uploaded("up/mc", func(ctx context.Context) (measurement, error) {
+		return timeCommand(ctx, []string{tools.mc, "cp", "--quiet", data, mcAlias + "/" + s3Bucket + "/up/mc"}, mcEnv...)
+	})
+	mcUp.label, mcUp.target = "mc cp", 1.0
+	rcUp := uploaded("up/rclone", func(ctx context.Context) (measurement, error) {
+		return timeCommand(ctx, []string{tools.rclone, "copyto", data, "minio:" + s3Bucket + "/up/rclone"}, rcEnv...)
+	})
+	rcUp.label, rcUp.target = "rclone copyto", 1.0
+	up.refs = []*contender{mcUp, rcUp}
 	if err := up.interleave(ctx, b.cfg.reps); err != nil {
 		return nil, err
 	}
@@ -176,7 +205,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	mcOut, rcOut := filepath.Join(b.work, "mc.down"), filepath.Join(b.work, "rclone.down")
 	down.refs = []*contender{
 		{label: "mc cp", target: 1.0, clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
-			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", "bench/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
+			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
 			if err == nil {
 				err = check(mcOut)
 			}
@@ -217,7 +246,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 			return nil, err
 		}
 		pw = append(pw, r.wall)
-		m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", wal, "bench/" + s3Bucket + "/wal/mc"}, mcEnv...)
+		m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", wal, mcAlias + "/" + s3Bucket + "/wal/mc"}, mcEnv...)
 		if err != nil {
 			return nil, err
 		}
@@ -277,4 +306,23 @@ func (r *s3Result) markdown(w func(string, ...any)) {
 		w("| %d MiB | %s | %s | %s |\n", k>>20, rate(r.size, parts[k][4]), rate(r.size, parts[k][8]), rate(r.size, parts[k][16]))
 	}
 	w("\nFastest: %d MiB parts × %d in flight.\n", r.best.partSize>>20, r.best.concurrency)
+}
+
+// storedSize checks that the object at path (alias/bucket/key) holds size
+// bytes, asking the store with mc.
+func storedSize(ctx context.Context, mc string, env []string, path string, size int64) error {
+	m, err := timeCommand(ctx, []string{mc, "stat", "--json", path}, env...)
+	if err != nil {
+		return fmt.Errorf("mc stat %s: %w", path, err)
+	}
+	var st struct {
+		Size int64 `json:"size"`
+	}
+	if err := json.Unmarshal(m.stdout, &st); err != nil {
+		return fmt.Errorf("mc stat %s: %w", path, err)
+	}
+	if st.Size != size {
+		return fmt.Errorf("%s holds %d bytes, want %d", path, st.Size, size)
+	}
+	return nil
 }

@@ -446,3 +446,20 @@ func (f failAfter) Stream(ctx context.Context, dst io.Writer, src io.Reader) err
 	}
 	return errors.New("bad data")
 }
+
+// The run's error is the first stream's, with the errors of other streams
+// that are not just the cancellation it caused (a commit whose outcome the
+// store could not tell must not go unsaid).
+func TestWithOthers(t *testing.T) {
+	first := fmt.Errorf("stream %q: %w", "a", errors.New("disk full"))
+	caused := fmt.Errorf("stream %q: sink: %w", "b", first) // context.Cause of the group
+	cancelled := fmt.Errorf("stream %q: %w", "c", context.Canceled)
+	lost := fmt.Errorf("stream %q: %w", "d", errors.New("the object may be stored nevertheless"))
+	err := withOthers(first, []error{first, caused, cancelled, lost})
+	if !errors.Is(err, first) || !errors.Is(err, lost) || strings.Contains(err.Error(), `stream "b"`) || strings.Contains(err.Error(), `stream "c"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := withOthers(first, []error{first, cancelled}); err != first {
+		t.Fatalf("err = %v, want the first error alone", err)
+	}
+}

@@ -151,13 +151,21 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.job.Parallel)
+	var (
+		mu     sync.Mutex
+		failed []error // every stream's error, in the order they came
+	)
 	for i := range r.job.Streams {
 		if gctx.Err() != nil {
 			break
 		}
 		g.Go(func() error {
 			if err := r.stream(gctx, i); err != nil {
-				return fmt.Errorf("stream %q: %w", r.job.Streams[i].Name, err)
+				err = fmt.Errorf("stream %q: %w", r.job.Streams[i].Name, err)
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+				return err
 			}
 			return nil
 		})
@@ -165,7 +173,7 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 	err = g.Wait()
 	r.stopWorkers()
 	if err != nil {
-		return err
+		return withOthers(err, failed)
 	}
 	for i, s := range r.job.Sinks {
 		if f, ok := s.Sink.(sdk.Flusher); ok {
@@ -179,6 +187,23 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 		return r.job.Finish(ctx, res)
 	}
 	return nil
+}
+
+// withOthers is the run's first error joined with the errors of other
+// streams that are more than the cancellation it caused: a commit whose
+// outcome the store could not tell, say, which must not go unsaid.
+func withOthers(first error, all []error) error {
+	out := []error{first}
+	for _, e := range all {
+		if e == first || errors.Is(e, first) || errors.Is(e, context.Canceled) {
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(out) == 1 {
+		return first
+	}
+	return errors.Join(out...)
 }
 
 func (r *Run) stopWorkers() {

@@ -165,6 +165,52 @@ func TestFailedCommitAborts(t *testing.T) {
 	}
 }
 
+// Errors of a stream or object that crosses the boundary through a pipe
+// (no file of its own) arrive as the plugin's: a stream that breaks off
+// fails instead of ending short, and a write the plugin refuses says why.
+func TestPipedErrors(t *testing.T) {
+	r := registry(t)
+	st, _ := r.Source("good")
+	src, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"size": int64(9 << 20)}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	rc, err := src.Open(context.Background(), "broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, rc)
+	if err == nil {
+		err = rc.Close()
+	} else {
+		rc.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "the connection broke off") || n != 3<<20 {
+		t.Fatalf("a stream that broke off after %d bytes: %v", n, err)
+	}
+
+	kt, _ := r.Sink("good")
+	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	w, err := snk.Create(context.Background(), sdk.Object{Key: "refuse-me", Stream: "s", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 64 && err == nil; i++ {
+		_, err = w.Write(chunk)
+	}
+	if err == nil {
+		err = w.Commit(context.Background())
+	}
+	w.Abort(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "the store refused the part") {
+		t.Fatalf("a refused write: %v", err)
+	}
+}
+
 func TestPluginFailures(t *testing.T) {
 	StartTimeout = 2 * time.Second
 	defer func() { StartTimeout = 10 * time.Second }()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -164,22 +165,39 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 }
 
 // fileReader reads a stream's file directly (see sdk.FileReader); the
-// plugin learns at Close whether it was read to the end.
+// plugin learns how reading ended, and says whether the stream ended well,
+// when the file ends or at Close.
 type fileReader struct {
 	*reader
-	f    *os.File
-	stop func() bool
-	eof  bool
+	f      *os.File
+	stop   func() bool
+	eof    bool
+	ended  bool
+	endErr error
+	lost   bool // the plugin did not answer FinishFile (it died)
 }
 
 func (r *fileReader) Read(p []byte) (int, error) {
+	if r.ended {
+		if r.endErr != nil {
+			return 0, r.endErr
+		}
+		return 0, io.EOF
+	}
 	if err := r.ctx.Err(); err != nil {
 		return 0, context.Cause(r.ctx)
 	}
 	n, err := r.f.Read(p)
 	switch {
 	case err == io.EOF:
+		// The file's end is the stream's only if the plugin says so. A
+		// plugin that died fails the read at once; what the stream
+		// reported at its end (a read that failed there, a command's
+		// exit status) is Close's answer, as for every stream.
 		r.eof = true
+		if eerr := r.end(); eerr != nil && r.lost {
+			return n, eerr
+		}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		err = context.Cause(r.ctx)
 	}
@@ -188,14 +206,24 @@ func (r *fileReader) Read(p []byte) (int, error) {
 
 // Close tells the plugin how reading ended, then returns what closing the
 // stream reported there (a command's exit status, say).
-func (r *fileReader) Close() error {
+func (r *fileReader) Close() error { return r.end() }
+
+// end closes the file, tells the plugin how reading ended and returns
+// what the stream's End reported; only the first call asks.
+func (r *fileReader) end() error {
+	if r.ended {
+		return r.endErr
+	}
+	r.ended = true
 	r.stop()
 	r.f.Close()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), callTimeout)
 	defer cancel()
 	if _, err := r.proc.rpc.FinishFile(ctx, &pb.FinishFile_Request{Token: r.file.GetToken(), Eof: r.eof}); err != nil && r.ctx.Err() == nil {
 		r.cancel()
-		return r.proc.wrap(ctx, err)
+		r.lost = true
+		r.endErr = r.proc.wrap(ctx, err)
+		return r.endErr
 	}
 	if r.ctx.Err() != nil {
 		r.cancel()
@@ -204,9 +232,11 @@ func (r *fileReader) Close() error {
 	// The End carries the close error.
 	if err := r.reader.awaitEnd(); err != nil {
 		r.cancel()
+		r.endErr = err
 		return err
 	}
-	return r.reader.Close()
+	r.endErr = r.reader.Close()
+	return r.endErr
 }
 
 // reader reads a stream from a plugin.
@@ -475,6 +505,13 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return written, context.Cause(w.ctx)
+			}
+			if errors.Is(err, syscall.EPIPE) {
+				// The plugin stopped reading: aborting the object tells
+				// why, when the plugin knows (an upload that failed).
+				if ferr := w.finish(false); ferr != nil {
+					return written, ferr
+				}
 			}
 			return written, fmt.Errorf("writing %s: %w", w.key, sdk.ExplainIO(err))
 		}

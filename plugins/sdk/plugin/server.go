@@ -264,14 +264,24 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	if err != nil {
 		return err
 	}
-	ctx := out.Context()
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
 	h := req.GetHandle()
 	rc, err := src.Open(ctx, req.GetName())
 	if err != nil {
 		return s.status(h, err)
 	}
-	if fr, ok := rc.(sdk.FileReader); ok && req.GetAcceptFd() && s.fds != nil {
-		return s.readFile(h, fr, out)
+	if req.GetAcceptFd() && s.fds != nil {
+		fr, ok := rc.(sdk.FileReader)
+		if !ok {
+			// No file: pipe reads the stream through a pipe instead.
+			if fr, err = pipeStream(rc, cancel); err == nil {
+				ok = true
+			}
+		}
+		if ok {
+			return s.readFile(h, fr, out)
+		}
 	}
 	buf := make([]byte, wire.MaxData)
 	for {
@@ -363,8 +373,20 @@ func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request)
 		return nil, s.status(h, err)
 	}
 	resp := &pb.CreateObject_Response{Token: s.tokens.Add(1)}
-	if fw, ok := w.(sdk.FileWriter); ok && req.GetAcceptFd() && s.fds != nil {
-		resp.File = s.fds.send(resp.Token, fw.File()) == nil
+	if req.GetAcceptFd() && s.fds != nil {
+		if fw, ok := w.(sdk.FileWriter); ok {
+			resp.File = s.fds.send(resp.Token, fw.File()) == nil
+		} else if po, pw, err := pipeObject(w); err == nil {
+			// No file: pipe writes the object through a pipe instead.
+			resp.File = s.fds.send(resp.Token, pw) == nil
+			pw.Close() // pipe holds the write end now
+			if resp.File {
+				go po.pump()
+				w = po
+			} else {
+				po.closeRead()
+			}
+		}
 	}
 	s.mu.Lock()
 	s.objects[resp.Token] = &pendingObject{w: w, handle: h, cancel: cancel, ctx: octx}

@@ -75,6 +75,11 @@ func (s *source) Streams(context.Context) ([]sdk.StreamInfo, error) {
 }
 
 func (s *source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if name == "broken" {
+		// Breaks off a third of the way, as a download whose retries ran
+		// out does.
+		return io.NopCloser(io.MultiReader(io.LimitReader(pattern{}, s.size/3), failing{})), nil
+	}
 	if name != "data" {
 		return nil, fmt.Errorf("%q: %w", name, sdk.ErrNotFound)
 	}
@@ -96,6 +101,10 @@ func (pattern) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errors.New("the connection broke off") }
 
 type crasher struct {
 	r     io.Reader
@@ -149,11 +158,15 @@ func (w *writer) Write(p []byte) (int, error) {
 			return 0, w.ctx.Err()
 		}
 	}
+	if strings.HasPrefix(w.key, "refuse-") && w.buf.Len() >= 3<<20 {
+		return 0, errors.New("the store refused the part")
+	}
 	return w.buf.Write(p)
 }
 
 // Commit stores the object; a key starting "lost-" is stored and then
-// reported as failed, as when a store's answer gets lost.
+// reported as failed, as when a store's answer gets lost. (Write refuses
+// more than 3 MiB to a key starting "refuse-".)
 func (w *writer) Commit(context.Context) error {
 	if err := os.WriteFile(filepath.Join(w.s.dir, w.key), w.buf.Bytes(), 0o600); err != nil {
 		return err
