@@ -67,22 +67,27 @@ func pipeStream(rc io.ReadCloser, cancel context.CancelFunc) (*pipedStream, erro
 func (p *pipedStream) pump() {
 	defer close(p.done)
 	defer p.w.Close()
-	buf := make([]byte, wire.MaxData)
-	for {
-		n, err := p.rc.Read(buf)
-		if n > 0 {
-			if _, werr := p.w.Write(buf[:n]); werr != nil {
-				return // pipe stopped reading (Done)
-			}
-		}
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			p.err = err
-			return
-		}
+	// A stream with WriteTo (a ranged download) writes its own buffers
+	// into the pipe; others are read through buf.
+	w := &pipeWriter{f: p.w}
+	if _, err := io.CopyBuffer(w, p.rc, make([]byte, wire.MaxData)); err != nil && w.err == nil {
+		p.err = err // reading failed; a failed write is pipe having stopped reading (Done)
 	}
+}
+
+// pipeWriter writes to a pipe and remembers whether writing failed. It
+// also hides the file's ReadFrom from io.Copy.
+type pipeWriter struct {
+	f   *os.File
+	err error
+}
+
+func (w *pipeWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
 }
 
 func (p *pipedStream) File() *os.File { return p.r }

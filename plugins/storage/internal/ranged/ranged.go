@@ -300,14 +300,48 @@ func end(body io.Reader, at int64) error {
 // Read hands out the bytes of the object in order, waiting for the part
 // they are in.
 func (r *Reader) Read(b []byte) (int, error) {
+	rest, err := r.unread()
+	if err != nil {
+		return 0, err
+	}
+	n := copy(b, rest)
+	r.off += n
+	return n, nil
+}
+
+// WriteTo hands the rest of the object to w part by part, straight from
+// the parts' buffers (io.Copy uses it: no copy through a buffer of its
+// own).
+func (r *Reader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		rest, err := r.unread()
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+		n, err := w.Write(rest)
+		r.off += n
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// unread returns the unread bytes of the current part, waiting for the
+// part when the one before was read to its end.
+func (r *Reader) unread() ([]byte, error) {
 	if r.isClosed() {
-		return 0, r.o.Explain("reading", ErrClosed)
+		return nil, r.o.Explain("reading", ErrClosed)
 	}
 	if r.err != nil {
-		return 0, r.err
+		return nil, r.err
 	}
 	if err := r.ctx.Err(); err != nil {
-		return 0, r.fail(r.o.Explain("reading", err))
+		return nil, r.fail(r.o.Explain("reading", err))
 	}
 	for r.cur == nil || r.off == len(r.cur.buf) {
 		if r.cur != nil {
@@ -317,27 +351,25 @@ func (r *Reader) Read(b []byte) (int, error) {
 			r.start()
 		}
 		if len(r.queue) == 0 {
-			return 0, io.EOF
+			return nil, io.EOF
 		}
 		p := r.queue[0]
 		select {
 		case <-p.done:
 		case <-r.ctx.Done():
 			if r.isClosed() {
-				return 0, r.o.Explain("reading", ErrClosed)
+				return nil, r.o.Explain("reading", ErrClosed)
 			}
-			return 0, r.fail(r.o.Explain("reading", r.ctx.Err()))
+			return nil, r.fail(r.o.Explain("reading", r.ctx.Err()))
 		}
 		r.queue[0] = nil
 		r.queue = r.queue[1:]
 		if p.err != nil {
-			return 0, r.fail(p.err)
+			return nil, r.fail(p.err)
 		}
 		r.cur, r.off = p, 0
 	}
-	n := copy(b, r.cur.buf[r.off:])
-	r.off += n
-	return n, nil
+	return r.cur.buf[r.off:], nil
 }
 
 // fail makes err the answer to every Read from now on, and stops the

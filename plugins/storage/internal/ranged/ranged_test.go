@@ -152,6 +152,45 @@ func TestSizes(t *testing.T) {
 	}
 }
 
+// WriteTo hands out the same bytes as Read, also after a partial Read, in
+// writes of whole parts.
+func TestWriteTo(t *testing.T) {
+	const part = 1000
+	data := randomBytes(9, 10*part+17)
+	f := &fakeObject{data: data}
+	r := open(t, f, Options{PartSize: part, Concurrency: 3})
+	defer r.Close()
+	head := make([]byte, 10)
+	if _, err := io.ReadFull(r, head); err != nil {
+		t.Fatal(err)
+	}
+	w := &countingWriter{}
+	n, err := r.(io.WriterTo).WriteTo(w)
+	if err != nil || n != int64(len(data)-10) || !bytes.Equal(append(head, w.buf.Bytes()...), data) {
+		t.Fatalf("WriteTo: %d bytes, %v", n, err)
+	}
+	if w.writes != 11 {
+		t.Errorf("%d writes, want 11 (the rest of the first part, then whole parts)", w.writes)
+	}
+	// A failed write is WriteTo's error.
+	r = open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 3})
+	defer r.Close()
+	if _, err := r.(io.WriterTo).WriteTo(failingWriter{}); err == nil || err.Error() != "full" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type countingWriter struct {
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) { w.writes++; return w.buf.Write(b) }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("full") }
+
 // The reader never holds more than Concurrency parts: with a consumer that
 // does not read, only Concurrency ranges are fetched, and each part read
 // lets one more start.
