@@ -318,7 +318,8 @@ func storedSize(ctx context.Context, mc string, env []string, path string, size 
 	var st struct {
 		Size int64 `json:"size"`
 	}
-	if err := json.Unmarshal(m.stdout, &st); err != nil {
+	// mc prints one JSON value per line; the first is the object's.
+	if err := json.NewDecoder(bytes.NewReader(m.stdout)).Decode(&st); err != nil {
 		return fmt.Errorf("mc stat %s: %w", path, err)
 	}
 	if st.Size != size {

@@ -63,10 +63,10 @@ var presets = []struct {
 		return Profile{ChunkSize: 1 * mib, Workers: 1, Streams: 1, Depth: 1, Levels: levels(3, 6, 1), PartSize: 8 * mib, Concurrency: 2}
 	}},
 	{"balanced", "half the CPUs, two streams; the default", func(h Host) Profile {
-		return Profile{ChunkSize: 4 * mib, Workers: max(1, h.CPUs/2), Streams: 2, Depth: 1, Levels: levels(3, 6, 1), PartSize: 16 * mib, Concurrency: 4}
+		return Profile{ChunkSize: 4 * mib, Workers: max(1, h.CPUs/2), Streams: 2, Depth: 1, Levels: levels(3, 6, 1), PartSize: 64 * mib, Concurrency: 4}
 	}},
 	{"performance", "every CPU, two streams, deeper queues", func(h Host) Profile {
-		return Profile{ChunkSize: 8 * mib, Workers: h.CPUs, Streams: 2, Depth: 2, Levels: levels(3, 6, 1), PartSize: 32 * mib, Concurrency: 8}
+		return Profile{ChunkSize: 8 * mib, Workers: h.CPUs, Streams: 2, Depth: 2, Levels: levels(3, 6, 1), PartSize: 64 * mib, Concurrency: 8}
 	}},
 	{"max-performance", "every CPU, a stream per CPU, large chunks", func(h Host) Profile {
 		return Profile{ChunkSize: 16 * mib, Workers: h.CPUs, Streams: max(2, h.CPUs), Depth: 2, Levels: levels(3, 6, 1), PartSize: 64 * mib, Concurrency: 16}

@@ -117,13 +117,13 @@ func (a *app) profilesCmd() *cobra.Command {
 				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": auto, "profiles": all})
 			}
 			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto picks %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), auto)
-			fmt.Fprintf(a.stdout, "%-16s %9s %8s %8s %6s  %-21s %9s %5s %s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "PART", "CONC", "")
+			fmt.Fprintf(a.stdout, "%-16s %9s %8s %8s %6s  %-21s %9s %5s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "PART", "CONC")
 			for _, p := range all {
 				mark := ""
 				if p.Name == auto {
-					mark = "← auto"
+					mark = " ← auto"
 				}
-				fmt.Fprintf(a.stdout, "%-16s %9s %8d %8d %6d  %-21s %9s %5d %s\n", p.Name, pipefile.FormatSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
+				fmt.Fprintf(a.stdout, "%-16s %9s %8d %8d %6d  %-21s %9s %5d%s\n", p.Name, pipefile.FormatSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
 					fmt.Sprintf("zstd %d gzip %d lz4 %d", p.Levels["zstd"], p.Levels["gzip"], p.Levels["lz4"]), pipefile.FormatSize(p.PartSize), p.Concurrency, mark)
 			}
 			fmt.Fprintln(a.stdout, "\nPART and CONC: part (block) size and parts in flight per object for object stores.")

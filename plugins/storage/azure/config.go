@@ -23,7 +23,7 @@ const (
 	kib = 1 << 10
 	mib = 1 << 20
 
-	defaultBlockSize    = 16 * mib
+	defaultBlockSize    = 64 * mib
 	defaultConcurrency  = 4
 	defaultSinglePut    = 16 * mib
 	defaultTimeout      = 60 * time.Second

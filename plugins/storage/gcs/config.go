@@ -27,7 +27,7 @@ const (
 
 	// defaultPartSize is the balanced profile's part size, for tools that
 	// configure the endpoint without a profile.
-	defaultPartSize    = 16 * mib
+	defaultPartSize    = 64 * mib
 	defaultConcurrency = 4
 	defaultTimeout     = 60 * time.Second
 	defaultRetries     = 5

@@ -34,7 +34,7 @@ const (
 	// minRangeSize is the smallest ranged GET a restore issues.
 	minRangeSize = 1 * mib
 
-	defaultPartSize    = 16 * mib // the balanced profile's
+	defaultPartSize    = 64 * mib // the balanced profile's
 	defaultConcurrency = 4
 	defaultBufferSize  = 256 * kib
 )

@@ -141,7 +141,7 @@ func TestS3Memory(t *testing.T) {
 		t.Errorf("source memory %d, want %d", got, want)
 	}
 	// Without settings: the defaults.
-	if got := (SinkType{}).Memory(sdk.NewConfig(nil), 1); got != 4*(16*mib+512*kib)+2*mib {
+	if got := (SinkType{}).Memory(sdk.NewConfig(nil), 1); got != 4*(64*mib+512*kib)+2*mib {
 		t.Errorf("default memory %d", got)
 	}
 }
