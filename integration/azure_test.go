@@ -535,8 +535,8 @@ pipeline "nightly" {
 		t.Errorf("plan:\n%s", plan.Stdout)
 	}
 	// The sink's blocks are in the budget: the profile's part size and
-	// concurrency (balanced: 16 MiB × 4) for each of its 2 streams.
-	if !regexp.MustCompile(`endpoints 128 MiB`).MatchString(plan.Stdout) {
+	// concurrency (balanced: 64 MiB × 4) for each of its 2 streams.
+	if !regexp.MustCompile(`endpoints 512 MiB`).MatchString(plan.Stdout) {
 		t.Errorf("the plan's budget leaves out the sink's blocks:\n%s", plan.Stdout)
 	}
 	var runs []string
