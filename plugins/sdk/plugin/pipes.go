@@ -123,6 +123,9 @@ func (p *pipedStream) Close() error {
 	return err
 }
 
+// errAborting marks a pump stopped by Abort.
+var errAborting = errors.New("the object is being aborted")
+
 // pipedObject writes an object through a pipe: pipe writes the write end,
 // and pump copies the read end into the endpoint's writer. Commit and
 // Abort follow sdk.FileWriter: pipe closes its end first.
@@ -130,8 +133,10 @@ type pipedObject struct {
 	w    sdk.ObjectWriter
 	r    *os.File
 	done chan struct{} // pump returned
-	err  error         // a failed Write, once done is closed
 	once sync.Once
+
+	mu  sync.Mutex
+	err error // a failed Write: set before the pipe is closed
 }
 
 var _ sdk.ObjectWriter = (*pipedObject)(nil)
@@ -157,7 +162,7 @@ func (o *pipedObject) pump() {
 		n, err := o.r.Read(buf)
 		if n > 0 {
 			if _, werr := o.w.Write(buf[:n]); werr != nil {
-				o.err = werr
+				o.fail(werr)
 				return
 			}
 		}
@@ -166,7 +171,7 @@ func (o *pipedObject) pump() {
 		}
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) { // closed by Abort
-				o.err = err
+				o.fail(err)
 			}
 			return
 		}
@@ -174,6 +179,21 @@ func (o *pipedObject) pump() {
 }
 
 func (o *pipedObject) closeRead() { o.once.Do(func() { o.r.Close() }) }
+
+// fail records why the pump stopped, unless Abort stopped it.
+func (o *pipedObject) fail(err error) {
+	o.mu.Lock()
+	if o.err == nil {
+		o.err = err
+	}
+	o.mu.Unlock()
+}
+
+func (o *pipedObject) failure() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
+}
 
 // Write is not called: pipe writes the file.
 func (o *pipedObject) Write(b []byte) (int, error) {
@@ -190,22 +210,20 @@ func (o *pipedObject) Commit(ctx context.Context) error {
 		<-o.done
 		return ctx.Err()
 	}
-	if o.err != nil {
-		return o.err
+	if err := o.failure(); err != nil {
+		return err
 	}
 	return o.w.Commit(ctx)
 }
 
 // Abort stops the pump (a Write blocked in the writer returns when the
 // writer aborts) and aborts the writer. When a failed Write had stopped
-// the pump already, that failure is the answer: it is why pipe aborts.
+// the pump already, that failure is the answer: it is why pipe aborts
+// (pipe's write to the closed pipe failed). It is read before the writer
+// aborts, whose own stop would fail the Write otherwise.
 func (o *pipedObject) Abort(ctx context.Context) error {
-	var failed error
-	select {
-	case <-o.done:
-		failed = o.err
-	default:
-	}
+	failed := o.failure()
+	o.fail(errAborting) // a Write the abort ends is no failure
 	o.closeRead()
 	err := o.w.Abort(ctx)
 	<-o.done

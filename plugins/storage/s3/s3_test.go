@@ -397,8 +397,13 @@ func TestS3UploadPartFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "uploading part 2 of s3://b/fails: access denied") {
 		t.Fatalf("err = %v", err)
 	}
-	w.Abort(context.Background())
+	// The failed part aborted the upload; a Write after that still says
+	// why (a writer fed through a pipe writes again after the failure).
 	waitFor(t, func() bool { return f.openUploads() == 0 }, "the failed upload to be aborted")
+	if _, werr := w.Write(make([]byte, 10)); werr == nil || !strings.Contains(werr.Error(), "uploading part 2 of s3://b/fails: access denied") {
+		t.Fatalf("a write after the failure: %v", werr)
+	}
+	w.Abort(context.Background())
 	if _, ok := f.object("fails"); ok {
 		t.Fatal("a failed object exists")
 	}

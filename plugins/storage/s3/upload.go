@@ -108,6 +108,12 @@ func (w *objectWriter) Write(p []byte) (int, error) {
 	w.lock.Lock()
 	defer w.lock.Unlock()
 	if w.state != writing {
+		w.mu.Lock()
+		failed := w.err
+		w.mu.Unlock()
+		if w.state == aborted && failed != nil {
+			return 0, failed // a part that failed aborted the upload: that is why
+		}
 		return 0, fmt.Errorf("%s: write after the object was %s", w.st.url(w.key), map[writerState]string{committed: "committed", aborted: "aborted"}[w.state])
 	}
 	if err := w.failure(); err != nil {
