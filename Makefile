@@ -39,7 +39,7 @@ fuzz:
 # The object-store scenario compares pipe with MinIO's client and rclone,
 # built once into $(TOOLS) (versions pinned here; `go install` of each).
 TOOLS       := bench/results/tools
-MC_VERSION  ?= latest
+MC_VERSION  ?= v0.0.0-20250313080218-cf909e1063a9
 RCLONE_VERSION ?= v1.76.0
 
 bench: build $(TOOLS)/mc $(TOOLS)/rclone

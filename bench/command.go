@@ -43,6 +43,17 @@ func timeCommands(ctx context.Context, cmds ...[]string) (measurement, error) {
 }
 
 func timeCommand(ctx context.Context, argv []string, env ...string) (measurement, error) {
+	return runCommand(ctx, argv, false, env...)
+}
+
+// timeCommandRSS is timeCommand that also follows the summed memory of the
+// process tree (treeRSS), sampling /proc every 20 ms: only the memory
+// benchmark pays for that.
+func timeCommandRSS(ctx context.Context, argv []string, env ...string) (measurement, error) {
+	return runCommand(ctx, argv, true, env...)
+}
+
+func runCommand(ctx context.Context, argv []string, sampleTree bool, env ...string) (measurement, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -55,10 +66,12 @@ func timeCommand(ctx context.Context, argv []string, env ...string) (measurement
 	start := time.Now()
 	err := cmd.Start()
 	var tree int64
-	if err == nil {
+	if err == nil && sampleTree {
 		s := sampleRSS(cmd.Process.Pid)
 		err = cmd.Wait()
 		tree = s.Peak()
+	} else if err == nil {
+		err = cmd.Wait()
 	}
 	m := measurement{wall: time.Since(start), stdout: stdout.Bytes(), treeRSS: tree}
 	if cmd.ProcessState != nil {

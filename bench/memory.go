@@ -60,7 +60,7 @@ func (b *bench) memoryScenario(ctx context.Context) (*memoryResult, error) {
 			return nil, fmt.Errorf("the budget depends on the input size: %d vs %d", budget, res.budget)
 		}
 		settle()
-		r, err := runPipe(ctx, b.cfg.pipe, file, n)
+		r, err := runPipeRSS(ctx, b.cfg.pipe, file, n)
 		if err != nil {
 			return nil, err
 		}

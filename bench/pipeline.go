@@ -78,7 +78,17 @@ type pipeRun struct {
 // runPipe runs `pipe run FILE --json --progress never` as a user would and
 // checks that the run succeeded and read want bytes (want < 0: any).
 func runPipe(ctx context.Context, pipe, file string, want int64, env ...string) (pipeRun, error) {
-	m, err := timeCommand(ctx, []string{pipe, "run", file, "--json", "--progress", "never"}, env...)
+	return runPipeWith(ctx, timeCommand, pipe, file, want, env...)
+}
+
+// runPipeRSS is runPipe that also follows the memory of pipe and its
+// plugin processes (treeRSS).
+func runPipeRSS(ctx context.Context, pipe, file string, want int64, env ...string) (pipeRun, error) {
+	return runPipeWith(ctx, timeCommandRSS, pipe, file, want, env...)
+}
+
+func runPipeWith(ctx context.Context, measure func(context.Context, []string, ...string) (measurement, error), pipe, file string, want int64, env ...string) (pipeRun, error) {
+	m, err := measure(ctx, []string{pipe, "run", file, "--json", "--progress", "never"}, env...)
 	r := pipeRun{measurement: m}
 	if err != nil {
 		return r, err

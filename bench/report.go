@@ -91,7 +91,11 @@ func (r *report) markdown() string {
 
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
-	for _, s := range r.scenarios {
+	all := r.scenarios
+	if r.s3 != nil {
+		all = append(all[:len(all):len(all)], r.s3.upload, r.s3.download)
+	}
+	for _, s := range all {
 		w("- %s:", s.name)
 		for i, l := range s.runOrder {
 			if i > 0 {

@@ -36,6 +36,7 @@ type s3Result struct {
 	sweep                []sweepPoint
 	best                 sweepPoint
 	walPipe, walMC       time.Duration
+	walInProcess         time.Duration // pipe with PIPE_BUILTINS=inprocess
 	walRuns              int
 	mcVersion, rcVersion string
 }
@@ -46,7 +47,7 @@ type sweepPoint struct {
 	wall        time.Duration
 }
 
-// s3Tools are the reference clients; tools.go builds them.
+// s3Tools are the reference clients; the Makefile builds them.
 type s3Tools struct{ mc, rclone string }
 
 func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error) {
@@ -136,8 +137,8 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 		}
 	}
 
-	// Upload: pipe (the best of the sweep and the profile default), mc, rclone.
-	up := &scenarioResult{name: "upload, one 2 GiB object", data: b.dataLabel2(b.s3Size), bytes: b.s3Size}
+	// Upload: pipe (the best of the sweep), mc, rclone.
+	up := &scenarioResult{name: "upload, one " + mib(b.s3Size) + " object", bytes: b.s3Size}
 	fBest, err := upload("upload_best", "up/pipe", res.best.partSize, res.best.concurrency)
 	if err != nil {
 		return nil, err
@@ -168,11 +169,11 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	mcUp := uploaded("up/mc", func(ctx context.Context) (measurement, error) {
 		return timeCommand(ctx, []string{tools.mc, "cp", "--quiet", data, mcAlias + "/" + s3Bucket + "/up/mc"}, mcEnv...)
 	})
-	mcUp.label, mcUp.target = "mc cp", 1.0
+	mcUp.label = "mc cp"
 	rcUp := uploaded("up/rclone", func(ctx context.Context) (measurement, error) {
 		return timeCommand(ctx, []string{tools.rclone, "copyto", data, "minio:" + s3Bucket + "/up/rclone"}, rcEnv...)
 	})
-	rcUp.label, rcUp.target = "rclone copyto", 1.0
+	rcUp.label = "rclone copyto"
 	up.refs = []*contender{mcUp, rcUp}
 	if err := up.interleave(ctx, b.cfg.reps); err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	res.upload = up
 
 	// Download the same object with each tool into a fresh file.
-	down := &scenarioResult{name: "download, one 2 GiB object", data: b.dataLabel2(b.s3Size), bytes: b.s3Size}
+	down := &scenarioResult{name: "download, one " + mib(b.s3Size) + " object", bytes: b.s3Size}
 	outDir := filepath.Join(b.work, "s3-down")
 	fDown, err := pipeFile("download", fmt.Sprintf("  source \"s3\" {\n%s    key               = \"up/pipe\"\n    part_size         = \"%dMiB\"\n    concurrency       = %d\n  }\n  sink \"fs\" {\n    path = %s\n  }\n",
 		s3Block(""), res.best.partSize>>20, res.best.concurrency, hclString(outDir+"/")))
@@ -191,33 +192,40 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 		_, err := checkSize(p, b.s3Size)
 		return err
 	}
-	down.pipe = &contender{label: "pipe", clean: func() { os.RemoveAll(outDir) }}
-	down.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, fDown, b.s3Size, pipeEnv...)
-		if err != nil {
-			return r.measurement, err
+	// pipe, and pipe with its endpoints in its own process (what the
+	// plugin boundary costs), into the same folder.
+	pipeDown := func(label string, env []string) *contender {
+		c := &contender{label: label, clean: func() { os.RemoveAll(outDir) }}
+		c.run = func(ctx context.Context, rep int) (measurement, error) {
+			r, err := runPipe(ctx, b.cfg.pipe, fDown, b.s3Size, env...)
+			if err != nil {
+				return r.measurement, err
+			}
+			if rep == 0 {
+				return r.measurement, sameFile(filepath.Join(outDir, "pipe"), data)
+			}
+			return r.measurement, check(filepath.Join(outDir, "pipe"))
 		}
-		if rep == 0 {
-			return r.measurement, sameFile(filepath.Join(outDir, "pipe"), data)
-		}
-		return r.measurement, check(filepath.Join(outDir, "pipe"))
+		return c
 	}
+	down.pipe = pipeDown("pipe", pipeEnv)
 	mcOut, rcOut := filepath.Join(b.work, "mc.down"), filepath.Join(b.work, "rclone.down")
 	down.refs = []*contender{
-		{label: "mc cp", target: 1.0, clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
+		{label: "mc cp", clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
 			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
 			if err == nil {
 				err = check(mcOut)
 			}
 			return m, err
 		}},
-		{label: "rclone copyto", target: 1.0, clean: func() { os.Remove(rcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
+		{label: "rclone copyto", clean: func() { os.Remove(rcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
 			m, err := timeCommand(ctx, []string{tools.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}, rcEnv...)
 			if err == nil {
 				err = check(rcOut)
 			}
 			return m, err
 		}},
+		pipeDown("pipe, endpoints in-process", append(pipeEnv[:len(pipeEnv):len(pipeEnv)], inProcess)),
 	}
 	err = down.interleave(ctx, b.cfg.reps)
 	os.RemoveAll(outDir)
@@ -238,7 +246,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	if err != nil {
 		return nil, err
 	}
-	var pw, mw []time.Duration
+	var pw, iw, mw []time.Duration
 	res.walRuns = 11
 	for i := 0; i < res.walRuns; i++ {
 		r, err := runPipe(ctx, b.cfg.pipe, fWal, 16<<20, pipeEnv...)
@@ -246,13 +254,17 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 			return nil, err
 		}
 		pw = append(pw, r.wall)
+		if r, err = runPipe(ctx, b.cfg.pipe, fWal, 16<<20, append(pipeEnv[:len(pipeEnv):len(pipeEnv)], inProcess)...); err != nil {
+			return nil, err
+		}
+		iw = append(iw, r.wall)
 		m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", wal, mcAlias + "/" + s3Bucket + "/wal/mc"}, mcEnv...)
 		if err != nil {
 			return nil, err
 		}
 		mw = append(mw, m.wall)
 	}
-	res.walPipe, res.walMC = median(pw), median(mw)
+	res.walPipe, res.walInProcess, res.walMC = median(pw), median(iw), median(mw)
 	return res, nil
 }
 
@@ -266,8 +278,6 @@ func moduleVersion(bin string) string {
 	}
 	return info.Main.Path + " " + info.Main.Version
 }
-
-func (b *bench) dataLabel2(n int64) string { return fmt.Sprintf("pg_dump text, %s", mb(n)) }
 
 // genBytes returns n bytes of the benchmark's text.
 func genBytes(n int) []byte {
@@ -291,6 +301,8 @@ func (r *s3Result) markdown(w func(string, ...any)) {
 	ratio := float64(r.walPipe) / float64(r.walMC)
 	w("| a 16 MiB WAL segment, whole process (median of %d) | %s | %s | | %.2f× of mc's wall time | ≤ 1.20× | %s |\n\n",
 		r.walRuns, r.walPipe.Round(time.Millisecond), r.walMC.Round(time.Millisecond), ratio, yesNo(ratio <= 1.2))
+	w("pipe with its endpoints in its own process (`PIPE_BUILTINS=inprocess`, no plugin process): download %s, WAL segment %s. The difference is what the plugin boundary costs.\n\n",
+		rate(r.download.bytes, median(r.download.refs[2].times)), r.walInProcess.Round(time.Millisecond))
 	w("Part size × concurrency sweep (upload of the same object, one run each):\n\n| part size | 4 | 8 | 16 |\n|---|---|---|---|\n")
 	parts := map[int64]map[int]time.Duration{}
 	var keys []int64

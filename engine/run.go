@@ -195,7 +195,7 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 func withOthers(first error, all []error) error {
 	out := []error{first}
 	for _, e := range all {
-		if e == first || errors.Is(e, first) || errors.Is(e, context.Canceled) {
+		if errors.Is(e, first) || errors.Is(e, context.Canceled) {
 			continue
 		}
 		out = append(out, e)

@@ -300,7 +300,7 @@ func azureEnvVars(env *azureEnv, url, bucket string) []string {
 	return []string{"PIPE_VAR_account_key=" + azurite.AccountKey, "PIPE_VAR_account_url=" + url, "PIPE_VAR_bucket=" + bucket}
 }
 
-// azureSink renders a sink block; extra is more attributes.
+// azureBlock renders a source or sink block (kind); extra is more attributes.
 func azureBlock(kind, extra string) string {
 	return fmt.Sprintf(`  %s "azure" {
     bucket      = var.bucket

@@ -111,8 +111,6 @@ func (g *gcsServer) list(t *testing.T, bucket, prefix string) []string {
 	return out
 }
 
-// gcsConfig is a full configuration (every default, as the host sends
-// them) with vals on top.
 // gcsValues are vals with the schema's defaults for what vals leaves out.
 func gcsValues(s sdk.Schema, vals map[string]any) map[string]any {
 	m := map[string]any{}
@@ -250,12 +248,7 @@ func gcsNewRig(t *testing.T, g *gcsServer, bucket string) *gcsRig {
 func (r *gcsRig) file(t *testing.T, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(r.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, p, data)
 	return p
 }
 

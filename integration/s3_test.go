@@ -346,19 +346,7 @@ func TestS3RoundTrip(t *testing.T) {
 
 	t.Run("1GiB", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Create(filepath.Join(dir, "data", "big"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.CopyN(f, rand.NewChaCha8([32]byte{4}), 1<<30); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		randomFile(t, filepath.Join(dir, "data", "big"), 1<<30, 4)
 		b.backupRestore(t, dir, b.bucket(t, "big"), s3FullStages, "PIPE_VAR_part_size=16MiB", "PIPE_VAR_concurrency=4")
 	})
 

@@ -60,7 +60,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	fmt.Fprintf(w, "pipeline %q\n", p.Name)
 	fmt.Fprintf(w, "  profile     %s (%s) on %d CPUs: chunk_size %s, %s, %s, queue depth %d\n",
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
-		cpus, size(int64(p.Profile.ChunkSize)), plural(p.Profile.Workers, "worker"), plural(p.Profile.Streams, "stream"), p.Profile.Depth)
+		cpus, size(int64(p.Profile.ChunkSize)), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
 	fmt.Fprintf(w, "  settings    chunk_size %s, streams %d, buffers %d\n", size(int64(p.ChunkSize)), p.Streams, p.Layout.Buffers)
 	fmt.Fprintf(w, "  source %-5s %s\n", p.Source.Type, endpointAttrs(p.Source, p.FromProfile[p.Source]))
 	for _, s := range p.Stages {
@@ -74,7 +74,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		if k.KeepLast > 0 || k.KeepWithin > 0 {
 			var keep []string
 			if k.KeepLast > 0 {
-				keep = append(keep, fmt.Sprintf("the last %s", plural(k.KeepLast, "run")))
+				keep = append(keep, fmt.Sprintf("the last %s", Plural(k.KeepLast, "run")))
 			}
 			if k.KeepWithin > 0 {
 				keep = append(keep, "runs of the last "+k.KeepWithin.String())
@@ -93,8 +93,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	fmt.Fprintf(w, " = %s\n", size(p.Layout.Chunks))
 	plugins := ""
 	if n := len(p.Processes()); n > 0 {
-		plugins = fmt.Sprintf(" + %s for %s", size(int64(n)*PluginMemory), plural(n, "plugin process"))
-		plugins = strings.Replace(plugins, "processs", "processes", 1)
+		plugins = fmt.Sprintf(" + %s for %s", size(int64(n)*PluginMemory), Plural(n, "plugin process"))
 	}
 	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + endpoints %s + runtime %s%s), whatever the input size\n",
 		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.EndpointMemory), size(RuntimeMemory), plugins)
@@ -146,20 +145,20 @@ func (s *Stage) describe() string {
 		if s.Codec == "none" {
 			return "none (data stored as is)"
 		}
-		return fmt.Sprintf("%s level %d%s, %s%s, frames of %s", s.Codec, s.Level, src("level"), plural(s.Workers, "worker"), src("workers"), size(int64(s.ChunkSize)))
+		return fmt.Sprintf("%s level %d%s, %s%s, frames of %s", s.Codec, s.Level, src("level"), Plural(s.Workers, "worker"), src("workers"), size(int64(s.ChunkSize)))
 	case "decompress":
 		codec := s.Codec
 		if codec == "auto" {
 			codec = "codec from the manifest or the file extension"
 		}
-		return fmt.Sprintf("%s, %s%s", codec, plural(s.Workers, "worker"), src("workers"))
+		return fmt.Sprintf("%s, %s%s", codec, Plural(s.Workers, "worker"), src("workers"))
 	case "encrypt", "decrypt":
 		if len(s.Keys.Fingerprints) == 0 {
 			return "age, keys known at run time"
 		}
-		what := plural(len(s.Keys.Fingerprints), "recipient")
+		what := Plural(len(s.Keys.Fingerprints), "recipient")
 		if s.Type == "decrypt" {
-			what = plural(len(s.Keys.Fingerprints), "identity")
+			what = Plural(len(s.Keys.Fingerprints), "identity")
 		}
 		return fmt.Sprintf("age, %s (%s)", what, strings.Join(s.Keys.Fingerprints, ", "))
 	case "checksum":
@@ -293,12 +292,16 @@ func endpointJSON(e *pipefile.Endpoint) EndpointJSON {
 	return ej
 }
 
-func plural(n int, word string) string {
-	if n == 1 {
+// Plural is n and word, in the plural unless n is 1 ("2 identities",
+// "3 plugin processes").
+func Plural(n int, word string) string {
+	switch {
+	case n == 1:
 		return fmt.Sprintf("%d %s", n, word)
-	}
-	if strings.HasSuffix(word, "y") {
+	case strings.HasSuffix(word, "y"):
 		return fmt.Sprintf("%d %sies", n, word[:len(word)-1])
+	case strings.HasSuffix(word, "s"):
+		return fmt.Sprintf("%d %ses", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -119,13 +119,6 @@ func (a *app) printSummary(s runSummary) {
 			continue // printed as a warning
 		}
 		fmt.Fprintf(a.stderr, "  %-14s sink %s: kept %s, deleted %s and %d leftover object(s) of failed runs\n", "retention", r.Sink,
-			plural(len(r.Kept), "run"), plural(len(r.DeletedRuns), "run"), r.Garbage)
+			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
 	}
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, word)
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }

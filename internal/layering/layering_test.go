@@ -56,7 +56,11 @@ func TestImportRules(t *testing.T) {
 	// interfaces themselves depend on nothing at all.
 	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command", "plugins/internal", "plugins/sdk/plugin")
 	forbid(t, "plugins/sdk/plugin", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command")
-	if out, _ := exec.Command("go", "list", "-deps", mod+"plugins/sdk").Output(); strings.Contains(string(out), "google.golang.org/grpc") {
+	out, err := exec.Command("go", "list", "-deps", mod+"plugins/sdk").Output()
+	if err != nil {
+		t.Fatalf("go list -deps plugins/sdk: %v", err)
+	}
+	if strings.Contains(string(out), "google.golang.org/grpc") {
 		t.Error("plugins/sdk imports gRPC; only plugins/sdk/plugin should")
 	}
 	for _, st := range packages(t, "stages/...") {

@@ -76,7 +76,7 @@ func (p *process) start() (pb.PluginClient, error) {
 		if cmd.Env == nil {
 			cmd.Env = os.Environ()
 		}
-		cmd.Env = append(cmd.Env, fmt.Sprintf("PIPE_PLUGIN_FDS=%d", 2+len(cmd.ExtraFiles)))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.FDEnv, 2+len(cmd.ExtraFiles)))
 		p.fds = fds
 		defer child.Close() // the plugin has its own copy once started
 	}

@@ -239,13 +239,8 @@ func (r *Registry) Memory(kind, typ string, cfg sdk.Config, streams int) int64 {
 			t, _ = r.Source(typ)
 		}
 	}
-	switch m := t.(type) {
-	case sdk.MemoryEstimator:
+	if m, ok := t.(sdk.MemoryEstimator); ok { // remote types too: they ask their plugin
 		return m.Memory(cfg, streams)
-	case *remoteSourceType:
-		return m.remoteType.Memory(cfg, streams)
-	case *remoteSinkType:
-		return m.remoteType.Memory(cfg, streams)
 	}
 	return 0
 }

@@ -215,27 +215,23 @@ func (r *fileReader) end() error {
 		return r.endErr
 	}
 	r.ended = true
+	defer r.cancel() // the call ends with the stream, however it went
 	r.stop()
 	r.f.Close()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), callTimeout)
 	defer cancel()
 	if _, err := r.proc.rpc.FinishFile(ctx, &pb.FinishFile_Request{Token: r.file.GetToken(), Eof: r.eof}); err != nil && r.ctx.Err() == nil {
-		r.cancel()
 		r.lost = true
 		r.endErr = r.proc.wrap(ctx, err)
 		return r.endErr
 	}
 	if r.ctx.Err() != nil {
-		r.cancel()
 		return nil
 	}
 	// The End carries the close error.
-	if err := r.reader.awaitEnd(); err != nil {
-		r.cancel()
-		r.endErr = err
-		return err
+	if r.endErr = r.reader.awaitEnd(); r.endErr == nil {
+		r.endErr = r.reader.Close()
 	}
-	r.endErr = r.reader.Close()
 	return r.endErr
 }
 

@@ -35,6 +35,10 @@ var Handshake = goplugin.HandshakeConfig{
 // PluginName is the key of the endpoint service in go-plugin's plugin set.
 const PluginName = "endpoints"
 
+// FDEnv names the environment variable that tells a plugin the number of
+// its inherited descriptor of the Unix socket files are handed over on.
+const FDEnv = "PIPE_PLUGIN_FDS"
+
 // MaxData is the most data bytes one message carries; larger writes and
 // reads are split. It keeps messages far below gRPC's limits.
 const MaxData = 1 << 20

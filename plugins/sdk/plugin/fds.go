@@ -8,11 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-)
 
-// fdEnv names the inherited descriptor of the socket files are handed over
-// on; pipe sets it when it starts the plugin.
-const fdEnv = "PIPE_PLUGIN_FDS"
+	"github.com/pipebackup/pipe/plugins/internal/wire"
+)
 
 // fdChannel sends file descriptors to pipe: one message per file, its
 // 8-byte token as the payload, the descriptor as SCM_RIGHTS.
@@ -23,7 +21,7 @@ type fdChannel struct {
 
 // openFDChannel returns the channel pipe passed, or nil without one.
 func openFDChannel() *fdChannel {
-	n, err := strconv.Atoi(os.Getenv(fdEnv))
+	n, err := strconv.Atoi(os.Getenv(wire.FDEnv))
 	if err != nil || n < 3 {
 		return nil
 	}

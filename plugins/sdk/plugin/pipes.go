@@ -115,7 +115,6 @@ func (p *pipedStream) Close() error {
 		p.Done(false)
 	}
 	<-p.done // after Done(true) the pump has ended, or is about to
-	p.once.Do(func() { p.r.Close() })
 	err := p.rc.Close()
 	if p.err != nil && !p.gaveUp {
 		return p.err

@@ -42,7 +42,6 @@ type pendingObject struct {
 	w      sdk.ObjectWriter
 	handle uint64
 	cancel context.CancelFunc
-	ctx    context.Context
 }
 
 // secretValues returns the values of the secret attributes of cfg, longest
@@ -389,7 +388,7 @@ func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request)
 		}
 	}
 	s.mu.Lock()
-	s.objects[resp.Token] = &pendingObject{w: w, handle: h, cancel: cancel, ctx: octx}
+	s.objects[resp.Token] = &pendingObject{w: w, handle: h, cancel: cancel}
 	s.mu.Unlock()
 	return resp, nil
 }
@@ -413,14 +412,20 @@ func (s *server) FinishObject(ctx context.Context, req *pb.FinishObject_Request)
 		return nil, err
 	}
 	defer o.cancel()
-	if req.GetCommit() {
-		if err = o.w.Commit(ctx); err != nil {
-			o.w.Abort(context.WithoutCancel(ctx))
-		}
-	} else {
-		err = o.w.Abort(ctx)
+	return &pb.FinishObject_Response{}, s.status(o.handle, finish(ctx, o.w, req.GetCommit()))
+}
+
+// finish commits or aborts w; a failed Commit is followed by Abort, so an
+// object the store kept although its answer was lost does not stay.
+func finish(ctx context.Context, w sdk.ObjectWriter, commit bool) error {
+	if !commit {
+		return w.Abort(ctx)
 	}
-	return &pb.FinishObject_Response{}, s.status(o.handle, err)
+	err := w.Commit(ctx)
+	if err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+	}
+	return err
 }
 
 // WriteObject writes one object: Open, data, then Finish. A call that ends
@@ -473,14 +478,7 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 				return s.status(h, err)
 			}
 		case *pb.WriteObject_Request_Finish:
-			if !m.Finish.GetCommit() {
-				if err := w.Abort(ctx); err != nil {
-					return s.status(h, err)
-				}
-				return in.SendAndClose(&pb.WriteObject_Response{})
-			}
-			if err := w.Commit(ctx); err != nil {
-				w.Abort(context.WithoutCancel(ctx))
+			if err := finish(ctx, w, m.Finish.GetCommit()); err != nil {
 				return s.status(h, err)
 			}
 			return in.SendAndClose(&pb.WriteObject_Response{})

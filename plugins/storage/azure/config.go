@@ -295,13 +295,11 @@ func shouldRetry(resp *http.Response, err error) bool {
 }
 
 // decode decodes cfg over the defaults into dst (a struct embedding
-// common, with the endpoint's own fields) and checks the common part.
+// common, with the endpoint's own fields; Decode fills embedded structs)
+// and checks the common part.
 func decode(cfg sdk.Config, dst any, c *common) sdk.Diagnostics {
-	// Decode fills the fields of one struct, not of embedded ones.
-	for _, d := range []any{c, dst} {
-		if err := cfg.Decode(d); err != nil {
-			return sdk.AttrError("", "invalid configuration", err.Error())
-		}
+	if err := cfg.Decode(dst); err != nil {
+		return sdk.AttrError("", "invalid configuration", err.Error())
 	}
 	return c.check()
 }

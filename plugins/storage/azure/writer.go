@@ -34,7 +34,6 @@ var errAborted = errors.New("aborted")
 // in one Put Blob at Commit.
 type blockWriter struct {
 	s        *Sink
-	key      string
 	where    string
 	bb       *blockblob.Client
 	bs       int64
@@ -68,7 +67,7 @@ func newBlockWriter(ctx context.Context, s *Sink, obj sdk.Object, bs int64) *blo
 	maxBuf := buffersPerObject(bs, s.conc, s.singlePut)
 	wctx, cancel := context.WithCancelCause(ctx)
 	w := &blockWriter{
-		s: s, key: obj.Key, where: s.blobURL(obj.Key), bb: s.c.NewBlockBlobClient(obj.Key),
+		s: s, where: s.blobURL(obj.Key), bb: s.c.NewBlockBlobClient(obj.Key),
 		bs: bs, maxBuf: maxBuf, uploadID: randomID(),
 		ctx: wctx, cancel: cancel,
 		single: obj.Size < 0 || obj.Size <= s.singlePut,

@@ -208,7 +208,6 @@ type client struct {
 	where   string // where requests go, for messages
 	auth    string // where the credentials came from, for messages
 	retries int
-	timeout time.Duration
 	scrub   *scrubber
 	tr      *http.Transport
 	// compressed: read objects as stored even if their Content-Encoding
@@ -224,7 +223,7 @@ func connect(ctx context.Context, c *config) (*client, sdk.Diagnostics) {
 	var diags sdk.Diagnostics
 	emulator := os.Getenv(emulatorEnv)
 	scrub := newScrubber(c.CredentialsJSON)
-	cl := &client{bucket: c.Bucket, retries: c.Retries, timeout: c.Timeout, scrub: scrub, where: "storage.googleapis.com"}
+	cl := &client{bucket: c.Bucket, retries: c.Retries, scrub: scrub, where: "storage.googleapis.com"}
 
 	var creds *auth.Credentials
 	mode := chooseAuth(c, emulator)

@@ -21,7 +21,6 @@ import (
 // reject more often than they accept. A store that rejects the algorithm
 // anyway gets an error that says to set checksum = "none".
 type checksum struct {
-	name string
 	algo types.ChecksumAlgorithm
 	sum  func([]byte) string
 }
@@ -35,13 +34,13 @@ func crc(b []byte, tab *crc32.Table) string {
 }
 
 var checksums = map[string]checksum{
-	"crc32c": {"crc32c", types.ChecksumAlgorithmCrc32c, func(b []byte) string { return crc(b, castagnoli) }},
-	"crc32":  {"crc32", types.ChecksumAlgorithmCrc32, func(b []byte) string { return crc(b, crc32.IEEETable) }},
-	"sha256": {"sha256", types.ChecksumAlgorithmSha256, func(b []byte) string {
+	"crc32c": {types.ChecksumAlgorithmCrc32c, func(b []byte) string { return crc(b, castagnoli) }},
+	"crc32":  {types.ChecksumAlgorithmCrc32, func(b []byte) string { return crc(b, crc32.IEEETable) }},
+	"sha256": {types.ChecksumAlgorithmSha256, func(b []byte) string {
 		h := sha256.Sum256(b)
 		return base64.StdEncoding.EncodeToString(h[:])
 	}},
-	"none": {name: "none"},
+	"none": {},
 }
 
 func (c checksum) enabled() bool { return c.sum != nil }
