@@ -102,6 +102,7 @@ func (c *stallConn) stalled(err error) error {
 }
 
 func (c *stallConn) Read(b []byte) (int, error) {
+	c.push(false) // time no one read (a caller that paused) is no stall
 	for {
 		n, err := c.Conn.Read(b)
 		if n > 0 {
