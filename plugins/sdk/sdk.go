@@ -131,6 +131,24 @@ type Flusher interface {
 	Flush(ctx context.Context) error
 }
 
+// Describer is implemented by sources that know facts about what they
+// read: a database's server version, name and size. The host calls
+// Describe once after Streams and records the facts in the run's manifest
+// (under "source"). Facts must hold no secret.
+type Describer interface {
+	Describe(ctx context.Context) (map[string]string, error)
+}
+
+// Preparer is implemented by sinks that must know every object of a run
+// before the first Create: a database restore that applies the schema
+// before the tables' data and builds indexes after all of it. The host
+// calls Prepare once, before any Create, with the objects in the order the
+// run starts them. Create may then be called concurrently for any of them,
+// in any order.
+type Preparer interface {
+	Prepare(ctx context.Context, objects []Object) error
+}
+
 // SourceType is a kind of source (e.g. "fs"): its config schema and a
 // constructor.
 type SourceType interface {

@@ -1,0 +1,307 @@
+// Package command runs the programs endpoints are built on (a shell
+// command, pg_dump, mariadb-dump, psql, …): each in its own process group,
+// killed with its process group when its context ends or pipe dies, its
+// stderr's tail kept for errors with secrets scrubbed, and its standard
+// output or input offered as an sdk stream or object that the plugin
+// boundary can hand over as a file descriptor.
+//
+// It imports the plugin SDK only.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// Spec is a program to run.
+type Spec struct {
+	// Argv is the program and its arguments. It must hold no secret: a
+	// command line is visible to every user of the machine.
+	Argv []string
+	// Dir is the working directory; empty means pipe's.
+	Dir string
+	// Env is added to pipe's environment, as KEY=VALUE.
+	Env []string
+	// Secrets are values never repeated in errors (passwords passed in Env).
+	Secrets []string
+	// Label names the program in errors; default: Argv[0]'s base name.
+	Label string
+}
+
+// Cmd is a running program.
+type Cmd struct {
+	cmd     *osexec.Cmd
+	tail    *tailBuffer
+	secrets []string
+	label   string
+
+	waited  sync.Once
+	waitErr error
+}
+
+// New prepares s; Start runs it. ctx ending kills the process group.
+func New(ctx context.Context, s Spec) *Cmd {
+	cmd := osexec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	c := &Cmd{cmd: cmd, tail: &tailBuffer{max: 8 << 10}, label: s.Label}
+	if c.label == "" {
+		c.label = filepath.Base(s.Argv[0])
+	}
+	for _, v := range s.Secrets {
+		if len(v) >= 4 {
+			c.secrets = append(c.secrets, v)
+		}
+	}
+	sort.Slice(c.secrets, func(i, j int) bool { return len(c.secrets[i]) > len(c.secrets[j]) })
+	cmd.Stderr = c.tail
+	return c
+}
+
+// Cmd is the underlying command, to connect its input and output before
+// Start.
+func (c *Cmd) Cmd() *osexec.Cmd { return c.cmd }
+
+// Tail is where the program's stderr goes; connect stdout to it to keep
+// what it prints for errors too.
+func (c *Cmd) Tail() io.Writer { return c.tail }
+
+// Name is the program's label, for messages.
+func (c *Cmd) Name() string { return c.label }
+
+// Start runs the program.
+func (c *Cmd) Start() error {
+	if err := c.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", c.label, err)
+	}
+	return nil
+}
+
+// Kill stops the program and its children.
+func (c *Cmd) Kill() {
+	if c.cmd.Process != nil {
+		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Run starts the program and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Wait returns nil when the program exited zero, otherwise an error with
+// its exit status and the end of what it printed, secrets scrubbed. It may
+// be called more than once, from more than one goroutine.
+func (c *Cmd) Wait() error {
+	c.waited.Do(func() { c.waitErr = c.waitOnce() })
+	return c.waitErr
+}
+
+// Scrub replaces every secret in s.
+func (c *Cmd) Scrub(s string) string {
+	for _, sec := range c.secrets {
+		s = strings.ReplaceAll(s, sec, "(sensitive)")
+	}
+	return s
+}
+
+func (c *Cmd) waitOnce() error {
+	err := c.cmd.Wait()
+	if err == nil {
+		return nil
+	}
+	msg := c.Scrub(strings.TrimSpace(c.tail.String()))
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		status := fmt.Sprintf("exited with status %d", ee.ExitCode())
+		if ee.ExitCode() < 0 {
+			status = "was killed (" + ee.String() + ")"
+		}
+		if msg == "" {
+			return fmt.Errorf("%s %s", c.label, status)
+		}
+		return fmt.Errorf("%s %s: %s", c.label, status, msg)
+	}
+	return fmt.Errorf("%s: %w", c.label, err)
+}
+
+// Read starts s with its standard output as the returned stream. The
+// stream fails unless the program exits zero; closed before its end, it
+// stops the program.
+func Read(ctx context.Context, s Spec) (*Reader, error) {
+	c := New(ctx, s)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	c.cmd.Stdout = pw
+	err = c.Start()
+	pw.Close() // the program holds the write end now
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return &Reader{c: c, r: pr}, nil
+}
+
+// Reader is a program's standard output.
+type Reader struct {
+	c    *Cmd
+	r    *os.File
+	eof  bool
+	once sync.Once
+	err  error
+}
+
+var _ sdk.FileReader = (*Reader)(nil)
+
+// File is the program's output pipe: across the plugin boundary pipe reads
+// it directly; Done then says whether it read to the end.
+func (r *Reader) File() *os.File { return r.r }
+func (r *Reader) Done(eof bool)  { r.eof = eof }
+
+func (r *Reader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if err == io.EOF {
+		r.eof = true
+	}
+	return n, err
+}
+
+// Close waits for the program. Closed before the end of its output, the
+// program is stopped first.
+func (r *Reader) Close() error {
+	r.once.Do(func() {
+		defer r.r.Close()
+		if !r.eof {
+			r.c.Kill()
+			r.c.Wait()
+			return
+		}
+		r.err = r.c.Wait()
+	})
+	return r.err
+}
+
+// Write starts s with the returned object as its standard input. The
+// object commits when the program exits zero after reading all of it.
+// What the program prints on stdout is kept for errors.
+func Write(ctx context.Context, s Spec) (*Writer, error) {
+	c := New(ctx, s)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	c.cmd.Stdin = pr
+	c.cmd.Stdout = c.tail
+	err = c.Start()
+	pr.Close() // the program holds the read end now
+	if err != nil {
+		pw.Close()
+		return nil, err
+	}
+	return &Writer{c: c, w: pw}, nil
+}
+
+// Writer is a program's standard input.
+type Writer struct {
+	c    *Cmd
+	w    *os.File
+	mu   sync.Mutex
+	done bool // committed, aborted or failed
+}
+
+var _ sdk.FileWriter = (*Writer)(nil)
+
+// File is the program's input pipe: across the plugin boundary pipe writes
+// to it directly, and closes its copy before Commit.
+func (w *Writer) File() *os.File { return w.w }
+
+// finish marks the object done; it reports whether it already was.
+func (w *Writer) finish() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.done
+	w.done = true
+	return was
+}
+
+func (w *Writer) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	if err != nil {
+		// The program stopped reading (or was aborted): its exit status
+		// says why.
+		w.finish()
+		if werr := w.c.Wait(); werr != nil {
+			return n, werr
+		}
+		return n, fmt.Errorf("%s stopped reading its input: %w", w.c.Name(), err)
+	}
+	return n, nil
+}
+
+// Commit ends the input and waits for the program.
+func (w *Writer) Commit(ctx context.Context) error {
+	if w.finish() {
+		return errors.New("the command already ended")
+	}
+	w.w.Close()
+	return w.c.Wait()
+}
+
+// Abort stops the program; a Write blocked on it returns.
+func (w *Writer) Abort(ctx context.Context) error {
+	if w.finish() {
+		return nil
+	}
+	w.c.Kill()
+	w.w.Close()
+	w.c.Wait()
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+	cut bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cut {
+		return "…" + string(t.b)
+	}
+	return string(t.b)
+}
