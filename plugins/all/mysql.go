@@ -1,0 +1,5 @@
+package all
+
+import "github.com/pipebackup/pipe/plugins/database/mysql"
+
+func init() { add("mysql", mysql.SourceType{}, mysql.SinkType{}) }

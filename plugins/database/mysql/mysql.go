@@ -1,0 +1,597 @@
+package mysql
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// maxPacket is the largest statement the dump writes and the client sends,
+// for both programs the most they allow. Their default (16 MiB) fails on a
+// row whose BLOB, written in hex, is larger; the server's own
+// max_allowed_packet still applies.
+const maxPacket = "--max-allowed-packet=1073741824"
+
+// conn is how the programs reach the server; the source and the sink share
+// it.
+type conn struct {
+	DSN      string            `pipe:"dsn"`
+	Host     string            `pipe:"host"`
+	Port     int64             `pipe:"port"`
+	Socket   string            `pipe:"socket"`
+	User     string            `pipe:"user"`
+	Password string            `pipe:"password"`
+	Database string            `pipe:"database"`
+	Options  map[string]string `pipe:"client_options"`
+	Client   string            `pipe:"client_command"`
+}
+
+func connAttributes(database string) []sdk.Attribute {
+	return []sdk.Attribute{
+		{Name: "dsn", Type: sdk.String, Secret: true, Description: `The server as a URL: "mysql://user:password@host:3306/database" (or mariadb://), the password percent-encoded. Instead of host, port, user and database; a dsn without a password can take it from password. Secret: never printed.`},
+		{Name: "host", Type: sdk.String, Description: "The server's host name or address. pipe connects over TCP, to localhost too (see socket)."},
+		{Name: "port", Type: sdk.Number, Description: "The server's TCP port. Default: 3306."},
+		{Name: "socket", Type: sdk.String, Description: `The server's Unix socket, instead of host and port (e.g. "/run/mysqld/mysqld.sock").`},
+		{Name: "user", Type: sdk.String, Description: "The user to connect as. Default: the client's (the option files', else your login name). A dump needs SELECT on the tables and SHOW VIEW on the views."},
+		{Name: "password", Type: sdk.String, Secret: true, Description: "The user's password; pass it from a sensitive variable. The programs read it from a temporary option file (mode 0600, removed when they end), never from their command line. Secret: never printed."},
+		{Name: "database", Type: sdk.String, Description: database},
+		{Name: "client_options", Type: sdk.StringMap, Description: `More settings for the [client] group of that option file, e.g. { "ssl-ca" = "/etc/mysql/ca.pem", "ssl-verify-server-cert" = "" } (an empty value writes the bare option).`},
+	}
+}
+
+// resolve merges the dsn into the other settings and checks them.
+func (c *conn) resolve() sdk.Diagnostics {
+	var diags sdk.Diagnostics
+	if c.DSN != "" {
+		for _, a := range []struct {
+			name string
+			set  bool
+		}{{"host", c.Host != ""}, {"port", c.Port != 0}, {"socket", c.Socket != ""}, {"user", c.User != ""}, {"database", c.Database != ""}} {
+			if a.set {
+				diags = append(diags, sdk.AttrError(a.name, a.name+" is set beside dsn",
+					"the dsn names the server, the user and the database: set either dsn or host, port, user and database")...)
+			}
+		}
+		if diags.HasErrors() {
+			return diags
+		}
+		d, err := parseDSN(c.DSN)
+		if err != nil {
+			return sdk.AttrError("dsn", "invalid dsn", err.Error())
+		}
+		if d.password != "" && c.Password != "" {
+			return sdk.AttrError("password", "password is set twice", "the dsn holds a password too; keep one of them")
+		}
+		c.Host, c.Port, c.User, c.Database = d.host, d.port, d.user, d.database
+		if d.password != "" {
+			c.Password = d.password
+		}
+	}
+	switch {
+	case c.Host == "" && c.Socket == "":
+		diags = append(diags, sdk.AttrError("host", "no server to connect to",
+			`set host (with port, user, password and database), socket, or dsn = "mysql://user:password@host:3306/database"`)...)
+	case c.Host != "" && c.Socket != "":
+		diags = append(diags, sdk.AttrError("socket", "host and socket are both set", "pipe connects over TCP to host and port, or through the Unix socket: set one")...)
+	}
+	if c.Port == 0 {
+		c.Port = 3306
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		diags = append(diags, sdk.AttrError("port", fmt.Sprintf("port %d is out of range", c.Port), "a TCP port is 1 to 65535")...)
+	}
+	for _, v := range []struct{ name, value string }{{"host", c.Host}, {"socket", c.Socket}, {"user", c.User}, {"password", c.Password}} {
+		if strings.ContainsRune(v.value, 0) {
+			diags = append(diags, sdk.AttrError(v.name, v.name+" holds a NUL byte", "the client programs cannot read it")...)
+		}
+	}
+	for _, k := range sortedKeys(c.Options) {
+		switch {
+		case !optionName.MatchString(k):
+			diags = append(diags, sdk.AttrError("client_options", fmt.Sprintf("%q is not an option name", k), `option names are letters, digits, "-" and "_", as in "ssl-ca"`)...)
+		case reservedOption(k):
+			diags = append(diags, sdk.AttrError("client_options", fmt.Sprintf("option %q is set by pipe", k), "use the endpoint's attributes (dsn, host, port, socket, user, password) for the connection")...)
+		case strings.ContainsRune(c.Options[k], 0):
+			diags = append(diags, sdk.AttrError("client_options", fmt.Sprintf("option %q holds a NUL byte", k), "the client programs cannot read it")...)
+		}
+	}
+	return diags
+}
+
+var optionName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+func reservedOption(k string) bool {
+	switch strings.ReplaceAll(strings.ToLower(k), "_", "-") {
+	case "user", "password", "host", "port", "socket", "protocol":
+		return true
+	}
+	return false
+}
+
+// dsn is what a connection URL says.
+type dsn struct {
+	host, user, password, database string
+	port                           int64
+}
+
+// parseDSN reads mysql://user:password@host:port/database. Its errors
+// never quote the URL: it may hold a password.
+func parseDSN(s string) (dsn, error) {
+	const form = `write it as "mysql://user:password@host:3306/database", with the password percent-encoded`
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return dsn{}, errors.New("it is not a URL; " + form)
+	case u.Scheme != "mysql" && u.Scheme != "mariadb":
+		return dsn{}, errors.New("it does not start with mysql:// or mariadb://; " + form)
+	case u.Opaque != "" || u.Hostname() == "":
+		return dsn{}, errors.New("it names no host; " + form)
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return dsn{}, errors.New(`it has a "?" or "#" part: percent-encode those characters in the password (%3F, %23); TLS and other client settings go in client_options`)
+	}
+	d := dsn{host: u.Hostname(), port: 3306}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || n < 1 || n > 65535 {
+			return dsn{}, errors.New("its port is not a number from 1 to 65535; " + form)
+		}
+		d.port = n
+	}
+	d.database = strings.TrimPrefix(u.Path, "/")
+	if strings.Contains(d.database, "/") {
+		return dsn{}, errors.New("its path names more than one database; " + form)
+	}
+	if u.User != nil {
+		d.user = u.User.Username()
+		d.password, _ = u.User.Password()
+	}
+	return d, nil
+}
+
+// secrets are the values command errors must never repeat.
+func (c *conn) secrets() []string { return []string{c.Password, c.DSN} }
+
+// optionFile writes the connection settings to a new file only its owner
+// can read, for --defaults-extra-file. remove deletes it; it may be called
+// more than once.
+func (c *conn) optionFile() (path string, remove func(), err error) {
+	var b strings.Builder
+	b.WriteString("# Connection settings pipe wrote for one run of a client program; removed when it ends.\n[client]\n")
+	opt := func(k, v string) { b.WriteString(k + "=" + quoteOption(v) + "\n") }
+	if c.User != "" {
+		opt("user", c.User)
+	}
+	if c.Password != "" {
+		opt("password", c.Password)
+	}
+	if c.Socket != "" {
+		opt("socket", c.Socket)
+		b.WriteString("protocol=socket\n")
+	} else {
+		opt("host", c.Host)
+		fmt.Fprintf(&b, "port=%d\nprotocol=tcp\n", c.Port)
+	}
+	for _, k := range sortedKeys(c.Options) {
+		if v := c.Options[k]; v == "" {
+			b.WriteString(k + "\n")
+		} else {
+			opt(k, v)
+		}
+	}
+	f, err := os.CreateTemp("", "pipe-mysql-*.cnf") // mode 0600
+	if err != nil {
+		return "", nil, fmt.Errorf("writing the client's option file: %w", err)
+	}
+	remove = sync.OnceFunc(func() { os.Remove(f.Name()) })
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		remove()
+		return "", nil, fmt.Errorf("writing the client's option file: %w", err)
+	}
+	_, err = f.WriteString(b.String())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		remove()
+		return "", nil, fmt.Errorf("writing the client's option file: %w", err)
+	}
+	return f.Name(), remove, nil
+}
+
+// quoteOption writes a value for an option file: double-quoted (so "#"
+// and surrounding spaces are kept) with the escapes the programs' option
+// file reader undoes.
+func quoteOption(v string) string {
+	return `"` + optionEscaper.Replace(v) + `"`
+}
+
+var optionEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`, "\b", `\b`)
+
+// program finds the program set in attr, or the first of defaults on PATH.
+func program(attr, set string, defaults ...string) (string, sdk.Diagnostics) {
+	const install = "install the MariaDB or MySQL client programs (Debian, Ubuntu: apt-get install mariadb-client)"
+	if set != "" {
+		p, err := osexec.LookPath(set)
+		if err != nil {
+			return "", sdk.AttrError(attr, fmt.Sprintf("cannot run %q", set), "it is not an executable file and not found in PATH; "+install+" or give the program's full path")
+		}
+		return p, nil
+	}
+	for _, name := range defaults {
+		if p, err := osexec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", sdk.AttrError(attr, fmt.Sprintf("neither %s is on PATH", strings.Join(defaults, " nor ")), install+", or set "+attr+" to the program's full path")
+}
+
+// run runs a client program with stdin as its input and returns what it
+// printed on stdout.
+func run(ctx context.Context, s command.Spec, stdin string) (string, error) {
+	c := command.New(ctx, s)
+	var out bytes.Buffer
+	c.Cmd().Stdin = strings.NewReader(stdin)
+	c.Cmd().Stdout = &out
+	err := c.Run()
+	return out.String(), err
+}
+
+// query runs SQL with the client and returns its tab-separated rows.
+func (c *conn) query(ctx context.Context, client, sql string) ([][]string, error) {
+	file, remove, err := c.optionFile()
+	if err != nil {
+		return nil, err
+	}
+	defer remove()
+	out, err := run(ctx, command.Spec{Argv: []string{client, "--defaults-extra-file=" + file, "--batch", "--skip-column-names"}, Secrets: c.secrets()}, sql)
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		if line != "" {
+			rows = append(rows, strings.Split(line, "\t"))
+		}
+	}
+	return rows, nil
+}
+
+// sqlBytes writes s as an SQL hex literal: no quoting or escaping to get
+// wrong whatever the server's sql_mode.
+func sqlBytes(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
+
+// sqlName quotes an identifier.
+func sqlName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SourceType is the "mysql" source.
+type SourceType struct{}
+
+var _ sdk.SourceType = SourceType{}
+
+func (SourceType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump) as one stream of SQL: one consistent snapshot of InnoDB tables (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick), binary strings in hex (--hex-blob, so no character set conversion can touch them), routines and triggers with the tables. The stream is DATABASE.sql, or all.sql for several databases. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
+		Attributes: append(connAttributes("The database to dump (or databases for several)."),
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Description: "Several databases to dump into one stream, all.sql, which creates and selects each of them (CREATE DATABASE IF NOT EXISTS, USE) when restored. Not with database."},
+			sdk.Attribute{Name: "routines", Type: sdk.Bool, Default: true, Description: "Dump stored procedures and functions. On MariaDB the user needs SELECT on mysql.proc, on MySQL SHOW_ROUTINE or global SELECT."},
+			sdk.Attribute{Name: "triggers", Type: sdk.Bool, Default: true, Description: "Dump triggers (the user needs the TRIGGER privilege)."},
+			sdk.Attribute{Name: "events", Type: sdk.Bool, Default: false, Description: "Dump scheduled events (the user needs the EVENT privilege). Off by default: a restored copy would run them too."},
+			sdk.Attribute{Name: "dump_args", Type: sdk.StringList, Description: `More arguments for the dump program, after pipe's own: e.g. ["--ignore-table=shop.sessions"], or ["--column-statistics=0"] for MySQL 8's mysqldump against a MariaDB server. Never a password.`},
+			sdk.Attribute{Name: "dump_command", Type: sdk.String, Description: "The dump program. Default: mariadb-dump, or mysqldump, whichever is on PATH. Its first argument is always --defaults-extra-file (the option file), as the programs require."},
+			sdk.Attribute{Name: "client_command", Type: sdk.String, Description: "The client program that asks the server for the manifest's facts (and checks that the databases exist before the dump starts). Default: mariadb, or mysql, whichever is on PATH."},
+		),
+	}
+}
+
+type sourceConfig struct {
+	conn
+	Dump      string   `pipe:"dump_command"`
+	Databases []string `pipe:"databases"`
+	Routines  bool     `pipe:"routines"`
+	Triggers  bool     `pipe:"triggers"`
+	Events    bool     `pipe:"events"`
+	DumpArgs  []string `pipe:"dump_args"`
+}
+
+func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {
+	c := sourceConfig{Routines: true, Triggers: true}
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	diags := c.resolve()
+	dbs := c.Databases
+	switch {
+	case len(dbs) > 0 && c.Database != "":
+		attr := "database"
+		if c.DSN != "" {
+			attr = "dsn"
+		}
+		diags = append(diags, sdk.AttrError(attr, "database and databases are both set", "dump one database (database, or the one in dsn) or several (databases), not both")...)
+	case len(dbs) == 0 && c.Database == "" && !diags.HasErrors():
+		diags = append(diags, sdk.AttrError("database", "no database to dump", "set database (or the database in dsn), or databases for several")...)
+	case len(dbs) == 0:
+		dbs = []string{c.Database}
+	}
+	seen := map[string]bool{}
+	for _, db := range dbs {
+		switch {
+		case db == "":
+			diags = append(diags, sdk.AttrError("databases", "an empty database name", "")...)
+		case seen[db]:
+			diags = append(diags, sdk.AttrError("databases", fmt.Sprintf("database %q is listed twice", db), "")...)
+		}
+		seen[db] = true
+	}
+	for _, a := range c.DumpArgs {
+		switch {
+		case strings.HasPrefix(a, "--password") || strings.HasPrefix(a, "-p"):
+			diags = append(diags, sdk.AttrError("dump_args", "a password in dump_args", "a command line is visible to every user of the machine: set password instead")...)
+		case strings.HasPrefix(a, "--defaults") || a == "--no-defaults" || a == "--print-defaults":
+			diags = append(diags, sdk.AttrError("dump_args", fmt.Sprintf("%s in dump_args", a), "option files must be the first argument, where pipe passes its own: put settings in client_options")...)
+		}
+	}
+	dump, d := program("dump_command", c.Dump, "mariadb-dump", "mysqldump")
+	diags = append(diags, d...)
+	client, d := program("client_command", c.Client, "mariadb", "mysql")
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	name := "all.sql"
+	if len(dbs) == 1 {
+		name = dbs[0] + ".sql"
+	}
+	return &Source{c: c, dbs: dbs, dump: dump, client: client, name: name}, nil
+}
+
+// Source dumps the databases, once per Open.
+type Source struct {
+	c            sourceConfig
+	dbs          []string
+	dump, client string
+	name         string
+}
+
+var (
+	_ sdk.Source    = (*Source)(nil)
+	_ sdk.Describer = (*Source)(nil)
+)
+
+func (s *Source) Streams(context.Context) ([]sdk.StreamInfo, error) {
+	return []sdk.StreamInfo{{Name: s.name, Size: -1}}, nil
+}
+
+// Describe asks the server for its version and the databases' size, and
+// fails when one of the databases does not exist: before a byte moves,
+// with the client's message when the server cannot be reached.
+func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
+	in := make([]string, len(s.dbs))
+	wanted := make([]string, len(s.dbs))
+	for i, db := range s.dbs {
+		in[i] = sqlBytes(db)
+		wanted[i] = fmt.Sprintf("SELECT %d AS i, %s AS name", i, in[i])
+	}
+	q := fmt.Sprintf("SELECT VERSION(), IFNULL(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE BINARY table_schema IN (%s);\n", strings.Join(in, ", ")) +
+		fmt.Sprintf("SELECT i FROM (%s) AS wanted WHERE name NOT IN (SELECT BINARY schema_name FROM information_schema.schemata);\n", strings.Join(wanted, " UNION ALL "))
+	rows, err := s.c.query(ctx, s.client, q)
+	if err != nil {
+		return nil, fmt.Errorf("asking the server about %s: %w", strings.Join(s.dbs, ", "), err)
+	}
+	if len(rows) == 0 || len(rows[0]) != 2 {
+		return nil, fmt.Errorf("asking the server about %s: %s printed no version and size", strings.Join(s.dbs, ", "), filepath.Base(s.client))
+	}
+	for _, r := range rows[1:] {
+		i, err := strconv.Atoi(r[0])
+		if err != nil || i < 0 || i >= len(s.dbs) {
+			return nil, fmt.Errorf("asking the server about %s: unexpected answer %q", strings.Join(s.dbs, ", "), r[0])
+		}
+		who := "this user"
+		if s.c.User != "" {
+			who = fmt.Sprintf("user %q", s.c.User)
+		}
+		return nil, fmt.Errorf("database %q does not exist on the server, or %s may not see it", s.dbs[i], who)
+	}
+	return map[string]string{"server_version": rows[0][0], "database": strings.Join(s.dbs, ","), "size_bytes": rows[0][1]}, nil
+}
+
+// args is the dump's command line; file is the option file.
+func (s *Source) args(file string) []string {
+	flag := func(on bool, name string) string {
+		if on {
+			return "--" + name
+		}
+		return "--skip-" + name
+	}
+	argv := []string{s.dump, "--defaults-extra-file=" + file,
+		"--single-transaction", "--quick", "--hex-blob", "--no-tablespaces",
+		"--default-character-set=utf8mb4", maxPacket,
+		flag(s.c.Routines, "routines"), flag(s.c.Triggers, "triggers"), flag(s.c.Events, "events")}
+	argv = append(argv, s.c.DumpArgs...)
+	if len(s.dbs) > 1 {
+		// CREATE DATABASE and USE for each; one database is dumped
+		// without, so that it can be restored under any name.
+		argv = append(argv, "--databases")
+	}
+	return append(append(argv, "--"), s.dbs...)
+}
+
+func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if name != s.name {
+		return nil, fmt.Errorf("stream %q: %w (this source yields %q)", name, sdk.ErrNotFound, s.name)
+	}
+	file, remove, err := s.c.optionFile()
+	if err != nil {
+		return nil, err
+	}
+	r, err := command.Read(ctx, command.Spec{Argv: s.args(file), Secrets: s.c.secrets()})
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	return &dumpReader{Reader: r, remove: remove}, nil
+}
+
+// dumpReader is the dump's output; closing it removes the option file.
+// It is an sdk.FileReader like the command.Reader it wraps.
+type dumpReader struct {
+	*command.Reader
+	remove func()
+}
+
+func (r *dumpReader) Close() error {
+	err := r.Reader.Close()
+	r.remove()
+	return err
+}
+
+// SinkType is the "mysql" sink.
+type SinkType struct{}
+
+var _ sdk.SinkType = SinkType{}
+
+func (SinkType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Restores each stream, an SQL dump, with the mariadb (or mysql) client into database. The client stops at the first statement the server rejects, and the object fails with the server's message; what ran before stays (a dump drops and recreates each table it holds).",
+		Attributes: append(connAttributes("The database to restore into. A dump of one database names none, so its tables go here; a dump of several (all.sql) creates and selects its own."),
+			sdk.Attribute{Name: "create_database", Type: sdk.Bool, Default: false, Description: "Create database first (CREATE DATABASE IF NOT EXISTS)."},
+			sdk.Attribute{Name: "client_command", Type: sdk.String, Description: "The client program. Default: mariadb, or mysql, whichever is on PATH."},
+		),
+	}
+}
+
+type sinkConfig struct {
+	conn
+	CreateDatabase bool `pipe:"create_database"`
+}
+
+func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
+	var c sinkConfig
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	diags := c.resolve()
+	if c.CreateDatabase && c.Database == "" && !diags.HasErrors() {
+		diags = append(diags, sdk.AttrError("create_database", "no database to create", "set database (or the database in dsn)")...)
+	}
+	client, d := program("client_command", c.Client, "mariadb", "mysql")
+	diags = append(diags, d...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return &Sink{c: c, client: client}, nil
+}
+
+// Sink runs the client once per object.
+type Sink struct {
+	c      sinkConfig
+	client string
+
+	mu      sync.Mutex
+	created bool  // create_database ran
+	quiet   *bool // the client takes --skip-print-query-on-error, once known
+}
+
+var _ sdk.Sink = (*Sink)(nil)
+
+// prepare creates the database once, and learns what the client can do.
+func (s *Sink) prepare(ctx context.Context) (quiet bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.quiet == nil {
+		q := takesOption(ctx, s.client, "--print-query-on-error")
+		s.quiet = &q
+	}
+	if s.c.CreateDatabase && !s.created {
+		if _, err := s.c.query(ctx, s.client, "CREATE DATABASE IF NOT EXISTS "+sqlName(s.c.Database)); err != nil {
+			return false, fmt.Errorf("creating database %q: %w", s.c.Database, err)
+		}
+		s.created = true
+	}
+	return *s.quiet, nil
+}
+
+// takesOption reports whether program's --help lists option. (MariaDB's
+// client echoes a failed statement, rows and all, unless told not to with
+// --skip-print-query-on-error; MySQL's never does and knows no such
+// option.)
+func takesOption(ctx context.Context, program, option string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := run(ctx, command.Spec{Argv: []string{program, "--help"}}, "")
+	return err == nil && strings.Contains(out, option)
+}
+
+// args is the client's command line; file is the option file.
+func (s *Sink) args(file string, quiet bool) []string {
+	argv := []string{s.client, "--defaults-extra-file=" + file, "--batch", "--default-character-set=utf8mb4", maxPacket}
+	if quiet {
+		// The error alone: the statement may be megabytes of rows.
+		argv = append(argv, "--skip-print-query-on-error")
+	}
+	if s.c.Database != "" {
+		argv = append(argv, "--database="+s.c.Database)
+	}
+	return argv
+}
+
+func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	quiet, err := s.prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	file, remove, err := s.c.optionFile()
+	if err != nil {
+		return nil, err
+	}
+	w, err := command.Write(ctx, command.Spec{Argv: s.args(file, quiet), Secrets: s.c.secrets()})
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	return &restoreWriter{Writer: w, remove: remove}, nil
+}
+
+// restoreWriter is the client's input; it removes the option file once the
+// client ended. It is an sdk.FileWriter like the command.Writer it wraps.
+type restoreWriter struct {
+	*command.Writer
+	remove func()
+}
+
+func (w *restoreWriter) Commit(ctx context.Context) error {
+	err := w.Writer.Commit(ctx)
+	w.remove()
+	return err
+}
+
+func (w *restoreWriter) Abort(ctx context.Context) error {
+	err := w.Writer.Abort(ctx)
+	w.remove()
+	return err
+}
