@@ -209,6 +209,9 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		p.FromProfile[e] = applyProfile(e, prof)
 		diags = append(diags, checkRetention(e)...)
 	}
+	if _, set := a.Int("streams"); !set {
+		p.Streams = max(p.Streams, endpointJobs(def))
+	}
 	for _, b := range def.Stages {
 		s, d := resolveStage(b, p)
 		diags = append(diags, d...)
@@ -235,6 +238,23 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 	return p, diags
+}
+
+// endpointJobs is the most streams an endpoint moves at once by its own
+// "jobs" attribute (a database dumped or restored table by table): the
+// run moves at least that many streams at once unless the file sets
+// streams.
+func endpointJobs(def *pipefile.Pipeline) int {
+	n := 0
+	for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
+		if e == nil {
+			continue
+		}
+		if j, ok := e.Values["jobs"].(int64); ok && j > 1 && j <= 1024 {
+			n = max(n, int(j))
+		}
+	}
+	return n
 }
 
 // applyProfile gives the endpoint's attributes that take a profile setting

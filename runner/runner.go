@@ -111,9 +111,18 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	if err != nil {
 		return rep, err
 	}
+	if err := prepare(ctx, sinks, job); err != nil {
+		return rep, err
+	}
+	facts := map[string]string{}
+	if d, ok := src.source.(sdk.Describer); ok {
+		if facts, err = d.Describe(ctx); err != nil {
+			return rep, fmt.Errorf("source %s: describing what it reads: %w", src.name, err)
+		}
+	}
 	started := time.Now().UTC()
 	job.Finish = func(ctx context.Context, res *engine.Result) error {
-		keys, err := writeManifests(ctx, p, o.RunID, started, src, sinks, manifests, sp, res)
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res)
 		rep.Manifests = keys
 		return err
 	}
@@ -496,7 +505,7 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
-func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, src *endpoint, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -515,7 +524,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: map[string]string{"type": src.def.Type}, PipeVersion: Version}
+			FrameSize: frame, Source: facts, PipeVersion: Version}
 		for k, r := range res.Streams {
 			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
 				OriginalSize: r.Read, Digest: r.Observed["checksum"], Codec: codec, Encryption: encryption, Recipients: recipients}
@@ -535,6 +544,35 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 		written = append(written, mkey)
 	}
 	return written, nil
+}
+
+// sourceFacts is what a manifest records about the source: its type and
+// the facts it described.
+func sourceFacts(src *endpoint, described map[string]string) map[string]string {
+	facts := map[string]string{}
+	for k, v := range described {
+		facts[k] = v
+	}
+	facts["type"] = src.def.Type
+	return facts
+}
+
+// prepare tells the sinks that want it every object of the run, in order.
+func prepare(ctx context.Context, sinks []*endpoint, job *engine.Job) error {
+	for i, s := range sinks {
+		p, ok := s.sink.(sdk.Preparer)
+		if !ok {
+			continue
+		}
+		objs := make([]sdk.Object, 0, len(job.Streams))
+		for _, st := range job.Streams {
+			objs = append(objs, st.Objects[i])
+		}
+		if err := p.Prepare(ctx, objs); err != nil {
+			return fmt.Errorf("sink %s: %w", s.name, err)
+		}
+	}
+	return nil
 }
 
 func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {

@@ -66,18 +66,24 @@ func TestImportRules(t *testing.T) {
 	for _, st := range packages(t, "stages/...") {
 		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
 	}
-	// Built-in plugins import the SDK only, and the storage plugins the
+	// Built-in plugins import the SDK only, the storage plugins the
 	// helpers they share (the ranged reader, the bulk transport), which
-	// import nothing of pipe at all.
-	const shared = "plugins/storage/internal/"
-	plugins := append(packages(t, "plugins/storage/..."), packages(t, "plugins/command/...")...)
+	// import nothing of pipe at all, and the command and database plugins
+	// the program runner, which imports the SDK only.
+	const shared, runner = "plugins/storage/internal/", "plugins/internal/command"
+	var plugins []string
+	for _, pattern := range []string{"plugins/storage/...", "plugins/command/...", "plugins/database/...", runner} {
+		plugins = append(plugins, packages(t, pattern)...)
+	}
 	for _, p := range plugins {
 		for _, d := range deps(t, p) {
 			switch {
 			case strings.HasPrefix(p, shared):
 				t.Errorf("%s imports %s; the storage plugins' shared helpers import nothing of pipe", p, d)
-			case d != "plugins/sdk" && !strings.HasPrefix(d, shared):
-				t.Errorf("plugin %s imports %s; plugins may import only plugins/sdk (and the storage plugins %s…)", p, d, shared)
+			case p == runner && d != "plugins/sdk":
+				t.Errorf("%s imports %s; the program runner imports only plugins/sdk", p, d)
+			case d != "plugins/sdk" && !strings.HasPrefix(d, shared) && d != runner:
+				t.Errorf("plugin %s imports %s; plugins may import only plugins/sdk (and the storage plugins %s…, the command and database plugins %s)", p, d, shared, runner)
 			}
 		}
 	}
@@ -87,6 +93,6 @@ func TestImportRules(t *testing.T) {
 	}
 	// The host and the loader know no concrete plugin.
 	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan"} {
-		forbid(t, p, "plugins/storage", "plugins/command")
+		forbid(t, p, "plugins/storage", "plugins/command", "plugins/database")
 	}
 }

@@ -66,7 +66,7 @@ func (t *remoteSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sin
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}}
+	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}, preparer: resp.GetPreparer()}
 	// Only what the instance can do shows as a capability.
 	switch {
 	case resp.GetStorage() && resp.GetFlusher():
@@ -117,15 +117,25 @@ func (r *remote) Close() error {
 	return r.proc.wrap(ctx, err)
 }
 
-type remoteSource struct{ remote }
+type remoteSource struct {
+	remote
+	facts map[string]string // from the last ListStreams
+}
 
-var _ sdk.Source = (*remoteSource)(nil)
+var (
+	_ sdk.Source    = (*remoteSource)(nil)
+	_ sdk.Describer = (*remoteSource)(nil)
+)
+
+// Describe returns the facts the plugin sent with the streams.
+func (s *remoteSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
 
 func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	resp, err := s.proc.rpc.ListStreams(ctx, &pb.ListStreams_Request{Handle: s.handle})
 	if err != nil {
 		return nil, s.proc.wrap(ctx, err)
 	}
+	s.facts = resp.GetFacts()
 	out := make([]sdk.StreamInfo, 0, len(resp.GetStreams()))
 	for _, in := range resp.GetStreams() {
 		out = append(out, sdk.StreamInfo{Name: in.GetName(), Size: in.GetSize()})
@@ -316,12 +326,18 @@ func (r *reader) Close() error {
 	return nil
 }
 
-type remoteSink struct{ remote }
+type remoteSink struct {
+	remote
+	preparer bool // the plugin wants Prepare
+}
 
-var _ sdk.Sink = (*remoteSink)(nil)
+var (
+	_ sdk.Sink     = (*remoteSink)(nil)
+	_ sdk.Preparer = (*remoteSink)(nil)
+)
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	o := &pb.Object{Key: obj.Key, Stream: obj.Stream, Size: obj.Size, MaxSize: obj.MaxSize}
+	o := objectToPB(obj)
 	openMsg := &pb.WriteObject_Open{Handle: s.handle, Object: o}
 	if s.proc.fds != nil {
 		resp, err := s.proc.rpc.CreateObject(ctx, &pb.CreateObject_Request{Handle: s.handle, Object: o, AcceptFd: true})
@@ -447,6 +463,19 @@ func (r remover) Remove(ctx context.Context, key string) error {
 	return r.s.proc.wrap(ctx, err)
 }
 
+// Prepare sends the run's objects to a sink that asked for them.
+func (s *remoteSink) Prepare(ctx context.Context, objs []sdk.Object) error {
+	if !s.preparer {
+		return nil
+	}
+	req := &pb.Prepare_Request{Handle: s.handle}
+	for _, o := range objs {
+		req.Objects = append(req.Objects, objectToPB(o))
+	}
+	_, err := s.proc.rpc.Prepare(ctx, req)
+	return s.proc.wrap(ctx, err)
+}
+
 type flusher struct{ s *remoteSink }
 
 func (f flusher) Flush(ctx context.Context) error {
@@ -556,4 +585,8 @@ func (t *remoteType) Memory(cfg sdk.Config, streams int) int64 {
 		return 0
 	}
 	return resp.GetBytes()
+}
+
+func objectToPB(o sdk.Object) *pb.Object {
+	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize}
 }

@@ -1258,6 +1258,42 @@ func (*Remove) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
+type Prepare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prepare) Reset() {
+	*x = Prepare{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prepare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prepare) ProtoMessage() {}
+
+func (x *Prepare) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
+func (*Prepare) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+}
+
 type Flush struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1266,7 +1302,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1314,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1327,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 type Close struct {
@@ -1302,7 +1338,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1350,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1363,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 type Stop struct {
@@ -1338,7 +1374,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1386,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1399,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 type Value_StringList struct {
@@ -1375,7 +1411,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1423,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1455,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1467,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1498,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1510,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1537,7 @@ type GetSchema_Response struct {
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1549,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1597,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1609,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,14 +1653,15 @@ type Configure_Response struct {
 	// What the sink instance can do besides writing.
 	Remover       bool `protobuf:"varint,3,opt,name=remover,proto3" json:"remover,omitempty"`
 	Flusher       bool `protobuf:"varint,4,opt,name=flusher,proto3" json:"flusher,omitempty"`
-	Storage       bool `protobuf:"varint,5,opt,name=storage,proto3" json:"storage,omitempty"` // list, read back and remove objects
+	Storage       bool `protobuf:"varint,5,opt,name=storage,proto3" json:"storage,omitempty"`   // list, read back and remove objects
+	Preparer      bool `protobuf:"varint,6,opt,name=preparer,proto3" json:"preparer,omitempty"` // wants Prepare before the first object
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1673,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,6 +1724,13 @@ func (x *Configure_Response) GetStorage() bool {
 	return false
 }
 
+func (x *Configure_Response) GetPreparer() bool {
+	if x != nil {
+		return x.Preparer
+	}
+	return false
+}
+
 type ListStreams_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1696,7 +1740,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1752,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,15 +1776,18 @@ func (x *ListStreams_Request) GetHandle() uint64 {
 }
 
 type ListStreams_Response struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Streams       []*StreamInfo          `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Streams []*StreamInfo          `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	// Facts about what the source reads (server version, database, size),
+	// recorded in the run's manifest. Never secrets.
+	Facts         map[string]string `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1799,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,6 +1822,13 @@ func (x *ListStreams_Response) GetStreams() []*StreamInfo {
 	return nil
 }
 
+func (x *ListStreams_Response) GetFacts() map[string]string {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
 type ReadStream_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1786,7 +1840,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1852,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1903,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1915,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +1998,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2010,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2043,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2055,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2093,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2105,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2132,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2144,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2191,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2203,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2243,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2255,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2293,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2305,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2331,7 @@ type ListObjects_Request struct {
 
 func (x *ListObjects_Request) Reset() {
 	*x = ListObjects_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2343,7 @@ func (x *ListObjects_Request) String() string {
 func (*ListObjects_Request) ProtoMessage() {}
 
 func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2382,7 @@ type ListObjects_Response struct {
 
 func (x *ListObjects_Response) Reset() {
 	*x = ListObjects_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2394,7 @@ func (x *ListObjects_Response) String() string {
 func (*ListObjects_Response) ProtoMessage() {}
 
 func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2429,7 @@ type EstimateMemory_Request struct {
 
 func (x *EstimateMemory_Request) Reset() {
 	*x = EstimateMemory_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2441,7 @@ func (x *EstimateMemory_Request) String() string {
 func (*EstimateMemory_Request) ProtoMessage() {}
 
 func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2494,7 @@ type EstimateMemory_Response struct {
 
 func (x *EstimateMemory_Response) Reset() {
 	*x = EstimateMemory_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2506,7 @@ func (x *EstimateMemory_Response) String() string {
 func (*EstimateMemory_Response) ProtoMessage() {}
 
 func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2543,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2555,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2584,7 +2638,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2596,7 +2650,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2696,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2708,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2739,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2751,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2777,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2789,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2827,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2839,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,6 +2855,94 @@ func (*Remove_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 1}
 }
 
+type Prepare_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Objects       []*Object              `protobuf:"bytes,2,rep,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prepare_Request) Reset() {
+	*x = Prepare_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prepare_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prepare_Request) ProtoMessage() {}
+
+func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prepare_Request.ProtoReflect.Descriptor instead.
+func (*Prepare_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 0}
+}
+
+func (x *Prepare_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *Prepare_Request) GetObjects() []*Object {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+type Prepare_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prepare_Response) Reset() {
+	*x = Prepare_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prepare_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prepare_Response) ProtoMessage() {}
+
+func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prepare_Response.ProtoReflect.Descriptor instead.
+func (*Prepare_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 1}
+}
+
 type Flush_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -2810,7 +2952,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2964,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2977,7 @@ func (x *Flush_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Request.ProtoReflect.Descriptor instead.
 func (*Flush_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 func (x *Flush_Request) GetHandle() uint64 {
@@ -2853,7 +2995,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3007,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3020,7 @@ func (x *Flush_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Response.ProtoReflect.Descriptor instead.
 func (*Flush_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
 }
 
 type Close_Request struct {
@@ -2890,7 +3032,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3044,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3057,7 @@ func (x *Close_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Request.ProtoReflect.Descriptor instead.
 func (*Close_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 func (x *Close_Request) GetHandle() uint64 {
@@ -2933,7 +3075,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3087,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3100,7 @@ func (x *Close_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Response.ProtoReflect.Descriptor instead.
 func (*Close_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
 }
 
 type Stop_Request struct {
@@ -2969,7 +3111,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3123,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3136,7 @@ func (x *Stop_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Request.ProtoReflect.Descriptor instead.
 func (*Stop_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type Stop_Response struct {
@@ -3005,7 +3147,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3017,7 +3159,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3030,7 +3172,7 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3090,7 +3232,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
-	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\"\x9f\x03\n" +
+	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\"\xbb\x03\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -3098,22 +3240,28 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x03(\v2-.pipe.plugin.v1.Configure.Request.ConfigEntryR\x06config\x1aP\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xca\x01\n" +
 	"\bResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12<\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1a.pipe.plugin.v1.DiagnosticR\vdiagnostics\x12\x18\n" +
 	"\aremover\x18\x03 \x01(\bR\aremover\x12\x18\n" +
 	"\aflusher\x18\x04 \x01(\bR\aflusher\x12\x18\n" +
-	"\astorage\x18\x05 \x01(\bR\astorage\"4\n" +
+	"\astorage\x18\x05 \x01(\bR\astorage\x12\x1a\n" +
+	"\bpreparer\x18\x06 \x01(\bR\bpreparer\"4\n" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"r\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xf4\x01\n" +
 	"\vListStreams\x1a!\n" +
 	"\aRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a@\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\xc1\x01\n" +
 	"\bResponse\x124\n" +
-	"\astreams\x18\x01 \x03(\v2\x1a.pipe.plugin.v1.StreamInfoR\astreams\"\x8a\x02\n" +
+	"\astreams\x18\x01 \x03(\v2\x1a.pipe.plugin.v1.StreamInfoR\astreams\x12E\n" +
+	"\x05facts\x18\x02 \x03(\v2/.pipe.plugin.v1.ListStreams.Response.FactsEntryR\x05facts\x1a8\n" +
+	"\n" +
+	"FactsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x02\n" +
 	"\n" +
 	"ReadStream\x1aR\n" +
 	"\aRequest\x12\x16\n" +
@@ -3196,6 +3344,12 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x1a\n" +
 	"\n" +
+	"\bResponse\"j\n" +
+	"\aPrepare\x1aS\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x120\n" +
+	"\aobjects\x18\x02 \x03(\v2\x16.pipe.plugin.v1.ObjectR\aobjects\x1a\n" +
+	"\n" +
 	"\bResponse\"6\n" +
 	"\x05Flush\x1a!\n" +
 	"\aRequest\x12\x16\n" +
@@ -3223,7 +3377,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xad\t\n" +
+	"\rTYPE_DURATION\x10\a2\xfb\t\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -3238,7 +3392,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vListObjects\x12#.pipe.plugin.v1.ListObjects.Request\x1a$.pipe.plugin.v1.ListObjects.Response\x12a\n" +
 	"\x0eEstimateMemory\x12&.pipe.plugin.v1.EstimateMemory.Request\x1a'.pipe.plugin.v1.EstimateMemory.Response\x12I\n" +
 	"\x06Remove\x12\x1e.pipe.plugin.v1.Remove.Request\x1a\x1f.pipe.plugin.v1.Remove.Response\x12F\n" +
-	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12F\n" +
+	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12L\n" +
+	"\aPrepare\x12\x1f.pipe.plugin.v1.Prepare.Request\x1a .pipe.plugin.v1.Prepare.Response\x12F\n" +
 	"\x05Close\x12\x1d.pipe.plugin.v1.Close.Request\x1a\x1e.pipe.plugin.v1.Close.Response\x12C\n" +
 	"\x04Stop\x12\x1c.pipe.plugin.v1.Stop.Request\x1a\x1d.pipe.plugin.v1.Stop.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
 
@@ -3255,7 +3410,7 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
 	(Type)(0),                       // 1: pipe.plugin.v1.Type
@@ -3280,105 +3435,113 @@ var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(*Object)(nil),                  // 20: pipe.plugin.v1.Object
 	(*WriteObject)(nil),             // 21: pipe.plugin.v1.WriteObject
 	(*Remove)(nil),                  // 22: pipe.plugin.v1.Remove
-	(*Flush)(nil),                   // 23: pipe.plugin.v1.Flush
-	(*Close)(nil),                   // 24: pipe.plugin.v1.Close
-	(*Stop)(nil),                    // 25: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),        // 26: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),         // 27: pipe.plugin.v1.Value.StringMap
-	nil,                             // 28: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),       // 29: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),      // 30: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),       // 31: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),      // 32: pipe.plugin.v1.Configure.Response
-	nil,                             // 33: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),     // 34: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),    // 35: pipe.plugin.v1.ListStreams.Response
-	(*ReadStream_Request)(nil),      // 36: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),     // 37: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),          // 38: pipe.plugin.v1.ReadStream.End
-	(*FinishFile_Request)(nil),      // 39: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),     // 40: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),    // 41: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil),   // 42: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),    // 43: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil),   // 44: pipe.plugin.v1.FinishObject.Response
-	(*ListObjects_Request)(nil),     // 45: pipe.plugin.v1.ListObjects.Request
-	(*ListObjects_Response)(nil),    // 46: pipe.plugin.v1.ListObjects.Response
-	(*EstimateMemory_Request)(nil),  // 47: pipe.plugin.v1.EstimateMemory.Request
-	(*EstimateMemory_Response)(nil), // 48: pipe.plugin.v1.EstimateMemory.Response
-	nil,                             // 49: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	(*WriteObject_Request)(nil),     // 50: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),        // 51: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),      // 52: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),    // 53: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),          // 54: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),         // 55: pipe.plugin.v1.Remove.Response
-	(*Flush_Request)(nil),           // 56: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),          // 57: pipe.plugin.v1.Flush.Response
-	(*Close_Request)(nil),           // 58: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),          // 59: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),            // 60: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),           // 61: pipe.plugin.v1.Stop.Response
+	(*Prepare)(nil),                 // 23: pipe.plugin.v1.Prepare
+	(*Flush)(nil),                   // 24: pipe.plugin.v1.Flush
+	(*Close)(nil),                   // 25: pipe.plugin.v1.Close
+	(*Stop)(nil),                    // 26: pipe.plugin.v1.Stop
+	(*Value_StringList)(nil),        // 27: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 28: pipe.plugin.v1.Value.StringMap
+	nil,                             // 29: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 30: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 31: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 32: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 33: pipe.plugin.v1.Configure.Response
+	nil,                             // 34: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 35: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 36: pipe.plugin.v1.ListStreams.Response
+	nil,                             // 37: pipe.plugin.v1.ListStreams.Response.FactsEntry
+	(*ReadStream_Request)(nil),      // 38: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 39: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 40: pipe.plugin.v1.ReadStream.End
+	(*FinishFile_Request)(nil),      // 41: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 42: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 43: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 44: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 45: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 46: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 47: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 48: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 49: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 50: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 51: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 52: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 53: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 54: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 55: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 56: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 57: pipe.plugin.v1.Remove.Response
+	(*Prepare_Request)(nil),         // 58: pipe.plugin.v1.Prepare.Request
+	(*Prepare_Response)(nil),        // 59: pipe.plugin.v1.Prepare.Response
+	(*Flush_Request)(nil),           // 60: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 61: pipe.plugin.v1.Flush.Response
+	(*Close_Request)(nil),           // 62: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 63: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 64: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 65: pipe.plugin.v1.Stop.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	26, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	27, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	27, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	28, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	28, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	29, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	33, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	34, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	38, // 15: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
-	13, // 16: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
-	20, // 17: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
-	17, // 18: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
-	0,  // 19: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
-	49, // 20: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	3,  // 21: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
-	51, // 22: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	52, // 23: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
-	20, // 24: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
-	29, // 25: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	31, // 26: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	34, // 27: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	36, // 28: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	50, // 29: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	39, // 30: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	41, // 31: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	43, // 32: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	45, // 33: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
-	47, // 34: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
-	54, // 35: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	56, // 36: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	58, // 37: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	60, // 38: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	30, // 39: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	32, // 40: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	35, // 41: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	37, // 42: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	53, // 43: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	40, // 44: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	42, // 45: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	44, // 46: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	46, // 47: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
-	48, // 48: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
-	55, // 49: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	57, // 50: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	59, // 51: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	61, // 52: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	39, // [39:53] is the sub-list for method output_type
-	25, // [25:39] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	37, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
+	40, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	13, // 17: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
+	20, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
+	17, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
+	0,  // 20: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
+	51, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	3,  // 22: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
+	53, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	54, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	20, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
+	20, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
+	30, // 27: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	32, // 28: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	35, // 29: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	38, // 30: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	52, // 31: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	41, // 32: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	43, // 33: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	45, // 34: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	47, // 35: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	49, // 36: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	56, // 37: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	60, // 38: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	58, // 39: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
+	62, // 40: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	64, // 41: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	31, // 42: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	33, // 43: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	36, // 44: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	39, // 45: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	55, // 46: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	42, // 47: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	44, // 48: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	46, // 49: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	48, // 50: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	50, // 51: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	57, // 52: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	61, // 53: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	59, // 54: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
+	63, // 55: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	65, // 56: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	42, // [42:57] is the sub-list for method output_type
+	27, // [27:42] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_pipe_plugin_v1_plugin_proto_init() }
@@ -3394,12 +3557,12 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[34].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[36].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[47].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[49].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
@@ -3410,7 +3573,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   59,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,7 @@ const (
 	Plugin_EstimateMemory_FullMethodName = "/pipe.plugin.v1.Plugin/EstimateMemory"
 	Plugin_Remove_FullMethodName         = "/pipe.plugin.v1.Plugin/Remove"
 	Plugin_Flush_FullMethodName          = "/pipe.plugin.v1.Plugin/Flush"
+	Plugin_Prepare_FullMethodName        = "/pipe.plugin.v1.Plugin/Prepare"
 	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
 	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
 )
@@ -91,6 +92,9 @@ type PluginClient interface {
 	Remove(ctx context.Context, in *Remove_Request, opts ...grpc.CallOption) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
 	Flush(ctx context.Context, in *Flush_Request, opts ...grpc.CallOption) (*Flush_Response, error)
+	// Prepare tells a sink that declared preparer in Configure every object
+	// of the run, in the order the run starts them, before the first one.
+	Prepare(ctx context.Context, in *Prepare_Request, opts ...grpc.CallOption) (*Prepare_Response, error)
 	// Close releases an instance.
 	Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -237,6 +241,16 @@ func (c *pluginClient) Flush(ctx context.Context, in *Flush_Request, opts ...grp
 	return out, nil
 }
 
+func (c *pluginClient) Prepare(ctx context.Context, in *Prepare_Request, opts ...grpc.CallOption) (*Prepare_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Prepare_Response)
+	err := c.cc.Invoke(ctx, Plugin_Prepare_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *pluginClient) Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Close_Response)
@@ -291,6 +305,9 @@ type PluginServer interface {
 	Remove(context.Context, *Remove_Request) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
 	Flush(context.Context, *Flush_Request) (*Flush_Response, error)
+	// Prepare tells a sink that declared preparer in Configure every object
+	// of the run, in the order the run starts them, before the first one.
+	Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error)
 	// Close releases an instance.
 	Close(context.Context, *Close_Request) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -340,6 +357,9 @@ func (UnimplementedPluginServer) Remove(context.Context, *Remove_Request) (*Remo
 }
 func (UnimplementedPluginServer) Flush(context.Context, *Flush_Request) (*Flush_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Flush not implemented")
+}
+func (UnimplementedPluginServer) Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method Prepare not implemented")
 }
 func (UnimplementedPluginServer) Close(context.Context, *Close_Request) (*Close_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
@@ -566,6 +586,24 @@ func _Plugin_Flush_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_Prepare_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Prepare_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Prepare(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Prepare_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Prepare(ctx, req.(*Prepare_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Plugin_Close_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Close_Request)
 	if err := dec(in); err != nil {
@@ -648,6 +686,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Flush",
 			Handler:    _Plugin_Flush_Handler,
+		},
+		{
+			MethodName: "Prepare",
+			Handler:    _Plugin_Prepare_Handler,
 		},
 		{
 			MethodName: "Close",

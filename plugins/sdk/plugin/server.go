@@ -180,6 +180,7 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	_, resp.Remover = inst.(sdk.Remover)
 	_, resp.Flusher = inst.(sdk.Flusher)
 	_, resp.Storage = inst.(sdk.Storage)
+	_, resp.Preparer = inst.(sdk.Preparer)
 	s.mu.Lock()
 	s.next++
 	resp.Handle = s.next
@@ -252,6 +253,11 @@ func (s *server) ListStreams(ctx context.Context, req *pb.ListStreams_Request) (
 	out := &pb.ListStreams_Response{}
 	for _, in := range infos {
 		out.Streams = append(out.Streams, &pb.StreamInfo{Name: in.Name, Size: in.Size})
+	}
+	if d, ok := src.(sdk.Describer); ok {
+		if out.Facts, err = d.Describe(ctx); err != nil {
+			return nil, s.status(req.GetHandle(), err)
+		}
 	}
 	return out, nil
 }
@@ -546,6 +552,22 @@ func (s *server) Flush(ctx context.Context, req *pb.Flush_Request) (*pb.Flush_Re
 		return &pb.Flush_Response{}, nil
 	}
 	return &pb.Flush_Response{}, s.status(req.GetHandle(), f.Flush(ctx))
+}
+
+func (s *server) Prepare(ctx context.Context, req *pb.Prepare_Request) (*pb.Prepare_Response, error) {
+	snk, err := s.sink(req.GetHandle())
+	if err != nil {
+		return nil, err
+	}
+	p, ok := snk.(sdk.Preparer)
+	if !ok {
+		return &pb.Prepare_Response{}, nil
+	}
+	objs := make([]sdk.Object, 0, len(req.GetObjects()))
+	for _, o := range req.GetObjects() {
+		objs = append(objs, objectFromPB(o))
+	}
+	return &pb.Prepare_Response{}, s.status(req.GetHandle(), p.Prepare(ctx, objs))
 }
 
 func (s *server) Close(ctx context.Context, req *pb.Close_Request) (*pb.Close_Response, error) {

@@ -1,0 +1,5 @@
+package all
+
+import "github.com/pipebackup/pipe/plugins/database/postgres"
+
+func init() { add("postgres", postgres.SourceType{}, postgres.SinkType{}) }

@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+func TestConnKeepsThePasswordOffTheCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      connConfig
+		info     string
+		password string
+	}{
+		{"url", connConfig{DSN: "postgres://alice:s3cr%20et@db.example:6432/sales?sslmode=require&application_name=nightly"},
+			"application_name=nightly dbname=sales host=db.example port=6432 sslmode=require user=alice", "s3cr et"},
+		{"key=value", connConfig{DSN: `host=db port=5432 user=bob password='it\'s \\ quoted' dbname='my db'`},
+			`dbname='my db' host=db port=5432 user=bob`, `it's \ quoted`},
+		{"attributes beat the dsn", connConfig{DSN: "postgres://u:dsnpass@h/a", Database: "b", Password: "attrpass", Port: 7000},
+			"dbname=b host=h port=7000 user=u", "attrpass"},
+		{"attributes only", connConfig{Host: "/var/run/postgresql", Database: "app", SSLMode: "disable"},
+			"dbname=app host=/var/run/postgresql sslmode=disable", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, d := newConn(tc.cfg)
+			if d.HasErrors() {
+				t.Fatal(d.Err())
+			}
+			if c.info != tc.info || c.password != tc.password {
+				t.Errorf("got info %q password %q, want %q %q", c.info, c.password, tc.info, tc.password)
+			}
+			argv := c.spec([]string{"pg_dump", "--dbname=" + c.info}, nil).Argv
+			if tc.password != "" && strings.Contains(strings.Join(argv, " "), tc.password) {
+				t.Errorf("the password is on the command line: %v", argv)
+			}
+			env := c.env(nil)
+			if tc.password != "" && (len(env) != 1 || env[0] != "PGPASSWORD="+tc.password) {
+				t.Errorf("env = %v, want PGPASSWORD", env)
+			}
+			// What the tools get parses back to the same settings.
+			back, err := parseDSN(c.info)
+			if err != nil || conninfo(back) != c.info {
+				t.Errorf("conninfo does not round-trip: %v %q", err, conninfo(back))
+			}
+		})
+	}
+}
+
+func TestConnErrorsNameTheAttribute(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  connConfig
+		attr string
+		text string
+	}{
+		{connConfig{}, "", "no database given"},
+		{connConfig{DSN: "host=a dbname='unterminated"}, "dsn", "unterminated"},
+		{connConfig{DSN: "justtext"}, "dsn", "key=value"},
+		{connConfig{Host: "h", Database: "d", Port: 70000}, "port", "invalid port"},
+		{connConfig{Host: "h", Database: "d", SSLMode: "sometimes"}, "sslmode", "invalid sslmode"},
+	} {
+		_, d := newConn(tc.cfg)
+		if !d.HasErrors() || d[0].Attribute != tc.attr || !strings.Contains(d.Err().Error(), tc.text) {
+			t.Errorf("%+v: got %v, want an error on %q containing %q", tc.cfg, d, tc.attr, tc.text)
+		}
+	}
+	// A URL that does not parse is reported without repeating it.
+	_, d := newConn(connConfig{DSN: "postgres://u:topsecret@h:badport/db"})
+	if !d.HasErrors() || strings.Contains(d.Err().Error(), "topsecret") {
+		t.Errorf("bad URL: %v", d)
+	}
+}
+
+func TestTableStreamNamesRoundTrip(t *testing.T) {
+	for _, tc := range [][2]string{{"public", "events"}, {"Odd Schema", "Mixed.Case/Table"}, {"s", "100%"}, {"ü", "a b"}} {
+		name := tableStream(tc[0], tc[1])
+		s, tbl, ok := parseTableStream(name)
+		if !ok || s != tc[0] || tbl != tc[1] {
+			t.Errorf("%q → %q → %q %q %v", tc, name, s, tbl, ok)
+		}
+	}
+	for _, bad := range []string{"pre-data.dump", "data/x.copy", "data/a/b/c.copy", "data/a/b.sql", "data//t.copy"} {
+		if _, _, ok := parseTableStream(bad); ok {
+			t.Errorf("%q parsed as a table stream", bad)
+		}
+	}
+}
+
+func TestPGOptionsEscapes(t *testing.T) {
+	got := pgoptions(map[string]string{"synchronous_commit": "off", "search_path": `a b\c`})
+	if want := `-c search_path=a\ b\\c -c synchronous_commit=off`; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestConfigureRejects(t *testing.T) {
+	base := map[string]any{"host": "h", "database": "d"}
+	with := func(k string, v any) sdk.Config {
+		m := map[string]any{}
+		for k, v := range base {
+			m[k] = v
+		}
+		m[k] = v
+		return sdk.NewConfig(m)
+	}
+	for _, tc := range []struct {
+		cfg  sdk.Config
+		attr string
+	}{
+		{with("format", "directory"), "format"},
+		{with("jobs", int64(0)), "jobs"},
+		{with("pg_dump", "/nonexistent/pg_dump"), "pg_dump"},
+	} {
+		_, d := SourceType{}.Configure(context.Background(), withDefaults(SourceType{}.Schema(), tc.cfg))
+		if !d.HasErrors() || d[0].Attribute != tc.attr {
+			t.Errorf("source %v: got %v, want an error on %s", tc.cfg.Values(), d, tc.attr)
+		}
+	}
+	plainJobs := sdk.NewConfig(map[string]any{"host": "h", "database": "d", "format": "plain", "jobs": int64(4)})
+	if _, d := (SourceType{}).Configure(context.Background(), withDefaults(SourceType{}.Schema(), plainJobs)); !d.HasErrors() || d[0].Attribute != "jobs" {
+		t.Errorf("plain with jobs = 4: %v", d)
+	}
+	noDB := sdk.NewConfig(map[string]any{"host": "h", "create": true})
+	if _, d := (SinkType{}).Configure(context.Background(), withDefaults(SinkType{}.Schema(), noDB)); !d.HasErrors() || d[0].Attribute != "database" {
+		t.Errorf("create without database: %v", d)
+	}
+}
+
+// withDefaults fills in the schema's defaults as the host does.
+func withDefaults(s sdk.Schema, c sdk.Config) sdk.Config {
+	m := map[string]any{}
+	for _, a := range s.Attributes {
+		if a.Default != nil {
+			m[a.Name] = a.Default
+		}
+	}
+	for k, v := range c.Values() {
+		m[k] = v
+	}
+	return sdk.NewConfig(m)
+}

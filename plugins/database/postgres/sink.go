@@ -1,0 +1,460 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// defaultSettings speed a restore up: a crash during a restore means
+// restoring again anyway, so commits need not wait for the WAL flush, and
+// index builds get more memory.
+var defaultSettings = map[string]string{"synchronous_commit": "off", "maintenance_work_mem": "256MB"}
+
+type sinkConfig struct {
+	connConfig
+	Jobs       int64             `pipe:"jobs"`
+	Create     bool              `pipe:"create"`
+	Clean      bool              `pipe:"clean"`
+	NoOwner    bool              `pipe:"no_owner"`
+	Globals    bool              `pipe:"globals"`
+	Settings   map[string]string `pipe:"settings"`
+	PgRestore  string            `pipe:"pg_restore"`
+	Psql       string            `pipe:"psql"`
+	Maintenace string            `pipe:"maintenance_database"`
+}
+
+// SinkType is the "postgres" sink.
+type SinkType struct{}
+
+var _ sdk.SinkType = SinkType{}
+
+func (SinkType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Restores into a PostgreSQL database: custom-format dumps (*.dump) with pg_restore, plain SQL (*.sql) with psql, and a parallel-mode backup schema first, then the tables' data on jobs connections at once, then indexes and constraints with pg_restore --jobs. A failed statement fails the run with the server's message.",
+		Attributes: append(connAttributes(),
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables loaded at once, and pg_restore's --jobs for indexes and constraints, when restoring a parallel-mode backup; the run then moves at least this many streams at once."},
+			sdk.Attribute{Name: "create", Type: sdk.Bool, Default: false, Description: "Create the database first if it does not exist."},
+			sdk.Attribute{Name: "clean", Type: sdk.Bool, Default: false, Description: "Drop the database and create it anew before restoring: everything in it is lost."},
+			sdk.Attribute{Name: "no_owner", Type: sdk.Bool, Default: false, Description: "Do not restore ownership and privileges (pg_restore --no-owner --no-acl): for a server without the original roles."},
+			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Apply globals.sql (roles, tablespaces) when the backup has it, skipping statements that fail (roles that exist). Otherwise it is read and ignored."},
+			sdk.Attribute{Name: "settings", Type: sdk.StringMap, Description: `Session settings for the restore (PGOPTIONS and the data connections). Default: { synchronous_commit = "off", maintenance_work_mem = "256MB" }; giving settings replaces them.`},
+			sdk.Attribute{Name: "pg_restore", Type: sdk.String, Default: "pg_restore", Description: "The pg_restore program."},
+			sdk.Attribute{Name: "psql", Type: sdk.String, Default: "psql", Description: "The psql program."},
+			sdk.Attribute{Name: "maintenance_database", Type: sdk.String, Default: "postgres", Description: "The database connected to for create and clean."},
+		),
+	}
+}
+
+func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
+	var c sinkConfig
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	cn, diags := newConn(c.connConfig)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	if c.Jobs < 1 || c.Jobs > 1024 {
+		return nil, sdk.AttrError("jobs", "invalid jobs", fmt.Sprintf("jobs = %d: give 1 up to 1024 tables at once", c.Jobs))
+	}
+	if (c.Create || c.Clean) && cn.database == "" {
+		return nil, sdk.AttrError("database", "no database to create", "create and clean need the database's name: set database (or dbname in dsn)")
+	}
+	if c.Settings == nil {
+		c.Settings = defaultSettings
+	}
+	for _, t := range []struct{ attr, path string }{{"pg_restore", c.PgRestore}, {"psql", c.Psql}} {
+		if d := lookTool(t.attr, t.path); d != nil {
+			return nil, d
+		}
+	}
+	return &Sink{c: c, conn: cn, preDone: make(chan struct{})}, nil
+}
+
+// Sink restores streams into one database.
+type Sink struct {
+	c    sinkConfig
+	conn conn
+
+	// Parallel mode, from Prepare: data waits for the schema, indexes and
+	// constraints wait for the data.
+	hasPre  bool
+	preDone chan struct{} // closed when pre-data ended
+	preErr  error
+	data    sync.WaitGroup
+	mu      sync.Mutex
+	dataErr error
+	loaders chan *pgx.Conn
+	opened  []*pgx.Conn
+}
+
+var (
+	_ sdk.Sink     = (*Sink)(nil)
+	_ sdk.Preparer = (*Sink)(nil)
+	_ io.Closer    = (*Sink)(nil)
+)
+
+// Prepare creates or cleans the database and learns whether the run has a
+// schema stream the data must wait for and how many table streams the
+// indexes wait for.
+func (s *Sink) Prepare(ctx context.Context, objs []sdk.Object) error {
+	if s.c.Create || s.c.Clean {
+		if err := s.createDatabase(ctx); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs {
+		if o.Stream == streamPreData {
+			s.hasPre = true
+		}
+		if _, _, ok := parseTableStream(o.Stream); ok || o.Stream == streamSequences {
+			s.data.Add(1)
+		}
+	}
+	if !s.hasPre {
+		close(s.preDone)
+	}
+	s.loaders = make(chan *pgx.Conn, s.c.Jobs)
+	for range s.c.Jobs {
+		s.loaders <- nil
+	}
+	return nil
+}
+
+func (s *Sink) createDatabase(ctx context.Context) error {
+	pc, err := s.conn.withDatabase(s.c.Maintenace).connect(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer pc.Close(context.Background())
+	id := quoteIdent(s.conn.database)
+	if s.c.Clean {
+		var num int
+		if err := pc.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+			return err
+		}
+		drop := "DROP DATABASE IF EXISTS " + id
+		if num >= 130000 {
+			drop += " WITH (FORCE)"
+		}
+		if _, err := pc.Exec(ctx, drop); err != nil {
+			return fmt.Errorf("clean: dropping database %s: %w", id, err)
+		}
+	}
+	var exists bool
+	if err := pc.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", s.conn.database).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := pc.Exec(ctx, "CREATE DATABASE "+id); err != nil {
+			return fmt.Errorf("creating database %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	if s.loaders == nil {
+		// Not prepared (a host without Prepare): nothing to wait for.
+		if err := s.Prepare(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	restore := []string{s.c.PgRestore, "--dbname=" + s.conn.info, "--no-password", "--exit-on-error"}
+	if s.c.NoOwner {
+		restore = append(restore, "--no-owner", "--no-acl")
+	}
+	switch name := obj.Stream; {
+	case name == streamGlobals:
+		if !s.c.Globals {
+			return discard{}, nil
+		}
+		return command.Write(ctx, s.conn.spec([]string{s.c.Psql, "--dbname=" + s.conn.info, "--no-password", "-X", "-q", "-v", "ON_ERROR_STOP=0"}, s.c.Settings))
+	case name == streamPreData:
+		w, err := command.Write(ctx, s.conn.spec(restore, s.c.Settings))
+		if err != nil {
+			s.endPre(err)
+			return nil, err
+		}
+		return &preWriter{Writer: w, s: s}, nil
+	case name == streamPostData:
+		return s.postData(restore)
+	case name == streamSequences:
+		return s.sequences(ctx)
+	case strings.HasSuffix(name, dataExt):
+		schema, tbl, ok := parseTableStream(name)
+		if !ok {
+			return nil, fmt.Errorf("stream %q: not a table's data (data/<schema>/<table>.copy)", name)
+		}
+		return s.copyIn(ctx, schema, tbl)
+	case strings.HasSuffix(name, ".dump"):
+		return command.Write(ctx, s.conn.spec(restore, s.c.Settings))
+	case strings.HasSuffix(name, ".sql"):
+		return command.Write(ctx, s.conn.spec([]string{s.c.Psql, "--dbname=" + s.conn.info, "--no-password", "-X", "-q", "-v", "ON_ERROR_STOP=1"}, s.c.Settings))
+	default:
+		return nil, fmt.Errorf("stream %q: not a PostgreSQL dump (pipe restores *.dump with pg_restore, *.sql with psql and data/<schema>/<table>.copy with COPY)", name)
+	}
+}
+
+// discard is an object nobody keeps.
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error)      { return len(b), nil }
+func (discard) Commit(ctx context.Context) error { return nil }
+func (discard) Abort(ctx context.Context) error  { return nil }
+
+// endPre records how the schema stream ended and lets the data go (or
+// fail).
+func (s *Sink) endPre(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.preDone:
+		return
+	default:
+	}
+	if err != nil {
+		s.preErr = err
+	}
+	close(s.preDone)
+}
+
+// waitPre waits for the schema before a table's data goes in.
+func (s *Sink) waitPre(ctx context.Context) error {
+	select {
+	case <-s.preDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.preErr != nil {
+		return fmt.Errorf("the schema (%s) was not restored: %w", streamPreData, s.preErr)
+	}
+	return nil
+}
+
+type preWriter struct {
+	*command.Writer
+	s *Sink
+}
+
+func (w *preWriter) Commit(ctx context.Context) error {
+	err := w.Writer.Commit(ctx)
+	w.s.endPre(err)
+	return err
+}
+
+func (w *preWriter) Abort(ctx context.Context) error {
+	err := w.Writer.Abort(ctx)
+	w.s.endPre(errors.New("aborted"))
+	return err
+}
+
+// endData records a table's (or the sequences') end.
+func (s *Sink) endData(err error) {
+	if err != nil {
+		s.mu.Lock()
+		if s.dataErr == nil {
+			s.dataErr = err
+		}
+		s.mu.Unlock()
+	}
+	s.data.Done()
+}
+
+// copyIn loads one table's rows with COPY FROM STDIN on a loader
+// connection; the table's rows are visible only if all arrived (COPY is one
+// statement).
+func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter, error) {
+	id := pgx.Identifier{schema, tbl}.Sanitize()
+	if err := s.waitPre(ctx); err != nil {
+		s.endData(err)
+		return nil, err
+	}
+	var pc *pgx.Conn
+	select {
+	case pc = <-s.loaders:
+	case <-ctx.Done():
+		s.endData(ctx.Err())
+		return nil, ctx.Err()
+	}
+	if pc == nil || pc.IsClosed() {
+		var err error
+		if pc, err = s.conn.connect(ctx, s.c.Settings); err != nil {
+			s.loaders <- nil
+			s.endData(err)
+			return nil, err
+		}
+		s.mu.Lock()
+		s.opened = append(s.opened, pc)
+		s.mu.Unlock()
+	}
+	pr, pw := io.Pipe()
+	w := &copyWriter{pw: pw, done: make(chan struct{}), s: s, table: id}
+	go func() {
+		defer close(w.done)
+		_, err := pc.PgConn().CopyFrom(ctx, pr, "COPY "+id+" FROM STDIN")
+		pr.CloseWithError(err)
+		w.err = err
+		s.loaders <- pc
+	}()
+	return w, nil
+}
+
+type copyWriter struct {
+	pw    *io.PipeWriter
+	done  chan struct{}
+	err   error // COPY's, after done
+	s     *Sink
+	table string
+	once  sync.Once
+}
+
+func (w *copyWriter) Write(b []byte) (int, error) {
+	n, err := w.pw.Write(b)
+	if err != nil {
+		<-w.done
+		if w.err != nil {
+			return n, fmt.Errorf("loading %s: %w", w.table, w.err)
+		}
+	}
+	return n, err
+}
+
+func (w *copyWriter) Commit(ctx context.Context) error {
+	w.pw.Close()
+	<-w.done
+	err := w.err
+	if err != nil {
+		err = fmt.Errorf("loading %s: %w", w.table, err)
+	}
+	w.once.Do(func() { w.s.endData(err) })
+	return err
+}
+
+// Abort fails the COPY: the server discards every row of it.
+func (w *copyWriter) Abort(ctx context.Context) error {
+	w.pw.CloseWithError(errors.New("aborted by pipe"))
+	<-w.done
+	w.once.Do(func() { w.s.endData(fmt.Errorf("loading %s: aborted", w.table)) })
+	return nil
+}
+
+// sequences sets the sequences' values once the schema is there.
+func (s *Sink) sequences(ctx context.Context) (sdk.ObjectWriter, error) {
+	if err := s.waitPre(ctx); err != nil {
+		s.endData(err)
+		return nil, err
+	}
+	return &sequenceWriter{s: s}, nil
+}
+
+// maxSequences bounds the setval statements held in memory (about a
+// million sequences).
+const maxSequences = 128 << 20
+
+type sequenceWriter struct {
+	s    *Sink
+	b    bytes.Buffer
+	once sync.Once
+}
+
+func (w *sequenceWriter) Write(b []byte) (int, error) {
+	if w.b.Len()+len(b) > maxSequences {
+		return 0, fmt.Errorf("%s is larger than %d MiB: not a sequences stream", streamSequences, maxSequences>>20)
+	}
+	return w.b.Write(b)
+}
+
+func (w *sequenceWriter) Commit(ctx context.Context) error {
+	err := w.apply(ctx)
+	w.once.Do(func() { w.s.endData(err) })
+	return err
+}
+
+func (w *sequenceWriter) apply(ctx context.Context) error {
+	pc, err := w.s.conn.connect(ctx, w.s.c.Settings)
+	if err != nil {
+		return err
+	}
+	defer pc.Close(context.Background())
+	if _, err := pc.PgConn().Exec(ctx, w.b.String()).ReadAll(); err != nil {
+		return fmt.Errorf("setting sequences: %w", err)
+	}
+	return nil
+}
+
+func (w *sequenceWriter) Abort(ctx context.Context) error {
+	w.once.Do(func() { w.s.endData(errors.New("sequences: aborted")) })
+	return nil
+}
+
+// postData keeps the indexes and constraints in a temporary file (pg_restore
+// --jobs needs a file it can seek) and restores them once every table is
+// loaded.
+func (s *Sink) postData(restore []string) (sdk.ObjectWriter, error) {
+	f, err := os.CreateTemp("", "pipe-post-data-*.dump")
+	if err != nil {
+		return nil, fmt.Errorf("post-data needs a temporary file: %w", err)
+	}
+	return &postWriter{f: f, s: s, restore: restore}, nil
+}
+
+type postWriter struct {
+	f       *os.File
+	s       *Sink
+	restore []string
+}
+
+func (w *postWriter) Write(b []byte) (int, error) { return w.f.Write(b) }
+
+func (w *postWriter) Commit(ctx context.Context) error {
+	defer os.Remove(w.f.Name())
+	if err := w.f.Close(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { w.s.data.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.s.mu.Lock()
+	derr := w.s.dataErr
+	w.s.mu.Unlock()
+	if derr != nil {
+		return fmt.Errorf("indexes and constraints not built: %w", derr)
+	}
+	args := append(w.restore, fmt.Sprintf("--jobs=%d", w.s.c.Jobs), w.f.Name())
+	return command.New(ctx, w.s.conn.spec(args, w.s.c.Settings)).Run()
+}
+
+func (w *postWriter) Abort(ctx context.Context) error {
+	w.f.Close()
+	os.Remove(w.f.Name())
+	return nil
+}
+
+// Close closes the loader connections.
+func (s *Sink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, pc := range s.opened {
+		pc.Close(context.Background())
+	}
+	s.opened = nil
+	return nil
+}

@@ -1,0 +1,419 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// Stream names. A single dump is named after its database; parallel mode
+// yields the schema before and after the data, the sequences' values, and
+// one stream per table under data/.
+const (
+	streamGlobals   = "globals.sql"
+	streamPreData   = "pre-data.dump"
+	streamSequences = "sequences.sql"
+	streamPostData  = "post-data.dump"
+	dataPrefix      = "data/"
+	dataExt         = ".copy"
+)
+
+// tableStream names a table's data stream: data/<schema>/<table>.copy,
+// both path-escaped so any identifier round-trips.
+func tableStream(schema, table string) string {
+	return dataPrefix + url.PathEscape(schema) + "/" + url.PathEscape(table) + dataExt
+}
+
+// parseTableStream is tableStream's inverse.
+func parseTableStream(name string) (schema, table string, ok bool) {
+	rest, ok := strings.CutPrefix(name, dataPrefix)
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, dataExt)
+	if !ok {
+		return "", "", false
+	}
+	s, t, ok := strings.Cut(rest, "/")
+	if !ok || strings.Contains(t, "/") {
+		return "", "", false
+	}
+	var err1, err2 error
+	schema, err1 = url.PathUnescape(s)
+	table, err2 = url.PathUnescape(t)
+	return schema, table, err1 == nil && err2 == nil && schema != "" && table != ""
+}
+
+type sourceConfig struct {
+	connConfig
+	Format    string `pipe:"format"`
+	Jobs      int64  `pipe:"jobs"`
+	Globals   bool   `pipe:"globals"`
+	PgDump    string `pipe:"pg_dump"`
+	PgDumpAll string `pipe:"pg_dumpall"`
+}
+
+// SourceType is the "postgres" source.
+type SourceType struct{}
+
+var _ sdk.SourceType = SourceType{}
+
+func (SourceType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Dumps a PostgreSQL database with pg_dump: one stream in custom or plain format, or with jobs > 1 the schema before and after the data (custom format), the sequences and every table's data (COPY text) as streams of their own, read in parallel on one exported snapshot. pg_dump's own compression is off: pipe compresses.",
+		Attributes: append(connAttributes(),
+			sdk.Attribute{Name: "format", Type: sdk.String, Default: "custom", Description: `"custom" (pg_dump -Fc, restored by pg_restore) or "plain" (SQL, restored by psql).`},
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once."},
+			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Also dump roles and tablespaces (pg_dumpall --globals-only) as the stream globals.sql."},
+			sdk.Attribute{Name: "pg_dump", Type: sdk.String, Default: "pg_dump", Description: "The pg_dump program; its major version must be at least the server's."},
+			sdk.Attribute{Name: "pg_dumpall", Type: sdk.String, Default: "pg_dumpall", Description: "The pg_dumpall program, for globals."},
+		),
+	}
+}
+
+func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {
+	var c sourceConfig
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	cn, diags := newConn(c.connConfig)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	switch c.Format {
+	case "custom", "plain":
+	default:
+		return nil, sdk.AttrError("format", "unknown format", fmt.Sprintf(`%q: use "custom" (pg_restore) or "plain" (psql)`, c.Format))
+	}
+	if c.Jobs < 1 || c.Jobs > 1024 {
+		return nil, sdk.AttrError("jobs", "invalid jobs", fmt.Sprintf("jobs = %d: give 1 (one pg_dump stream) up to 1024 tables at once", c.Jobs))
+	}
+	if c.Jobs > 1 && c.Format != "custom" {
+		return nil, sdk.AttrError("jobs", "parallel mode needs the custom format", `with jobs > 1 the schema is dumped in custom format (pg_restore builds its indexes in parallel): remove format = "plain" or set jobs = 1`)
+	}
+	if d := lookTool("pg_dump", c.PgDump); d != nil {
+		return nil, d
+	}
+	if c.Globals {
+		if d := lookTool("pg_dumpall", c.PgDumpAll); d != nil {
+			return nil, d
+		}
+	}
+	return &Source{c: c, conn: cn}, nil
+}
+
+// Source dumps one database.
+type Source struct {
+	c    sourceConfig
+	conn conn
+
+	facts   map[string]string
+	streams []sdk.StreamInfo
+
+	// Parallel mode: the transaction that exported the snapshot stays open
+	// (and holds its tables' locks) until Close; workers are connections
+	// on that snapshot, one per table being read.
+	snapshot  string
+	exporter  *pgx.Conn
+	sequences []byte
+	workers   chan *pgx.Conn
+	mu        sync.Mutex
+	opened    []*pgx.Conn
+}
+
+var (
+	_ sdk.Source    = (*Source)(nil)
+	_ sdk.Describer = (*Source)(nil)
+	_ io.Closer     = (*Source)(nil)
+)
+
+// Streams connects, checks pg_dump against the server, and lists what a
+// run reads. In parallel mode it exports the snapshot every stream reads.
+func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
+	if s.streams != nil {
+		return s.streams, nil
+	}
+	pc, err := s.conn.connect(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			pc.Close(context.Background())
+		}
+	}()
+	var serverNum int
+	var serverVersion, db string
+	var size int64
+	if err := pc.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version'), current_database(), pg_database_size(current_database())`).Scan(&serverNum, &serverVersion, &db, &size); err != nil {
+		return nil, fmt.Errorf("reading the server's version: %w", err)
+	}
+	major, dumpVersion, err := toolMajor(ctx, s.c.PgDump)
+	if err != nil {
+		return nil, err
+	}
+	if major < serverNum/10000 {
+		return nil, fmt.Errorf("%s is version %d but the server runs PostgreSQL %s: pg_dump cannot dump a newer server; install pg_dump %d or newer and set pg_dump = \"/usr/lib/postgresql/%d/bin/pg_dump\" (or its path)", s.c.PgDump, major, serverVersion, serverNum/10000, serverNum/10000)
+	}
+	s.facts = map[string]string{
+		"server_version": serverVersion,
+		"database":       db,
+		"size_bytes":     strconv.FormatInt(size, 10),
+		"pg_dump":        dumpVersion,
+		"format":         s.c.Format,
+	}
+	var streams []sdk.StreamInfo
+	if s.c.Globals {
+		streams = append(streams, sdk.StreamInfo{Name: streamGlobals, Size: -1})
+	}
+	if s.c.Jobs == 1 {
+		ext := ".dump"
+		if s.c.Format == "plain" {
+			ext = ".sql"
+		}
+		s.streams = append(streams, sdk.StreamInfo{Name: escapeName(db) + ext, Size: -1})
+		return s.streams, nil
+	}
+	tables, err := s.exportSnapshot(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	keep = true
+	s.exporter = pc
+	s.facts["format"] = "parallel"
+	s.facts["tables"] = strconv.Itoa(len(tables))
+	streams = append(streams, sdk.StreamInfo{Name: streamPreData, Size: -1}, sdk.StreamInfo{Name: streamSequences, Size: int64(len(s.sequences))})
+	for _, t := range tables {
+		streams = append(streams, sdk.StreamInfo{Name: tableStream(t.schema, t.name), Size: -1})
+	}
+	s.streams = append(streams, sdk.StreamInfo{Name: streamPostData, Size: -1})
+	s.workers = make(chan *pgx.Conn, s.c.Jobs)
+	for range s.c.Jobs {
+		s.workers <- nil // a slot: connected on first use
+	}
+	return s.streams, nil
+}
+
+// escapeName keeps a database name usable as an object name.
+func escapeName(db string) string { return url.PathEscape(db) }
+
+type table struct{ schema, name string }
+
+// exportSnapshot starts the transaction every parallel stream reads from,
+// locks the tables it will read against schema changes (as pg_dump does),
+// lists them largest first, and reads the sequences' values.
+func (s *Source) exportSnapshot(ctx context.Context, pc *pgx.Conn) ([]table, error) {
+	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err != nil {
+		return nil, fmt.Errorf("starting the snapshot transaction: %w", err)
+	}
+	if err := pc.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&s.snapshot); err != nil {
+		return nil, fmt.Errorf("exporting a snapshot: %w", err)
+	}
+	var hasLargeObjects bool
+	if err := pc.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_largeobject_metadata)").Scan(&hasLargeObjects); err != nil {
+		return nil, fmt.Errorf("looking for large objects: %w", err)
+	}
+	if hasLargeObjects {
+		return nil, fmt.Errorf("the database has large objects (pg_largeobject), which parallel mode does not copy: set jobs = 1 (custom format dumps them)")
+	}
+	// Ordinary tables and partitions outside the system schemas that no
+	// extension owns; largest first so the long ones start early.
+	rows, err := pc.Query(ctx, `
+SELECT n.nspname, c.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r'
+  AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+ORDER BY pg_relation_size(c.oid) DESC, n.nspname, c.relname`)
+	if err != nil {
+		return nil, fmt.Errorf("listing tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var t table
+		err := r.Scan(&t.schema, &t.name)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing tables: %w", err)
+	}
+	if len(tables) > 0 {
+		names := make([]string, len(tables))
+		for i, t := range tables {
+			names[i] = pgx.Identifier{t.schema, t.name}.Sanitize()
+		}
+		if _, err := pc.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS SHARE MODE"); err != nil {
+			return nil, fmt.Errorf("locking the tables against schema changes: %w", err)
+		}
+	}
+	if s.sequences, err = readSequences(ctx, pc); err != nil {
+		return nil, err
+	}
+	return tables, nil
+}
+
+// readSequences writes a setval per sequence (what pg_dump's data section
+// holds besides tables).
+func readSequences(ctx context.Context, pc *pgx.Conn) ([]byte, error) {
+	rows, err := pc.Query(ctx, `
+SELECT n.nspname, c.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'S'
+  AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+ORDER BY 1, 2`)
+	if err != nil {
+		return nil, fmt.Errorf("listing sequences: %w", err)
+	}
+	seqs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var t table
+		err := r.Scan(&t.schema, &t.name)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing sequences: %w", err)
+	}
+	var b bytes.Buffer
+	for _, q := range seqs {
+		id := pgx.Identifier{q.schema, q.name}.Sanitize()
+		var last int64
+		var called bool
+		if err := pc.QueryRow(ctx, "SELECT last_value, is_called FROM "+id).Scan(&last, &called); err != nil {
+			return nil, fmt.Errorf("reading sequence %s: %w", id, err)
+		}
+		fmt.Fprintf(&b, "SELECT pg_catalog.setval(%s, %d, %t);\n", quoteLiteral(id), last, called)
+	}
+	return b.Bytes(), nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Describe returns the server's version, the database, its size and the
+// format, known after Streams.
+func (s *Source) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
+
+func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if s.streams == nil {
+		if _, err := s.Streams(ctx); err != nil {
+			return nil, err
+		}
+	}
+	known := false
+	for _, st := range s.streams {
+		known = known || st.Name == name
+	}
+	if !known {
+		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
+	}
+	dump := []string{s.c.PgDump, "--dbname=" + s.conn.info, "--no-password"}
+	switch {
+	case name == streamGlobals:
+		return command.Read(ctx, s.conn.spec([]string{s.c.PgDumpAll, "--dbname=" + s.conn.info, "--no-password", "--globals-only"}, nil))
+	case s.c.Jobs == 1 && s.c.Format == "plain":
+		return command.Read(ctx, s.conn.spec(append(dump, "--format=plain"), nil))
+	case s.c.Jobs == 1:
+		return command.Read(ctx, s.conn.spec(append(dump, "--format=custom", "--compress=0"), nil))
+	case name == streamPreData, name == streamPostData:
+		section := strings.TrimSuffix(name, ".dump")
+		return command.Read(ctx, s.conn.spec(append(dump, "--format=custom", "--compress=0", "--section="+section, "--snapshot="+s.snapshot), nil))
+	case name == streamSequences:
+		return io.NopCloser(bytes.NewReader(s.sequences)), nil
+	}
+	schema, tbl, ok := parseTableStream(name)
+	if !ok {
+		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
+	}
+	return s.copyOut(ctx, schema, tbl)
+}
+
+// copyOut streams one table's rows as COPY text, on a worker connection
+// that reads the exported snapshot.
+func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser, error) {
+	var pc *pgx.Conn
+	select {
+	case pc = <-s.workers:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if pc == nil || pc.IsClosed() {
+		var err error
+		if pc, err = s.worker(ctx); err != nil {
+			s.workers <- nil
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	r := &copyReader{PipeReader: pr, cancel: cancel, done: make(chan struct{})}
+	id := pgx.Identifier{schema, tbl}.Sanitize()
+	go func() {
+		defer close(r.done)
+		_, err := pc.PgConn().CopyTo(ctx, pw, "COPY "+id+" TO STDOUT")
+		if err != nil {
+			err = fmt.Errorf("copying %s out: %w", id, err)
+		}
+		pw.CloseWithError(err)
+		s.workers <- pc
+	}()
+	return r, nil
+}
+
+// worker connects a connection to the exported snapshot.
+func (s *Source) worker(ctx context.Context) (*pgx.Conn, error) {
+	pc, err := s.conn.connect(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err == nil {
+		_, err = pc.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(s.snapshot))
+	}
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("joining the dump's snapshot: %w", err)
+	}
+	s.mu.Lock()
+	s.opened = append(s.opened, pc)
+	s.mu.Unlock()
+	return pc, nil
+}
+
+type copyReader struct {
+	*io.PipeReader
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Close stops the COPY if it is still running and waits for it, so the
+// connection is back in the pool.
+func (r *copyReader) Close() error {
+	r.PipeReader.Close()
+	r.cancel()
+	<-r.done
+	return nil
+}
+
+// Close ends the snapshot transaction and every connection.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx := context.Background()
+	for _, pc := range s.opened {
+		pc.Close(ctx)
+	}
+	s.opened = nil
+	if s.exporter != nil {
+		s.exporter.Close(ctx)
+		s.exporter = nil
+	}
+	return nil
+}
