@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -267,15 +269,44 @@ func (w *Writer) Commit(ctx context.Context) error {
 	return w.c.Wait()
 }
 
-// Abort stops the program; a Write blocked on it returns.
+// Abort stops the program; a Write blocked on it returns. When the
+// program had already closed its input (it failed: a restore tool that hit
+// a bad statement), Abort waits for it and returns its error: across the
+// plugin boundary the host, whose write got EPIPE, learns why from Abort.
 func (w *Writer) Abort(ctx context.Context) error {
 	if w.finish() {
 		return nil
+	}
+	if readerGone(w.w) {
+		ended := make(chan error, 1)
+		go func() { ended <- w.c.Wait() }()
+		select {
+		case err := <-ended:
+			w.w.Close()
+			return err
+		case <-time.After(5 * time.Second):
+		}
 	}
 	w.c.Kill()
 	w.w.Close()
 	w.c.Wait()
 	return nil
+}
+
+// readerGone reports whether the read end of the pipe f writes to is
+// closed (poll sets POLLERR on the write end then).
+func readerGone(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, 0)
+		gone = err == nil && n > 0 && fds[0].Revents&unix.POLLERR != 0
+	})
+	return gone
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -1,0 +1,66 @@
+package command
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A program that fails and stops reading: the next write fails, and Abort
+// (what the host calls across the plugin boundary after EPIPE) reports the
+// program's error, not just a broken pipe.
+func TestAbortAfterTheProgramFailedReportsWhy(t *testing.T) {
+	w, err := Write(context.Background(), Spec{Argv: []string{"sh", "-c", "head -c 10 >/dev/null; echo 'ERROR: relation exists' >&2; exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write through the file, as the host does, until the pipe breaks.
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := w.File().Write(buf); err != nil {
+			break
+		}
+	}
+	err = w.Abort(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "exited with status 3") || !strings.Contains(err.Error(), "ERROR: relation exists") {
+		t.Fatalf("Abort = %v, want the program's status and message", err)
+	}
+}
+
+// Abort of a program still reading stops it and is not an error.
+func TestAbortStopsAReadingProgram(t *testing.T) {
+	w, err := Write(context.Background(), Spec{Argv: []string{"sh", "-c", "cat >/dev/null"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("some input")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := w.Abort(context.Background()); err != nil {
+		t.Fatalf("Abort = %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Abort took %s", d)
+	}
+}
+
+// Secrets passed to a program never appear in its errors.
+func TestWaitScrubsSecrets(t *testing.T) {
+	r, err := Read(context.Background(), Spec{Argv: []string{"sh", "-c", "echo \"bad password $PW\" >&2; exit 1"}, Env: []string{"PW=hunter2-secret"}, Secrets: []string{"hunter2-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 10)
+	for {
+		if _, err := r.Read(buf); err != nil {
+			break
+		}
+	}
+	err = r.Close()
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "(sensitive)") {
+		t.Fatalf("Close = %v, want the error with the secret scrubbed", err)
+	}
+}
