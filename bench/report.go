@@ -18,6 +18,7 @@ type report struct {
 	// endpoints in their plugin process and in-process (0: not measured).
 	startupPlugin, startupInProcess time.Duration
 	s3                              *s3Result
+	pg                              *pgResult
 }
 
 func yesNo(ok bool) string {
@@ -88,12 +89,18 @@ func (r *report) markdown() string {
 	if r.s3 != nil {
 		r.s3.markdown(w)
 	}
+	if r.pg != nil {
+		r.pg.markdown(w)
+	}
 
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
 	all := r.scenarios
 	if r.s3 != nil {
 		all = append(all[:len(all):len(all)], r.s3.upload, r.s3.download)
+	}
+	if r.pg != nil {
+		all = append(all[:len(all):len(all)], r.pg.backup, r.pg.restore)
 	}
 	for _, s := range all {
 		w("- %s:", s.name)

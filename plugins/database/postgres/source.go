@@ -1,11 +1,13 @@
 package postgres
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,16 +355,26 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	r := &copyReader{PipeReader: pr, cancel: cancel, done: make(chan struct{})}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		cancel()
+		s.workers <- pc
+		return nil, err
+	}
+	r := &copyReader{r: pr, cancel: cancel, done: make(chan struct{})}
 	id := pgx.Identifier{schema, tbl}.Sanitize()
 	go func() {
 		defer close(r.done)
-		_, err := pc.PgConn().CopyTo(ctx, pw, "COPY "+id+" TO STDOUT")
-		if err != nil {
-			err = fmt.Errorf("copying %s out: %w", id, err)
+		// pgx writes a row at a time: batch them into pipe-sized writes.
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		_, err := pc.PgConn().CopyTo(ctx, bw, "COPY "+id+" TO STDOUT")
+		if err == nil {
+			err = bw.Flush()
 		}
-		pw.CloseWithError(err)
+		if err != nil {
+			r.err = fmt.Errorf("copying %s out: %w", id, err)
+		}
+		pw.Close()
 		s.workers <- pc
 	}()
 	return r, nil
@@ -387,19 +399,46 @@ func (s *Source) worker(ctx context.Context) (*pgx.Conn, error) {
 	return pc, nil
 }
 
+// copyReader is a table's rows as they come from COPY, through an OS pipe:
+// across the plugin boundary pipe reads the pipe itself.
 type copyReader struct {
-	*io.PipeReader
+	r      *os.File
 	cancel context.CancelFunc
 	done   chan struct{}
+	err    error // COPY's, after done
+	eof    bool
+	once   sync.Once
 }
 
-// Close stops the COPY if it is still running and waits for it, so the
-// connection is back in the pool.
+var _ sdk.FileReader = (*copyReader)(nil)
+
+func (r *copyReader) File() *os.File { return r.r }
+func (r *copyReader) Done(eof bool)  { r.eof = eof }
+
+func (r *copyReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if err == io.EOF {
+		r.eof = true
+		<-r.done
+		if r.err != nil {
+			return n, r.err
+		}
+	}
+	return n, err
+}
+
+// Close returns how the COPY ended. Closed before the end, it stops the
+// COPY first. Either way the connection is back in the pool after it.
 func (r *copyReader) Close() error {
-	r.PipeReader.Close()
-	r.cancel()
-	<-r.done
-	return nil
+	r.once.Do(func() {
+		r.r.Close()
+		if !r.eof {
+			r.cancel()
+		}
+		<-r.done
+		r.cancel()
+	})
+	return r.err
 }
 
 // Close ends the snapshot transaction and every connection.
