@@ -15,21 +15,7 @@ import (
 func init() {
 	register(&Codec{
 		Name: "zstd", Ext: ".zst", MinLevel: 1, MaxLevel: 22, DefaultLevel: 3,
-		newEncoder: func(level int) (engine.Worker, error) {
-			enc, err := zstd.NewWriter(nil,
-				zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
-				zstd.WithEncoderConcurrency(1),
-				zstd.WithZeroFrames(true),
-				// From level 3 up, entropy-code blocks without matches too
-				// (the library stores them raw below SpeedBetterCompression):
-				// base64 compresses 1.33× instead of 1.00×, hex 1.96× instead
-				// of 1.85×, like the zstd tool; plain text is unchanged.
-				zstd.WithAllLitEntropyCompression(level >= 3))
-			if err != nil {
-				return nil, err
-			}
-			return zstdEncoder{enc}, nil
-		},
+		newEncoder: newZstdEncoder,
 		decoder: func(workers int) any { return zstdDecoders{} },
 		encMemory: func(level, chunk int) int64 {
 			// Match tables plus a history of up to one chunk.
@@ -43,34 +29,12 @@ func init() {
 	})
 }
 
-type zstdEncoder struct{ enc *zstd.Encoder }
-
-func (z zstdEncoder) Map(dst, src []byte) ([]byte, error) {
-	return z.enc.EncodeAll(src, dst), nil
-}
-
 // zstdDecoders decompress the frames of a stream in parallel; a frame whose
 // size is unknown or larger than a buffer (a single-frame file from the zstd
 // tool, say) switches the rest of the stream to a streaming decoder.
 type zstdDecoders struct{}
 
-func (zstdDecoders) NewWorker() (engine.Worker, error) {
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
-	if err != nil {
-		return nil, err
-	}
-	return zstdDecoder{dec}, nil
-}
-
-type zstdDecoder struct{ dec *zstd.Decoder }
-
-func (z zstdDecoder) Map(dst, src []byte) ([]byte, error) {
-	out, err := z.dec.DecodeAll(src, dst)
-	if err != nil {
-		return nil, fmt.Errorf("corrupt zstd data: %w", err)
-	}
-	return out, nil
-}
+func (zstdDecoders) NewWorker() (engine.Worker, error) { return newZstdDecoder() }
 
 func (zstdDecoders) Rest(ctx context.Context, dst io.Writer, src io.Reader) error {
 	dec, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(2))
