@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
@@ -38,7 +39,10 @@ func startPostgres(t *testing.T) *pgServer {
 	requireDocker(t)
 	ctx := context.Background()
 	c, err := tcpostgres.Run(ctx, postgresImage, tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
-		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies())
+		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
+		// Docker's 64 MiB /dev/shm is too small for parallel VACUUM and
+		// index builds; the official image's docs say to raise it.
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 1 << 30 }))
 	testcontainers.CleanupContainer(t, c)
 	if err != nil {
 		t.Fatal(err)

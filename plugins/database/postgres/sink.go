@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -301,29 +302,67 @@ func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter
 		s.opened = append(s.opened, pc)
 		s.mu.Unlock()
 	}
-	pr, pw := io.Pipe()
-	w := &copyWriter{pw: pw, done: make(chan struct{}), s: s, table: id}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		s.loaders <- pc
+		s.endData(err)
+		return nil, err
+	}
+	w := &copyWriter{w: pw, done: make(chan struct{}), s: s, table: id}
+	in := &abortable{r: pr, aborted: &w.aborted}
 	go func() {
 		defer close(w.done)
-		_, err := pc.PgConn().CopyFrom(ctx, pr, "COPY "+id+" FROM STDIN")
-		pr.CloseWithError(err)
-		w.err = err
+		w.err = s.load(ctx, pc, id, in)
+		pr.Close()
 		s.loaders <- pc
 	}()
 	return w, nil
 }
 
-type copyWriter struct {
-	pw    *io.PipeWriter
-	done  chan struct{}
-	err   error // COPY's, after done
-	s     *Sink
-	table string
-	once  sync.Once
+// load runs the COPY. When this run created the table (its schema stream
+// came first), the table is truncated and loaded in one transaction with
+// FREEZE: its rows are written frozen, so the index builds and the first
+// reads after the restore do not rewrite every page to set hint bits.
+func (s *Sink) load(ctx context.Context, pc *pgx.Conn, id string, in io.Reader) error {
+	if !s.hasPre {
+		_, err := pc.PgConn().CopyFrom(ctx, in, "COPY "+id+" FROM STDIN")
+		return err
+	}
+	if _, err := pc.Exec(ctx, "BEGIN"); err != nil {
+		return err
+	}
+	_, err := pc.Exec(ctx, "TRUNCATE ONLY "+id)
+	if err == nil {
+		_, err = pc.PgConn().CopyFrom(ctx, in, "COPY "+id+" FROM STDIN (FREEZE)")
+	}
+	if err == nil {
+		_, err = pc.Exec(ctx, "COMMIT")
+		return err
+	}
+	if !pc.IsClosed() {
+		pc.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return err
 }
 
+// copyWriter feeds a COPY through an OS pipe: across the plugin boundary
+// pipe writes the pipe itself.
+type copyWriter struct {
+	w       *os.File
+	done    chan struct{}
+	err     error // COPY's, after done
+	aborted atomic.Bool
+	s       *Sink
+	table   string
+	once    sync.Once
+}
+
+var _ sdk.FileWriter = (*copyWriter)(nil)
+
+func (w *copyWriter) File() *os.File { return w.w }
+
 func (w *copyWriter) Write(b []byte) (int, error) {
-	n, err := w.pw.Write(b)
+	n, err := w.w.Write(b)
 	if err != nil {
 		<-w.done
 		if w.err != nil {
@@ -334,7 +373,7 @@ func (w *copyWriter) Write(b []byte) (int, error) {
 }
 
 func (w *copyWriter) Commit(ctx context.Context) error {
-	w.pw.Close()
+	w.w.Close()
 	<-w.done
 	err := w.err
 	if err != nil {
@@ -344,12 +383,28 @@ func (w *copyWriter) Commit(ctx context.Context) error {
 	return err
 }
 
-// Abort fails the COPY: the server discards every row of it.
+// Abort fails the COPY (the end of its input reads as an error, so pgx
+// sends CopyFail): the server discards every row of it.
 func (w *copyWriter) Abort(ctx context.Context) error {
-	w.pw.CloseWithError(errors.New("aborted by pipe"))
+	w.aborted.Store(true)
+	w.w.Close()
 	<-w.done
 	w.once.Do(func() { w.s.endData(fmt.Errorf("loading %s: aborted", w.table)) })
 	return nil
+}
+
+// abortable reads a pipe whose end is an error once aborted is set.
+type abortable struct {
+	r       *os.File
+	aborted *atomic.Bool
+}
+
+func (a *abortable) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	if err == io.EOF && a.aborted.Load() {
+		return n, errors.New("aborted by pipe")
+	}
+	return n, err
 }
 
 // sequences sets the sequences' values once the schema is there.

@@ -125,12 +125,14 @@ type Source struct {
 	// Parallel mode: the transaction that exported the snapshot stays open
 	// (and holds its tables' locks) until Close; workers are connections
 	// on that snapshot, one per table being read.
-	snapshot  string
-	exporter  *pgx.Conn
-	sequences []byte
-	workers   chan *pgx.Conn
-	mu        sync.Mutex
-	opened    []*pgx.Conn
+	snapshot     string
+	exporter     *pgx.Conn
+	postData     *prefetched
+	stopPrefetch context.CancelFunc
+	sequences    []byte
+	workers      chan *pgx.Conn
+	mu           sync.Mutex
+	opened       []*pgx.Conn
 }
 
 var (
@@ -200,6 +202,9 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		streams = append(streams, sdk.StreamInfo{Name: tableStream(t.schema, t.name), Size: -1})
 	}
 	s.streams = append(streams, sdk.StreamInfo{Name: streamPostData, Size: -1})
+	// The schema after the data is read last but dumped now, beside the
+	// tables: pg_dump spends most of a schema dump reading the catalog.
+	s.postData = s.prefetch(ctx, streamPostData)
 	s.workers = make(chan *pgx.Conn, s.c.Jobs)
 	for range s.c.Jobs {
 		s.workers <- nil // a slot: connected on first use
@@ -325,9 +330,10 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return command.Read(ctx, s.conn.spec(append(dump, "--format=plain"), nil))
 	case s.c.Jobs == 1:
 		return command.Read(ctx, s.conn.spec(append(dump, "--format=custom", "--compress=0"), nil))
+	case name == streamPostData && s.postData != nil:
+		return s.postData.open()
 	case name == streamPreData, name == streamPostData:
-		section := strings.TrimSuffix(name, ".dump")
-		return command.Read(ctx, s.conn.spec(append(dump, "--format=custom", "--compress=0", "--section="+section, "--snapshot="+s.snapshot), nil))
+		return command.Read(ctx, s.conn.spec(s.sectionDump(name), nil))
 	case name == streamSequences:
 		return io.NopCloser(bytes.NewReader(s.sequences)), nil
 	}
@@ -336,6 +342,53 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
 	}
 	return s.copyOut(ctx, schema, tbl)
+}
+
+// sectionDump is the pg_dump command of a schema stream, on the snapshot.
+func (s *Source) sectionDump(name string) []string {
+	return []string{s.c.PgDump, "--dbname=" + s.conn.info, "--no-password", "--format=custom", "--compress=0",
+		"--section=" + strings.TrimSuffix(name, ".dump"), "--snapshot=" + s.snapshot}
+}
+
+// prefetched is a schema stream dumped ahead into a temporary file.
+type prefetched struct {
+	f    *os.File
+	done chan struct{}
+	err  error
+}
+
+// prefetch starts dumping a schema stream into a temporary file. Its
+// context is the source's: the dump must outlive the Streams call.
+func (s *Source) prefetch(ctx context.Context, name string) *prefetched {
+	p := &prefetched{done: make(chan struct{})}
+	f, err := os.CreateTemp("", "pipe-"+name+"-*")
+	if err != nil {
+		p.err = fmt.Errorf("%s needs a temporary file: %w", name, err)
+		close(p.done)
+		return p
+	}
+	os.Remove(f.Name()) // gone when closed
+	p.f = f
+	ctx, s.stopPrefetch = context.WithCancel(context.WithoutCancel(ctx))
+	c := command.New(ctx, s.conn.spec(s.sectionDump(name), nil))
+	c.Cmd().Stdout = f
+	go func() {
+		defer close(p.done)
+		p.err = c.Run()
+	}()
+	return p
+}
+
+// open waits for the dump and reads its file from the start.
+func (p *prefetched) open() (io.ReadCloser, error) {
+	<-p.done
+	if p.err != nil {
+		return nil, p.err
+	}
+	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return p.f, nil
 }
 
 // copyOut streams one table's rows as COPY text, on a worker connection
@@ -445,6 +498,14 @@ func (r *copyReader) Close() error {
 func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.postData != nil {
+		s.stopPrefetch()
+		<-s.postData.done
+		if s.postData.f != nil {
+			s.postData.f.Close()
+		}
+		s.postData = nil
+	}
 	ctx := context.Background()
 	for _, pc := range s.opened {
 		pc.Close(ctx)
