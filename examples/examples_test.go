@@ -61,6 +61,10 @@ var vars = []string{
 	"PIPE_VAR_bucket=example-bucket",
 	"PIPE_VAR_clickhouse_password=" + password,
 	"PIPE_VAR_mongo_password=" + password,
+	"PIPE_VAR_pg_password=" + password,
+	"PIPE_VAR_mysql_password=" + password,
+	"PIPE_VAR_database=shop",
+	"PIPE_VAR_target=shop_restored",
 }
 
 // pipe runs the pipe binary in work with the examples' variables and the
