@@ -16,7 +16,7 @@ func init() {
 	register(&Codec{
 		Name: "zstd", Ext: ".zst", MinLevel: 1, MaxLevel: 22, DefaultLevel: 3,
 		newEncoder: newZstdEncoder,
-		decoder: func(workers int) any { return zstdDecoders{} },
+		decoder:    func(workers int) any { return zstdDecoders{} },
 		encMemory: func(level, chunk int) int64 {
 			// Match tables plus a history of up to one chunk.
 			tables := int64(4 << 20)
