@@ -154,6 +154,7 @@ func Read(ctx context.Context, s Spec) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	growPipe(pr)
 	c.cmd.Stdout = pw
 	err = c.Start()
 	pw.Close() // the program holds the write end now
@@ -212,6 +213,7 @@ func Write(ctx context.Context, s Spec) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	growPipe(pw)
 	c.cmd.Stdin = pr
 	c.cmd.Stdout = c.tail
 	err = c.Start()
@@ -291,6 +293,16 @@ func (w *Writer) Abort(ctx context.Context) error {
 	w.w.Close()
 	w.c.Wait()
 	return nil
+}
+
+// growPipe raises a pipe's buffer to 1 MiB (Linux's default is 64 KiB), so
+// a program that writes or reads in small pieces (pg_dump's and
+// pg_restore's 4 KiB stdio) runs on while pipe is busy, and pipe moves more
+// per wakeup. Best effort.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+	}
 }
 
 // readerGone reports whether the read end of the pipe f writes to is
