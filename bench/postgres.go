@@ -305,7 +305,7 @@ func (r *pgResult) markdown(w func(string, ...any)) {
 	w("\nPeak memory (rusage: the largest process of the run, pipe's or a plugin's, and of the shell pipeline; a summed figure for pipe is in the memory scenario):\n\n| run | peak RSS |\n|---|---|\n")
 	for _, s := range []*scenarioResult{r.backup, r.restore} {
 		direction := strings.SplitN(s.name, " ", 2)[0]
-		w("| %s, %s | %s |\n", direction, s.refs[0].label, mib(r.refRSS[s.refs[0].label]))
+		w("| %s, %s | %s |\n", direction, strings.ReplaceAll(s.refs[0].label, "|", `\|`), mib(r.refRSS[s.refs[0].label]))
 		w("| %s, %s | %s |\n", direction, s.refs[1].label, mib(r.rss[direction+s.refs[1].label]))
 		w("| %s, %s | %s |\n", direction, s.pipe.label, mib(r.rss[direction+s.pipe.label]))
 	}
