@@ -188,6 +188,8 @@ variable "jobs" { default = 1 }
 variable "format" { default = "custom" }
 variable "target" { default = "restored" }
 variable "create" { default = true }
+variable "globals" { default = false }
+variable "clean" { default = false }
 
 pipeline "backup" {
   source "postgres" {
@@ -199,6 +201,7 @@ pipeline "backup" {
     sslmode  = "disable"
     format   = var.format
     jobs     = var.jobs
+    globals  = var.globals
   }
   compress {
     codec = "zstd"
@@ -231,7 +234,9 @@ pipeline "restore" {
     dsn      = "postgres://pipe@${var.pg_host}:${var.pg_port}/${var.target}?sslmode=disable"
     password = var.pg_password
     create   = var.create
+    clean    = var.clean
     jobs     = var.jobs
+    globals  = var.globals
   }
 }
 `
@@ -290,11 +295,13 @@ func TestPostgresRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name, format string
 		jobs         int
-	}{{"custom", "custom", 1}, {"parallel", "custom", 4}, {"plain", "plain", 1}} {
+		globals      bool // roles and tablespaces too, applied on restore
+	}{{"custom", "custom", 1, true}, {"parallel", "custom", 4, false}, {"plain", "plain", 1, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket := b.s3.bucket(t, "pg-"+tc.name)
 			target := "restored_" + tc.name
-			env := b.env(bucket, fmt.Sprintf("PIPE_VAR_jobs=%d", tc.jobs), "PIPE_VAR_format="+tc.format, "PIPE_VAR_target="+target)
+			env := b.env(bucket, fmt.Sprintf("PIPE_VAR_jobs=%d", tc.jobs), "PIPE_VAR_format="+tc.format, "PIPE_VAR_target="+target,
+				fmt.Sprintf("PIPE_VAR_globals=%t", tc.globals))
 			start := time.Now()
 			backup := mustPipe(t, b.dir, env, "run", "p.hcl", "--pipeline", "backup", "--json")
 			mid := time.Now()
@@ -304,6 +311,17 @@ func TestPostgresRoundTrip(t *testing.T) {
 			if got := pgFingerprint(t, b.pg, target); got != want {
 				t.Fatalf("restored database differs from the original:\n%s", firstDiff(want, got))
 			}
+			if tc.name == "custom" {
+				// Restoring again over it fails without clean, and with
+				// clean gives the same database again.
+				if r := runPipe(t, b.dir, env, "run", "p.hcl", "--pipeline", "restore"); r.Err == nil || !strings.Contains(r.Stderr, "already exists") {
+					t.Errorf("a second restore into the same database: %v\n%s", r.Err, r.Stderr)
+				}
+				mustPipe(t, b.dir, append(env, "PIPE_VAR_clean=true"), "run", "p.hcl", "--pipeline", "restore")
+				if got := pgFingerprint(t, b.pg, target); got != want {
+					t.Fatalf("restored again with clean = true, the database differs:\n%s", firstDiff(want, got))
+				}
+			}
 			m := b.readManifest(t, bucket, "pg/backup/")
 			wantFormat := tc.format
 			if tc.jobs > 1 {
@@ -311,6 +329,13 @@ func TestPostgresRoundTrip(t *testing.T) {
 			}
 			if m.Source["type"] != "postgres" || m.Source["database"] != "app" || !strings.HasPrefix(m.Source["server_version"], "15") || m.Source["format"] != wantFormat || m.Source["size_bytes"] == "" {
 				t.Errorf("manifest source facts = %v", m.Source)
+			}
+			hasGlobals := false
+			for _, o := range m.Objects {
+				hasGlobals = hasGlobals || o.Stream == "globals.sql"
+			}
+			if hasGlobals != tc.globals {
+				t.Errorf("globals = %t, but the backup has globals.sql: %t", tc.globals, hasGlobals)
 			}
 			if tc.jobs > 1 {
 				var streams []string
