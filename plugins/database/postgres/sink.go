@@ -26,15 +26,15 @@ var defaultSettings = map[string]string{"maintenance_work_mem": "256MB"}
 
 type sinkConfig struct {
 	connConfig
-	Jobs       int64             `pipe:"jobs"`
-	Create     bool              `pipe:"create"`
-	Clean      bool              `pipe:"clean"`
-	NoOwner    bool              `pipe:"no_owner"`
-	Globals    bool              `pipe:"globals"`
-	Settings   map[string]string `pipe:"settings"`
-	PgRestore  string            `pipe:"pg_restore"`
-	Psql       string            `pipe:"psql"`
-	Maintenace string            `pipe:"maintenance_database"`
+	Jobs          int64             `pipe:"jobs"`
+	Create        bool              `pipe:"create"`
+	Clean         bool              `pipe:"clean"`
+	NoOwner       bool              `pipe:"no_owner"`
+	Globals       bool              `pipe:"globals"`
+	Settings      map[string]string `pipe:"settings"`
+	PgRestore     string            `pipe:"pg_restore"`
+	Psql          string            `pipe:"psql"`
+	MaintenanceDB string            `pipe:"maintenance_database"`
 }
 
 // SinkType is the "postgres" sink.
@@ -136,7 +136,7 @@ func (s *Sink) Prepare(ctx context.Context, objs []sdk.Object) error {
 }
 
 func (s *Sink) createDatabase(ctx context.Context) error {
-	pc, err := s.conn.withDatabase(s.c.Maintenace).connect(ctx, nil)
+	pc, err := s.conn.withDatabase(s.c.MaintenanceDB).connect(ctx, nil)
 	if err != nil {
 		return err
 	}
