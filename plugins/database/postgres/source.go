@@ -234,6 +234,16 @@ func (s *Source) exportSnapshot(ctx context.Context, pc *pgx.Conn) ([]table, err
 	if hasLargeObjects {
 		return nil, fmt.Errorf("the database has large objects (pg_largeobject), which parallel mode does not copy: set jobs = 1 (custom format dumps them)")
 	}
+	// Extensions may own tables whose rows pg_dump keeps (their
+	// configuration, e.g. PostGIS's spatial_ref_sys): parallel mode copies
+	// only tables no extension owns, so it refuses rather than lose them.
+	var configured string
+	if err := pc.QueryRow(ctx, "SELECT coalesce(string_agg(extname, ', ' ORDER BY extname), '') FROM pg_extension WHERE coalesce(cardinality(extconfig), 0) > 0").Scan(&configured); err != nil {
+		return nil, fmt.Errorf("looking for extension configuration tables: %w", err)
+	}
+	if configured != "" {
+		return nil, fmt.Errorf("extensions with configuration tables (%s) keep rows that parallel mode does not copy: set jobs = 1 (custom format dumps them)", configured)
+	}
 	// Ordinary tables and partitions outside the system schemas that no
 	// extension owns; largest first so the long ones start early.
 	rows, err := pc.Query(ctx, `
