@@ -238,10 +238,14 @@ func (r *fileReader) end() error {
 	if r.ctx.Err() != nil {
 		return nil
 	}
-	// The End carries the close error.
-	if r.endErr = r.reader.awaitEnd(); r.endErr == nil {
-		r.endErr = r.reader.Close()
+	// The End carries the close error. No End is a plugin lost after it
+	// answered FinishFile: one whose stream panicked closes the file as it
+	// unwinds, then dies.
+	if r.endErr = r.reader.awaitEnd(); r.endErr != nil {
+		r.lost = true
+		return r.endErr
 	}
+	r.endErr = r.reader.Close()
 	return r.endErr
 }
 
@@ -337,7 +341,7 @@ var (
 )
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	o := objectToPB(obj)
+	o := wire.ObjectToPB(obj)
 	openMsg := &pb.WriteObject_Open{Handle: s.handle, Object: o}
 	if s.proc.fds != nil {
 		resp, err := s.proc.rpc.CreateObject(ctx, &pb.CreateObject_Request{Handle: s.handle, Object: o, AcceptFd: true})
@@ -470,7 +474,7 @@ func (s *remoteSink) Prepare(ctx context.Context, objs []sdk.Object) error {
 	}
 	req := &pb.Prepare_Request{Handle: s.handle}
 	for _, o := range objs {
-		req.Objects = append(req.Objects, objectToPB(o))
+		req.Objects = append(req.Objects, wire.ObjectToPB(o))
 	}
 	_, err := s.proc.rpc.Prepare(ctx, req)
 	return s.proc.wrap(ctx, err)
@@ -585,8 +589,4 @@ func (t *remoteType) Memory(cfg sdk.Config, streams int) int64 {
 		return 0
 	}
 	return resp.GetBytes()
-}
-
-func objectToPB(o sdk.Object) *pb.Object {
-	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize}
 }
