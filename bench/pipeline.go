@@ -27,10 +27,15 @@ func hclList(items ...string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
-// writePipeline writes a one-pipeline file called name.hcl into dir.
-func writePipeline(dir, name, body string) (string, error) {
+// writePipeline writes a one-pipeline file called name.hcl into dir,
+// declaring secrets as sensitive variables (given as PIPE_VAR_<name>).
+func writePipeline(dir, name, body string, secrets ...string) (string, error) {
 	path := filepath.Join(dir, name+".hcl")
-	text := fmt.Sprintf("# Written by go run ./bench.\npipeline %s {\n%s}\n", hclString(name), body)
+	var vars strings.Builder
+	for _, v := range secrets {
+		fmt.Fprintf(&vars, "variable %s {\n  sensitive = true\n}\n\n", hclString(v))
+	}
+	text := fmt.Sprintf("# Written by go run ./bench.\n%spipeline %s {\n%s}\n", vars.String(), hclString(name), body)
 	return path, os.WriteFile(path, []byte(text), 0o644)
 }
 

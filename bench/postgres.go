@@ -3,16 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
-	tcminio "github.com/testcontainers/testcontainers-go/modules/minio"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
@@ -32,13 +30,12 @@ const (
 type pgResult struct {
 	dbSize          int64
 	rows            int64
+	indexes         int
 	backup, restore *scenarioResult
-	rss             map[string]int64 // direction+label → peak RSS of pipe's largest process
-	refRSS          map[string]int64 // label → largest process of the shell pipeline
 	zstdVersion     string
 }
 
-// pgDataset is pgbench's tables at scale accounts/100000 and an events table
+// pgBenchDataset is pgbench's tables at scale accounts/100000 and an events table
 // with text, numbers, timestamps and JSON, with the indexes and foreign
 // keys a restore has to rebuild.
 func pgBenchDataset(accounts, events int) []string {
@@ -65,23 +62,17 @@ func pgBenchDataset(accounts, events int) []string {
 
 func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	logf("scenario 7: PostgreSQL backup and restore through MinIO: pipe against pg_dump | zstd | mc")
-	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
-		if _, err := os.Stat("/.dockerenv"); err == nil {
-			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
-		}
-	}
 	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("the database benchmark needs %s (Debian: postgresql-client, zstd)", tool)
 		}
 	}
-	m, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret))
-	if m != nil {
-		defer testcontainers.TerminateContainer(m)
-	}
+	m, err := b.startMinIO(ctx, mc)
 	if err != nil {
-		return nil, fmt.Errorf("starting MinIO (docker and ../shared/testimages/build.sh): %w", err)
+		return nil, err
 	}
+	defer m.stop()
+	mcEnv := m.mcEnv
 	pg, err := tcpostgres.Run(ctx, pgImage, tcpostgres.WithDatabase(pgDB), tcpostgres.WithUsername(pgUser),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
 		// Docker's 64 MiB /dev/shm is too small for parallel VACUUM and
@@ -92,10 +83,6 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting PostgreSQL (docker and ../shared/testimages/build.sh): %w", err)
-	}
-	hostPort, err := m.ConnectionString(ctx)
-	if err != nil {
-		return nil, err
 	}
 	pgHost, err := pg.Host(ctx)
 	if err != nil {
@@ -108,61 +95,36 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	url := func(db string) string {
 		return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", pgUser, pgHost, pgPort.Port(), db)
 	}
-	pgEnv := []string{"PGPASSWORD=" + pgPassword}
-	mcEnv := []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}
-	if _, err := timeCommand(ctx, []string{mc, "mb", mcAlias + "/" + s3Bucket}, mcEnv...); err != nil {
-		return nil, err
+	connect := func(ctx context.Context, db string) (*pgx.Conn, error) {
+		return pgx.Connect(ctx, url(db)+"&password="+pgPassword)
 	}
+	pgEnv := []string{"PGPASSWORD=" + pgPassword}
 
 	accounts, events := 5_000_000, 3_000_000
 	if b.cfg.quick {
 		accounts, events = 500_000, 300_000
 	}
-	admin, err := pgx.Connect(ctx, url("postgres")+"&password="+pgPassword)
+	admin, err := connect(ctx, "postgres")
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
-	app, err := pgx.Connect(ctx, url(pgDB)+"&password="+pgPassword)
-	if err != nil {
+	res := &pgResult{}
+	if err := loadDataset(ctx, connect, pgBenchDataset(accounts, events), res); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	for _, q := range pgBenchDataset(accounts, events) {
-		if _, err := app.Exec(ctx, q); err != nil {
-			app.Close(ctx)
-			return nil, fmt.Errorf("loading the data set: %s: %w", q, err)
-		}
-	}
-	res := &pgResult{rss: map[string]int64{}, refRSS: map[string]int64{}}
-	err = app.QueryRow(ctx, `SELECT pg_database_size(current_database()), (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)`).Scan(&res.dbSize, &res.rows)
-	app.Close(ctx)
-	if err != nil {
-		return nil, err
-	}
-	logf("  data set: %s on disk, %d rows, loaded in %s", mib(res.dbSize), res.rows, time.Since(start).Round(time.Second))
 	if out, err := exec.Command("zstd", "--version").Output(); err == nil {
 		res.zstdVersion = strings.TrimSpace(string(out))
 	}
 
-	s3 := fmt.Sprintf(`    bucket            = %q
-    endpoint          = %q
-    region            = "us-east-1"
-    path_style        = true
-    access_key_id     = %q
-    secret_access_key = var.secret
-`, s3Bucket, "http://"+hostPort, minioUser)
+	s3 := m.attrs()
 	pgConn := fmt.Sprintf(`    host     = %q
     port     = %s
     user     = %q
     password = var.pgpass
     sslmode  = "disable"
 `, pgHost, pgPort.Port(), pgUser)
-	pipeFile := func(name, body string) (string, error) {
-		p := filepath.Join(b.hcl, name+".hcl")
-		text := fmt.Sprintf("variable \"secret\" {\n  sensitive = true\n}\nvariable \"pgpass\" {\n  sensitive = true\n}\n\npipeline %q {\n%s}\n", name, body)
-		return p, os.WriteFile(p, []byte(text), 0o644)
-	}
+	pipeFile := func(name, body string) (string, error) { return writePipeline(b.hcl, name, body, "secret", "pgpass") }
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
 	backupFile := func(name string, jobs int) (string, error) {
 		return pipeFile(name, fmt.Sprintf("  source \"postgres\" {\n%s    database = %q\n    jobs     = %d\n  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = \"pg/%s/\"\n  }\n",
@@ -194,28 +156,22 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		}
 	}
 	backupRef := shell(fmt.Sprintf("pg_dump -Fc -Z0 --dbname=%q | zstd -q -3 -T2 | %q pipe %q", url(pgDB), mc, refKey), append(pgEnv, mcEnv...))
-	pipeRunner := func(direction, label, file string) *contender {
+	// Peak memory is rusage's, of the largest process (contender.maxRSS):
+	// sampling /proc for pipe's sum would cost pipe CPU in a CPU-bound race.
+	pipeRunner := func(label, file string) *contender {
 		c := &contender{label: label}
 		c.run = func(ctx context.Context, rep int) (measurement, error) {
-			// rusage's peak of the largest process: sampling /proc for
-			// the sum would cost pipe CPU in a CPU-bound race.
 			r, err := runPipe(ctx, b.cfg.pipe, file, -1, pipeEnv...)
-			res.rss[direction+label] = max(res.rss[direction+label], r.maxRSS)
 			return r.measurement, err
 		}
 		return c
 	}
 	bk := &scenarioResult{name: fmt.Sprintf("backup of a %s database to MinIO", mib(res.dbSize)), bytes: res.dbSize}
-	bk.pipe = pipeRunner("backup", "pipe, jobs = 4", fParallel)
+	bk.pipe = pipeRunner("pipe, jobs = 4", fParallel)
 	bk.pipe.clean = rmPrefix("pg/parallel/")
-	custom := pipeRunner("backup", "pipe, custom format", fCustom)
+	custom := pipeRunner("pipe, custom format", fCustom)
 	custom.clean = rmPrefix("pg/custom/")
-	ref := &contender{label: "pg_dump | zstd | mc pipe", clean: rmPrefix("pg/ref/")}
-	ref.run = func(ctx context.Context, rep int) (measurement, error) {
-		m, err := backupRef(ctx)
-		res.refRSS[ref.label] = max(res.refRSS[ref.label], m.maxRSS)
-		return m, err
-	}
+	ref := &contender{label: "pg_dump | zstd | mc pipe", clean: rmPrefix("pg/ref/"), run: func(ctx context.Context, rep int) (measurement, error) { return backupRef(ctx) }}
 	bk.refs = []*contender{ref, custom}
 	if err := bk.interleave(ctx, b.cfg.reps); err != nil {
 		return nil, err
@@ -234,7 +190,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		}
 	}
 	check := func(ctx context.Context, db string) error {
-		c, err := pgx.Connect(ctx, url(db)+"&password="+pgPassword)
+		c, err := connect(ctx, db)
 		if err != nil {
 			return err
 		}
@@ -244,8 +200,8 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		if err := c.QueryRow(ctx, `SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events), (SELECT count(*) FROM pg_indexes WHERE schemaname = 'public')`).Scan(&rows, &indexes); err != nil {
 			return fmt.Errorf("checking the restore into %s: %w", db, err)
 		}
-		if rows != res.rows || indexes != 6 {
-			return fmt.Errorf("the restore into %s has %d rows and %d indexes, want %d and 6", db, rows, indexes, res.rows)
+		if rows != res.rows || indexes != res.indexes {
+			return fmt.Errorf("the restore into %s has %d rows and %d indexes, want %d and %d", db, rows, indexes, res.rows, res.indexes)
 		}
 		return nil
 	}
@@ -258,7 +214,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		return nil, err
 	}
 	restoreRunner := func(label, file, db string) *contender {
-		c := pipeRunner("restore", label, file)
+		c := pipeRunner(label, file)
 		run := c.run
 		c.clean = fresh(db)
 		c.run = func(ctx context.Context, rep int) (measurement, error) {
@@ -276,7 +232,6 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	rref := &contender{label: "mc cat | zstd -d | pg_restore", clean: fresh("r_ref")}
 	rref.run = func(ctx context.Context, rep int) (measurement, error) {
 		m, err := restoreRef(ctx)
-		res.refRSS[rref.label] = max(res.refRSS[rref.label], m.maxRSS)
 		if err == nil {
 			err = check(ctx, "r_ref")
 		}
@@ -290,29 +245,51 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	return res, nil
 }
 
+// loadDataset runs the data set's statements and measures what it made.
+func loadDataset(ctx context.Context, connect func(context.Context, string) (*pgx.Conn, error), sql []string, res *pgResult) error {
+	app, err := connect(ctx, pgDB)
+	if err != nil {
+		return err
+	}
+	defer app.Close(context.Background())
+	start := time.Now()
+	for _, q := range sql {
+		if _, err := app.Exec(ctx, q); err != nil {
+			return fmt.Errorf("loading the data set: %s: %w", q, err)
+		}
+	}
+	if err := app.QueryRow(ctx, `SELECT pg_database_size(current_database()), (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events),
+		(SELECT count(*) FROM pg_indexes WHERE schemaname = 'public')`).Scan(&res.dbSize, &res.rows, &res.indexes); err != nil {
+		return err
+	}
+	logf("  data set: %s on disk, %d rows, %d indexes, loaded in %s", mib(res.dbSize), res.rows, res.indexes, time.Since(start).Round(time.Second))
+	return nil
+}
+
 func (r *pgResult) markdown(w func(string, ...any)) {
 	w("\n## PostgreSQL: backup and restore through MinIO\n\n")
-	w("PostgreSQL 15 (postgres:15 container) and MinIO on the same 2-CPU machine; a %s database (pgbench_accounts and an events table with JSON, %d rows, 6 indexes, foreign keys). The reference is the shell pipeline: `pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe` and `mc cat | zstd -d | pg_restore` (%s); pipe compresses with zstd level 3 on 2 workers as well (the `-T2` of the reference). Each restore goes into a fresh empty database (created untimed) and is checked for its rows and indexes. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n", mib(r.dbSize), r.rows, r.zstdVersion)
+	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; a %s database (pgbench_accounts and an events table with JSON, %d rows, %d indexes, foreign keys). The reference is the shell pipeline: `pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe` and `mc cat | zstd -d | pg_restore` (%s); pipe compresses with zstd level 3 on 2 workers as well (the `-T2` of the reference). Each restore goes into a fresh empty database (created untimed) and is checked for its rows and indexes. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n", pgImage, runtime.NumCPU(), mib(r.dbSize), r.rows, r.indexes, r.zstdVersion)
+	directions := []struct {
+		name string
+		s    *scenarioResult
+	}{{"backup", r.backup}, {"restore", r.restore}}
 	w("| direction | shell pipeline | pipe, custom format | pipe, jobs = 4 | custom / shell | jobs = 4 / shell | targets (≤) | met? |\n|---|---|---|---|---|---|---|---|\n")
-	for _, s := range []*scenarioResult{r.backup, r.restore} {
-		ref, custom, par := median(s.refs[0].times), median(s.refs[1].times), median(s.pipe.times)
+	for _, d := range directions {
+		ref, custom, par := median(d.s.refs[0].times), median(d.s.refs[1].times), median(d.s.pipe.times)
 		rc, rp := float64(custom)/float64(ref), float64(par)/float64(ref)
-		fastest := min(rc, rp)
-		direction := strings.SplitN(s.name, " ", 2)[0]
-		w("| %s | %s | %s | %s | %.2f× | %.2f× | 1.00× custom, 0.80× fastest | %s, %s |\n", direction, ref.Round(10*time.Millisecond), custom.Round(10*time.Millisecond),
-			par.Round(10*time.Millisecond), rc, rp, yesNo(rc <= 1.0), yesNo(fastest <= 0.8))
+		w("| %s | %s | %s | %s | %.2f× | %.2f× | 1.00× custom, 0.80× fastest | %s, %s |\n", d.name, ref.Round(10*time.Millisecond), custom.Round(10*time.Millisecond),
+			par.Round(10*time.Millisecond), rc, rp, yesNo(rc <= 1.0), yesNo(min(rc, rp) <= 0.8))
 	}
 	w("\nPeak memory (rusage: the largest process of the run, pipe's or a plugin's, and of the shell pipeline; a summed figure for pipe is in the memory scenario):\n\n| run | peak RSS |\n|---|---|\n")
-	for _, s := range []*scenarioResult{r.backup, r.restore} {
-		direction := strings.SplitN(s.name, " ", 2)[0]
-		w("| %s, %s | %s |\n", direction, strings.ReplaceAll(s.refs[0].label, "|", `\|`), mib(r.refRSS[s.refs[0].label]))
-		w("| %s, %s | %s |\n", direction, s.refs[1].label, mib(r.rss[direction+s.refs[1].label]))
-		w("| %s, %s | %s |\n", direction, s.pipe.label, mib(r.rss[direction+s.pipe.label]))
+	for _, d := range directions {
+		for _, c := range []*contender{d.s.refs[0], d.s.refs[1], d.s.pipe} {
+			w("| %s, %s | %s |\n", d.name, strings.ReplaceAll(c.label, "|", `\|`), mib(c.maxRSS))
+		}
 	}
 	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
-	for _, s := range []*scenarioResult{r.backup, r.restore} {
-		for _, c := range append([]*contender{s.pipe}, s.refs...) {
-			w("%s %s %.1f s; ", strings.SplitN(s.name, " ", 2)[0], c.label, median(c.cpu).Seconds())
+	for _, d := range directions {
+		for _, c := range append([]*contender{d.s.pipe}, d.s.refs...) {
+			w("%s %s %.1f s; ", d.name, c.label, median(c.cpu).Seconds())
 		}
 	}
 	w("\n")

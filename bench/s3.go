@@ -52,32 +52,17 @@ type s3Tools struct{ mc, rclone string }
 
 func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error) {
 	logf("scenario 6: object storage against MinIO: pipe, mc, rclone")
-	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
-		if _, err := os.Stat("/.dockerenv"); err == nil {
-			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
-		}
-	}
-	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret))
-	if c != nil {
-		defer testcontainers.TerminateContainer(c)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("starting MinIO (docker and ../shared/testimages/build.sh): %w", err)
-	}
-	hostPort, err := c.ConnectionString(ctx)
+	m, err := b.startMinIO(ctx, tools.mc)
 	if err != nil {
 		return nil, err
 	}
-	endpoint := "http://" + hostPort
+	defer m.stop()
+	endpoint, mcEnv := m.endpoint, m.mcEnv
 	res := &s3Result{size: b.s3Size}
-	mcEnv := []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}
 	rcEnv := []string{"RCLONE_CONFIG_MINIO_TYPE=s3", "RCLONE_CONFIG_MINIO_PROVIDER=Minio", "RCLONE_CONFIG_MINIO_ACCESS_KEY_ID=" + minioUser,
 		"RCLONE_CONFIG_MINIO_SECRET_ACCESS_KEY=" + minioSecret, "RCLONE_CONFIG_MINIO_ENDPOINT=" + endpoint, "RCLONE_CONFIG_MINIO_REGION=us-east-1",
 		"RCLONE_CONFIG=" + filepath.Join(b.work, "rclone.conf")}
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret}
-	if _, err := timeCommand(ctx, []string{tools.mc, "mb", mcAlias + "/" + s3Bucket}, mcEnv...); err != nil {
-		return nil, err
-	}
 	res.mcVersion, res.rcVersion = moduleVersion(tools.mc), moduleVersion(tools.rclone)
 
 	data, err := ensureData(b.cfg.dataDir, b.s3Size, logf)
@@ -92,27 +77,15 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	if err := warm(data); err != nil {
 		return nil, err
 	}
-	s3Block := func(attrs string) string {
-		return fmt.Sprintf(`    bucket            = %q
-    endpoint          = %q
-    region            = "us-east-1"
-    path_style        = true
-    access_key_id     = %q
-    secret_access_key = var.secret
-%s`, s3Bucket, endpoint, minioUser, attrs)
-	}
-	pipeFile := func(name, body string) (string, error) {
-		p := filepath.Join(b.hcl, name+".hcl")
-		text := fmt.Sprintf("variable \"secret\" {\n  sensitive = true\n}\n\npipeline %q {\n%s}\n", name, body)
-		return p, os.WriteFile(p, []byte(text), 0o644)
-	}
+	s3 := m.attrs()
+	pipeFile := func(name, body string) (string, error) { return writePipeline(b.hcl, name, body, "secret") }
 	upload := func(name, key string, part int64, conc int) (string, error) {
 		tuning := ""
 		if part > 0 {
 			tuning = fmt.Sprintf("    part_size         = \"%dMiB\"\n    concurrency       = %d\n", part>>20, conc)
 		}
 		return pipeFile(name, fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"s3\" {\n%s    key               = %q\n%s  }\n",
-			hclString(data), s3Block(""), key, tuning))
+			hclString(data), s3, key, tuning))
 	}
 
 	// The sweep: which part size and concurrency upload fastest here.
@@ -184,7 +157,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	down := &scenarioResult{name: "download, one " + mib(b.s3Size) + " object", bytes: b.s3Size}
 	outDir := filepath.Join(b.work, "s3-down")
 	fDown, err := pipeFile("download", fmt.Sprintf("  source \"s3\" {\n%s    key               = \"up/pipe\"\n    part_size         = \"%dMiB\"\n    concurrency       = %d\n  }\n  sink \"fs\" {\n    path = %s\n  }\n",
-		s3Block(""), res.best.partSize>>20, res.best.concurrency, hclString(outDir+"/")))
+		s3, res.best.partSize>>20, res.best.concurrency, hclString(outDir+"/")))
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +215,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 		return nil, err
 	}
 	defer os.Remove(wal)
-	fWal, err := pipeFile("wal", fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"s3\" {\n%s    key               = \"wal/${stream.name}\"\n  }\n", hclString(wal), s3Block("")))
+	fWal, err := pipeFile("wal", fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"s3\" {\n%s    key               = \"wal/${stream.name}\"\n  }\n", hclString(wal), s3))
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +239,56 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	res.walPipe, res.walInProcess, res.walMC = median(pw), median(iw), median(mw)
 	return res, nil
+}
+
+// minio is the MinIO container the object-store scenarios run against,
+// with its bucket made.
+type minio struct {
+	endpoint string   // http://host:port
+	mcEnv    []string // mc's environment: the server as mcAlias
+	stop     func()
+}
+
+func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
+	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		if _, err := os.Stat("/.dockerenv"); err == nil {
+			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+		}
+	}
+	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret))
+	stop := func() {
+		if c != nil {
+			testcontainers.TerminateContainer(c)
+		}
+	}
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("starting MinIO (docker and ../shared/testimages/build.sh): %w", err)
+	}
+	hostPort, err := c.ConnectionString(ctx)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	m := &minio{endpoint: "http://" + hostPort, stop: stop,
+		mcEnv: []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}}
+	if _, err := timeCommand(ctx, []string{mc, "mb", mcAlias + "/" + s3Bucket}, m.mcEnv...); err != nil {
+		stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+// attrs are an s3 block's attributes for the bench bucket; the secret key
+// is the sensitive variable "secret".
+func (m *minio) attrs() string {
+	return fmt.Sprintf(`    bucket            = %q
+    endpoint          = %q
+    region            = "us-east-1"
+    path_style        = true
+    access_key_id     = %q
+    secret_access_key = var.secret
+`, s3Bucket, m.endpoint, minioUser)
 }
 
 // moduleVersion names a Go binary's main module and version, as `go

@@ -33,11 +33,12 @@ type contender struct {
 	// hands idle free memory back to the host, pages freed seconds earlier
 	// are slow to touch again. Deleting a tool's output just before its own
 	// run puts every tool in the same state.
-	clean func()
-	env   []string // extra environment (pipe contenders)
-	run   func(ctx context.Context, rep int) (measurement, error)
-	times []time.Duration // wall
-	cpu   []time.Duration // user + system
+	clean  func()
+	env    []string // extra environment (pipe contenders)
+	run    func(ctx context.Context, rep int) (measurement, error)
+	times  []time.Duration // wall
+	cpu    []time.Duration // user + system
+	maxRSS int64           // the largest process's peak over every run, warm-up included (rusage)
 }
 
 // scenarioResult is one row group of the report.
@@ -67,6 +68,7 @@ func (s *scenarioResult) interleave(ctx context.Context, reps int) error {
 			settle()
 			m, err := c.run(ctx, rep)
 			d := m.wall
+			c.maxRSS = max(c.maxRSS, m.maxRSS)
 			if err != nil {
 				return fmt.Errorf("%s, %s, run %d: %w", s.name, c.label, rep, err)
 			}

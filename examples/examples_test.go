@@ -70,9 +70,14 @@ var vars = []string{
 // pipe runs the pipe binary in work with the examples' variables and the
 // plugin path.
 func pipe(env []string, args ...string) (string, error) {
+	return pipeIn(work, append(append(os.Environ(), vars...), append(env, "PIPE_PLUGIN_PATH="+pluginPath)...), args...)
+}
+
+// pipeIn runs the pipe binary in dir with exactly the environment env and
+// returns what it printed, stdout and stderr together.
+func pipeIn(dir string, env []string, args ...string) (string, error) {
 	cmd := exec.Command(pipeBin, args...)
-	cmd.Dir = work
-	cmd.Env = append(append(os.Environ(), vars...), append(env, "PIPE_PLUGIN_PATH="+pluginPath)...)
+	cmd.Dir, cmd.Env = dir, env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

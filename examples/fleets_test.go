@@ -11,7 +11,6 @@ package examples_test
 // the budget `pipe plan` prints plus room for pg_dump.
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -250,17 +248,14 @@ func checkJobs(t *testing.T, jobs []fleetJob) {
 			}
 			dir := filepath.Join(root, filepath.FromSlash(j.workDir))
 			run := func(cmd ...string) string {
-				c := exec.Command(pipeBin, append(append(cmd, filepath.Join(root, filepath.FromSlash(file))), args...)...)
-				c.Dir, c.Env = dir, pipeEnv(env...)
-				var out bytes.Buffer
-				c.Stdout, c.Stderr = &out, &out
-				if err := c.Run(); err != nil {
-					t.Fatalf("pipe %s as the job runs it: %v\n%s", strings.Join(cmd, " "), err, out.String())
+				out, err := pipeIn(dir, pipeEnv(env...), append(append(cmd, filepath.Join(root, filepath.FromSlash(file))), args...)...)
+				if err != nil {
+					t.Fatalf("pipe %s as the job runs it: %v\n%s", strings.Join(cmd, " "), err, out)
 				}
-				if strings.Contains(out.String(), password) {
-					t.Errorf("pipe %s shows a secret:\n%s", strings.Join(cmd, " "), out.String())
+				if strings.Contains(out, password) {
+					t.Errorf("pipe %s shows a secret:\n%s", strings.Join(cmd, " "), out)
 				}
-				return out.String()
+				return out
 			}
 			run("validate")
 			var plan struct {
@@ -447,19 +442,25 @@ func k8sJobs(t *testing.T) []fleetJob {
 		name := doc.Metadata.Name
 		spec := doc.Spec.JobTemplate.Spec
 		pod := spec.Template.Spec
-		switch {
-		case doc.Spec.ConcurrencyPolicy != "Forbid":
-			t.Errorf("%s: concurrencyPolicy %q, want Forbid", name, doc.Spec.ConcurrencyPolicy)
-		case spec.BackoffLimit == nil:
-			t.Errorf("%s: no backoffLimit", name)
-		case spec.ActiveDeadlineSeconds <= 0:
-			t.Errorf("%s: no activeDeadlineSeconds", name)
-		case pod.RestartPolicy != "Never":
-			t.Errorf("%s: restartPolicy %q, want Never", name, pod.RestartPolicy)
-		case !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == nil || *pod.SecurityContext.RunAsUser == 0:
-			t.Errorf("%s: the pod does not run as a non-root user", name)
-		case len(pod.Containers) != 1:
+		// Every check reports, and the container is looked at only when
+		// there is exactly one.
+		if len(pod.Containers) != 1 {
 			t.Fatalf("%s: %d containers, want 1", name, len(pod.Containers))
+		}
+		if doc.Spec.ConcurrencyPolicy != "Forbid" {
+			t.Errorf("%s: concurrencyPolicy %q, want Forbid", name, doc.Spec.ConcurrencyPolicy)
+		}
+		if spec.BackoffLimit == nil {
+			t.Errorf("%s: no backoffLimit", name)
+		}
+		if spec.ActiveDeadlineSeconds <= 0 {
+			t.Errorf("%s: no activeDeadlineSeconds", name)
+		}
+		if pod.RestartPolicy != "Never" {
+			t.Errorf("%s: restartPolicy %q, want Never", name, pod.RestartPolicy)
+		}
+		if !pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser == nil || *pod.SecurityContext.RunAsUser == 0 {
+			t.Errorf("%s: the pod does not run as a non-root user", name)
 		}
 		c := pod.Containers[0]
 		if !c.SecurityContext.ReadOnlyRootFilesystem || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
@@ -785,16 +786,13 @@ func TestFleetNoSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(files)
 	for _, want := range []string{fleetPipeline, fleetK8s, fleetNomad, "fleets/README.md"} {
 		if !slices.Contains(files, filepath.FromSlash(want)) {
 			t.Errorf("examples/%s is missing", want)
 		}
 	}
 
-	c := exec.Command(pipeBin, "validate", abs(t, fleetPipeline))
-	c.Dir, c.Env = work, pipeEnv()
-	out, err := c.CombinedOutput()
+	out, err := pipeIn(work, pipeEnv(), "validate", abs(t, fleetPipeline))
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
 		t.Errorf("pipe validate without variables: %v, want exit code 2\n%s", err, out)

@@ -86,11 +86,32 @@ func requireDocker(t *testing.T) {
 	if dockerErr == nil {
 		return
 	}
-	msg := fmt.Sprintf("no Docker engine (%v): start dockerd and build the test images with ../shared/testimages/build.sh (on machines that can pull, Docker alone is enough)", dockerErr)
+	unavailable(t, fmt.Sprintf("no Docker engine (%v): start dockerd and build the test images with ../shared/testimages/build.sh (on machines that can pull, Docker alone is enough)", dockerErr))
+}
+
+// unavailable stops a test that lacks what it needs (Docker, a client
+// program): a failure in CI, where everything must run, a skip elsewhere.
+func unavailable(t *testing.T, msg string) {
+	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+}
+
+// mappedAddr is where the host reaches a container's port.
+func mappedAddr(t *testing.T, c testcontainers.Container, port string) (host, mapped string) {
+	t.Helper()
+	ctx := context.Background()
+	host, err := c.Host(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.MappedPort(ctx, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, p.Port()
 }
 
 // minioServer is a MinIO container.

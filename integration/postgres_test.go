@@ -16,7 +16,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
-	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 )
 
@@ -47,15 +46,8 @@ func startPostgres(t *testing.T) *pgServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, err := c.Host(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := c.MappedPort(ctx, "5432/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pgServer{Host: host, Port: port.Port(), c: c}
+	host, port := mappedAddr(t, c, "5432/tcp")
+	return &pgServer{Host: host, Port: port, c: c}
 }
 
 func (s *pgServer) url(db string) string {
@@ -260,26 +252,6 @@ func (b *pgBench) env(bucket string, more ...string) []string {
 		"PIPE_VAR_pg_port=" + b.pg.Port, "PIPE_VAR_pg_password=" + pgPassword}, more...)...)
 }
 
-// readManifest returns the one manifest under prefix.
-func (b *pgBench) readManifest(t *testing.T, bucket, prefix string) *manifest.Manifest {
-	t.Helper()
-	var found []string
-	for _, k := range b.s3.keys(t, bucket, prefix) {
-		if strings.HasSuffix(k, pipefile.ManifestName) {
-			found = append(found, k)
-		}
-	}
-	if len(found) != 1 {
-		t.Fatalf("want one manifest under %s, have %v", prefix, found)
-	}
-	data, _ := b.s3.get(bucket, found[0])
-	m, err := manifest.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // PostgreSQL backed up to MinIO through zstd and age and restored into a
 // new database, one pg_dump stream (custom and plain) and table by table
 // (jobs = 4): the restored database matches the original in schema, rows
@@ -322,7 +294,7 @@ func TestPostgresRoundTrip(t *testing.T) {
 					t.Fatalf("restored again with clean = true, the database differs:\n%s", firstDiff(want, got))
 				}
 			}
-			m := b.readManifest(t, bucket, "pg/backup/")
+			m := b.s3.readManifest(t, bucket, "pg/backup/")
 			wantFormat := tc.format
 			if tc.jobs > 1 {
 				wantFormat = "parallel"

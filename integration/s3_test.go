@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/all"
 	"github.com/pipebackup/pipe/plugins/conformance"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -82,6 +84,26 @@ func (b *s3Bench) keys(t *testing.T, bucket, prefix string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// readManifest returns the one manifest under prefix.
+func (b *s3Bench) readManifest(t *testing.T, bucket, prefix string) *manifest.Manifest {
+	t.Helper()
+	var found []string
+	for _, k := range b.keys(t, bucket, prefix) {
+		if strings.HasSuffix(k, pipefile.ManifestName) {
+			found = append(found, k)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one manifest under %s, have %v", prefix, found)
+	}
+	data, _ := b.get(bucket, found[0])
+	m, err := manifest.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // uploads lists the multipart uploads in progress in the bucket (MinIO

@@ -1,7 +1,7 @@
 # Back up a PostgreSQL database through zstd and age to an S3 bucket.
 # pg_dump does the reading (custom format, its own compression off); with
 # jobs > 1 pipe dumps the tables in parallel on one exported snapshot
-# instead. See README.md.
+# instead. See the Databases section of the top-level README.md.
 #
 #   pipe keygen --if-missing                  # keys/backup.pub, keys/backup.key
 #   export PIPE_VAR_pg_password=…             # never in the file, never on a command line

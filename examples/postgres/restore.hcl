@@ -1,7 +1,7 @@
 # Restore the newest PostgreSQL backup under the prefix into a database:
 # custom format through pg_restore, a parallel backup schema first, then the
 # tables' data on jobs connections, then indexes and constraints with
-# pg_restore --jobs. See README.md.
+# pg_restore --jobs. See the Databases section of the top-level README.md.
 #
 #   export PIPE_VAR_pg_password=…
 #   pipe run examples/postgres/restore.hcl --var bucket=my-backups --var database=shop --var target=shop_restored

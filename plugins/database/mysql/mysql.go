@@ -1,18 +1,18 @@
 package mysql
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +101,7 @@ func (c *conn) resolve() sdk.Diagnostics {
 			diags = append(diags, sdk.AttrError(v.name, v.name+" holds a NUL byte", "the client programs cannot read it")...)
 		}
 	}
-	for _, k := range sortedKeys(c.Options) {
+	for _, k := range slices.Sorted(maps.Keys(c.Options)) {
 		switch {
 		case !optionName.MatchString(k):
 			diags = append(diags, sdk.AttrError("client_options", fmt.Sprintf("%q is not an option name", k), `option names are letters, digits, "-" and "_", as in "ssl-ca"`)...)
@@ -187,7 +187,7 @@ func (c *conn) optionFile() (path string, remove func(), err error) {
 		opt("host", c.Host)
 		fmt.Fprintf(&b, "port=%d\nprotocol=tcp\n", c.Port)
 	}
-	for _, k := range sortedKeys(c.Options) {
+	for _, k := range slices.Sorted(maps.Keys(c.Options)) {
 		if v := c.Options[k]; v == "" {
 			b.WriteString(k + "\n")
 		} else {
@@ -199,11 +199,6 @@ func (c *conn) optionFile() (path string, remove func(), err error) {
 		return "", nil, fmt.Errorf("writing the client's option file: %w", err)
 	}
 	remove = sync.OnceFunc(func() { os.Remove(f.Name()) })
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		remove()
-		return "", nil, fmt.Errorf("writing the client's option file: %w", err)
-	}
 	_, err = f.WriteString(b.String())
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -242,30 +237,18 @@ func program(attr, set string, defaults ...string) (string, sdk.Diagnostics) {
 	return "", sdk.AttrError(attr, fmt.Sprintf("neither %s is on PATH", strings.Join(defaults, " nor ")), install+", or set "+attr+" to the program's full path")
 }
 
-// run runs a client program with stdin as its input and returns what it
-// printed on stdout.
-func run(ctx context.Context, s command.Spec, stdin string) (string, error) {
-	c := command.New(ctx, s)
-	var out bytes.Buffer
-	c.Cmd().Stdin = strings.NewReader(stdin)
-	c.Cmd().Stdout = &out
-	err := c.Run()
-	return out.String(), err
-}
-
 // query runs SQL with the client and returns its tab-separated rows.
 func (c *conn) query(ctx context.Context, client, sql string) ([][]string, error) {
 	file, remove, err := c.optionFile()
 	if err != nil {
 		return nil, err
 	}
-	defer remove()
-	out, err := run(ctx, command.Spec{Argv: []string{client, "--defaults-extra-file=" + file, "--batch", "--skip-column-names"}, Secrets: c.secrets()}, sql)
+	out, err := command.Output(ctx, command.Spec{Argv: []string{client, "--defaults-extra-file=" + file, "--batch", "--skip-column-names"}, Secrets: c.secrets(), Cleanup: remove}, sql)
 	if err != nil {
 		return nil, err
 	}
 	var rows [][]string
-	for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		if line != "" {
 			rows = append(rows, strings.Split(line, "\t"))
 		}
@@ -279,15 +262,6 @@ func sqlBytes(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "
 
 // sqlName quotes an identifier.
 func sqlName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // SourceType is the "mysql" source.
 type SourceType struct{}
@@ -320,7 +294,7 @@ type sourceConfig struct {
 }
 
 func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {
-	c := sourceConfig{Routines: true, Triggers: true}
+	var c sourceConfig
 	if err := cfg.Decode(&c); err != nil {
 		return nil, sdk.AttrError("", "invalid configuration", err.Error())
 	}
@@ -406,10 +380,10 @@ func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
 	if len(rows) == 0 || len(rows[0]) != 2 {
 		return nil, fmt.Errorf("asking the server about %s: %s printed no version and size", strings.Join(s.dbs, ", "), filepath.Base(s.client))
 	}
-	for _, r := range rows[1:] {
-		i, err := strconv.Atoi(r[0])
+	if len(rows) > 1 { // the first database the server does not know
+		i, err := strconv.Atoi(rows[1][0])
 		if err != nil || i < 0 || i >= len(s.dbs) {
-			return nil, fmt.Errorf("asking the server about %s: unexpected answer %q", strings.Join(s.dbs, ", "), r[0])
+			return nil, fmt.Errorf("asking the server about %s: unexpected answer %q", strings.Join(s.dbs, ", "), rows[1][0])
 		}
 		who := "this user"
 		if s.c.User != "" {
@@ -449,25 +423,8 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := command.Read(ctx, command.Spec{Argv: s.args(file), Secrets: s.c.secrets()})
-	if err != nil {
-		remove()
-		return nil, err
-	}
-	return &dumpReader{Reader: r, remove: remove}, nil
-}
-
-// dumpReader is the dump's output; closing it removes the option file.
-// It is an sdk.FileReader like the command.Reader it wraps.
-type dumpReader struct {
-	*command.Reader
-	remove func()
-}
-
-func (r *dumpReader) Close() error {
-	err := r.Reader.Close()
-	r.remove()
-	return err
+	// The option file goes when the dump ends.
+	return command.Read(ctx, command.Spec{Argv: s.args(file), Secrets: s.c.secrets(), Cleanup: remove})
 }
 
 // SinkType is the "mysql" sink.
@@ -511,29 +468,24 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 type Sink struct {
 	c      sinkConfig
 	client string
-
-	mu      sync.Mutex
-	created bool  // create_database ran
-	quiet   *bool // the client takes --skip-print-query-on-error, once known
+	quiet  bool // the client takes --skip-print-query-on-error (from Prepare)
 }
 
-var _ sdk.Sink = (*Sink)(nil)
+var (
+	_ sdk.Sink     = (*Sink)(nil)
+	_ sdk.Preparer = (*Sink)(nil)
+)
 
-// prepare creates the database once, and learns what the client can do.
-func (s *Sink) prepare(ctx context.Context) (quiet bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.quiet == nil {
-		q := takesOption(ctx, s.client, "--print-query-on-error")
-		s.quiet = &q
-	}
-	if s.c.CreateDatabase && !s.created {
+// Prepare learns what the client can do and creates the database, once
+// per run, before the first object.
+func (s *Sink) Prepare(ctx context.Context, _ []sdk.Object) error {
+	s.quiet = takesOption(ctx, s.client, "--print-query-on-error")
+	if s.c.CreateDatabase {
 		if _, err := s.c.query(ctx, s.client, "CREATE DATABASE IF NOT EXISTS "+sqlName(s.c.Database)); err != nil {
-			return false, fmt.Errorf("creating database %q: %w", s.c.Database, err)
+			return fmt.Errorf("creating database %q: %w", s.c.Database, err)
 		}
-		s.created = true
 	}
-	return *s.quiet, nil
+	return nil
 }
 
 // takesOption reports whether program's --help lists option. (MariaDB's
@@ -543,7 +495,7 @@ func (s *Sink) prepare(ctx context.Context) (quiet bool, err error) {
 func takesOption(ctx context.Context, program, option string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := run(ctx, command.Spec{Argv: []string{program, "--help"}}, "")
+	out, err := command.Output(ctx, command.Spec{Argv: []string{program, "--help"}}, "")
 	return err == nil && strings.Contains(out, option)
 }
 
@@ -561,37 +513,10 @@ func (s *Sink) args(file string, quiet bool) []string {
 }
 
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	quiet, err := s.prepare(ctx)
-	if err != nil {
-		return nil, err
-	}
 	file, remove, err := s.c.optionFile()
 	if err != nil {
 		return nil, err
 	}
-	w, err := command.Write(ctx, command.Spec{Argv: s.args(file, quiet), Secrets: s.c.secrets()})
-	if err != nil {
-		remove()
-		return nil, err
-	}
-	return &restoreWriter{Writer: w, remove: remove}, nil
-}
-
-// restoreWriter is the client's input; it removes the option file once the
-// client ended. It is an sdk.FileWriter like the command.Writer it wraps.
-type restoreWriter struct {
-	*command.Writer
-	remove func()
-}
-
-func (w *restoreWriter) Commit(ctx context.Context) error {
-	err := w.Writer.Commit(ctx)
-	w.remove()
-	return err
-}
-
-func (w *restoreWriter) Abort(ctx context.Context) error {
-	err := w.Writer.Abort(ctx)
-	w.remove()
-	return err
+	// The option file goes when the client ends.
+	return command.Write(ctx, command.Spec{Argv: s.args(file, s.quiet), Secrets: s.c.secrets(), Cleanup: remove})
 }

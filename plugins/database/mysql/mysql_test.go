@@ -138,22 +138,30 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-func configureSource(t *testing.T, vals map[string]any) *Source {
+// configured configures an endpoint with vals, or fails the test.
+func configured[T any](t *testing.T, configure func(context.Context, sdk.Config) (T, sdk.Diagnostics), vals map[string]any) T {
 	t.Helper()
-	s, d := SourceType{}.Configure(ctx, sdk.NewConfig(vals))
+	x, d := configure(ctx, sdk.NewConfig(vals))
 	if d.HasErrors() {
 		t.Fatal(d.Err())
 	}
-	return s.(*Source)
+	return x
 }
 
+func configureSource(t *testing.T, vals map[string]any) *Source {
+	t.Helper()
+	return configured(t, SourceType{}.Configure, vals).(*Source)
+}
+
+// configureSink configures a sink and prepares it, as the host does before
+// the first object.
 func configureSink(t *testing.T, vals map[string]any) *Sink {
 	t.Helper()
-	s, d := SinkType{}.Configure(ctx, sdk.NewConfig(vals))
-	if d.HasErrors() {
-		t.Fatal(d.Err())
+	s := configured(t, SinkType{}.Configure, vals).(*Sink)
+	if err := s.Prepare(ctx, nil); err != nil {
+		t.Fatal(err)
 	}
-	return s.(*Sink)
+	return s
 }
 
 func TestSourceDumps(t *testing.T) {

@@ -109,6 +109,12 @@ func (c conn) env(settings map[string]string) []string {
 	return env
 }
 
+// tool is the command line of a PostgreSQL program against the server:
+// the connection string (no password) and never a password prompt.
+func (c conn) tool(program string, args ...string) []string {
+	return append([]string{program, "--dbname=" + c.info, "--no-password"}, args...)
+}
+
 // spec runs a PostgreSQL tool against the server.
 func (c conn) spec(argv []string, settings map[string]string) command.Spec {
 	return command.Spec{Argv: argv, Env: c.env(settings), Secrets: []string{c.password}}
@@ -296,16 +302,17 @@ var versionRe = regexp.MustCompile(`\(PostgreSQL\) (\d+)(?:\.(\d+))?`)
 
 // toolMajor runs "tool --version" and returns its major version.
 func toolMajor(ctx context.Context, path string) (int, string, error) {
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	out, err := command.Output(ctx, command.Spec{Argv: []string{path, "--version"}}, "")
 	if err != nil {
 		return 0, "", fmt.Errorf("running %s --version: %w", path, err)
 	}
-	m := versionRe.FindStringSubmatch(string(out))
+	out = strings.TrimSpace(out)
+	m := versionRe.FindStringSubmatch(out)
 	if m == nil {
-		return 0, "", fmt.Errorf("%s --version printed %q, not a PostgreSQL version", path, strings.TrimSpace(string(out)))
+		return 0, "", fmt.Errorf("%s --version printed %q, not a PostgreSQL version", path, out)
 	}
 	major, _ := strconv.Atoi(m[1])
-	return major, strings.TrimSpace(string(out)), nil
+	return major, out, nil
 }
 
 // lookTool checks that a PostgreSQL program can run.

@@ -82,7 +82,10 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 			return nil, d
 		}
 	}
-	return &Sink{c: c, conn: cn, preDone: make(chan struct{})}, nil
+	sk := &Sink{c: c, conn: cn, preDone: make(chan struct{})}
+	close(sk.preDone) // no schema stream to wait for, unless Prepare finds one
+	sk.loaders = newPool(int(c.Jobs), func(ctx context.Context) (*pgx.Conn, error) { return cn.connect(ctx, c.Settings) })
+	return sk, nil
 }
 
 // Sink restores streams into one database.
@@ -98,8 +101,7 @@ type Sink struct {
 	data    sync.WaitGroup
 	mu      sync.Mutex
 	dataErr error
-	loaders chan *pgx.Conn
-	opened  []*pgx.Conn
+	loaders *pool
 }
 
 var (
@@ -125,12 +127,8 @@ func (s *Sink) Prepare(ctx context.Context, objs []sdk.Object) error {
 			s.data.Add(1)
 		}
 	}
-	if !s.hasPre {
-		close(s.preDone)
-	}
-	s.loaders = make(chan *pgx.Conn, s.c.Jobs)
-	for range s.c.Jobs {
-		s.loaders <- nil
+	if s.hasPre {
+		s.preDone = make(chan struct{})
 	}
 	return nil
 }
@@ -168,13 +166,7 @@ func (s *Sink) createDatabase(ctx context.Context) error {
 }
 
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	if s.loaders == nil {
-		// Not prepared (a host without Prepare): nothing to wait for.
-		if err := s.Prepare(ctx, nil); err != nil {
-			return nil, err
-		}
-	}
-	restore := []string{s.c.PgRestore, "--dbname=" + s.conn.info, "--no-password", "--exit-on-error"}
+	restore := s.conn.tool(s.c.PgRestore, "--exit-on-error")
 	if s.c.NoOwner {
 		restore = append(restore, "--no-owner", "--no-acl")
 	}
@@ -183,7 +175,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		if !s.c.Globals {
 			return discard{}, nil
 		}
-		return command.Write(ctx, s.conn.spec([]string{s.c.Psql, "--dbname=" + s.conn.info, "--no-password", "-X", "-q", "-v", "ON_ERROR_STOP=0"}, s.c.Settings))
+		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=0"), s.c.Settings))
 	case name == streamPreData:
 		w, err := command.Write(ctx, s.conn.spec(restore, s.c.Settings))
 		if err != nil {
@@ -204,7 +196,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	case strings.HasSuffix(name, ".dump"):
 		return command.Write(ctx, s.conn.spec(restore, s.c.Settings))
 	case strings.HasSuffix(name, ".sql"):
-		return command.Write(ctx, s.conn.spec([]string{s.c.Psql, "--dbname=" + s.conn.info, "--no-password", "-X", "-q", "-v", "ON_ERROR_STOP=1"}, s.c.Settings))
+		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=1"), s.c.Settings))
 	default:
 		return nil, fmt.Errorf("stream %q: not a PostgreSQL dump (pipe restores *.dump with pg_restore, *.sql with psql and data/<schema>/<table>.copy with COPY)", name)
 	}
@@ -286,27 +278,14 @@ func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter
 		s.endData(err)
 		return nil, err
 	}
-	var pc *pgx.Conn
-	select {
-	case pc = <-s.loaders:
-	case <-ctx.Done():
-		s.endData(ctx.Err())
-		return nil, ctx.Err()
-	}
-	if pc == nil || pc.IsClosed() {
-		var err error
-		if pc, err = s.conn.connect(ctx, s.c.Settings); err != nil {
-			s.loaders <- nil
-			s.endData(err)
-			return nil, err
-		}
-		s.mu.Lock()
-		s.opened = append(s.opened, pc)
-		s.mu.Unlock()
+	pc, err := s.loaders.get(ctx)
+	if err != nil {
+		s.endData(err)
+		return nil, err
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		s.loaders <- pc
+		s.loaders.put(pc)
 		s.endData(err)
 		return nil, err
 	}
@@ -316,7 +295,7 @@ func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter
 		defer close(w.done)
 		w.err = s.load(ctx, pc, id, in)
 		pr.Close()
-		s.loaders <- pc
+		s.loaders.put(pc)
 	}()
 	return w, nil
 }
@@ -442,11 +421,11 @@ func (w *sequenceWriter) Commit(ctx context.Context) error {
 }
 
 func (w *sequenceWriter) apply(ctx context.Context) error {
-	pc, err := w.s.conn.connect(ctx, w.s.c.Settings)
+	pc, err := w.s.loaders.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer pc.Close(context.Background())
+	defer w.s.loaders.put(pc)
 	if _, err := pc.PgConn().Exec(ctx, w.b.String()).ReadAll(); err != nil {
 		return fmt.Errorf("setting sequences: %w", err)
 	}
@@ -507,11 +486,6 @@ func (w *postWriter) Abort(ctx context.Context) error {
 
 // Close closes the loader connections.
 func (s *Sink) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, pc := range s.opened {
-		pc.Close(context.Background())
-	}
-	s.opened = nil
+	s.loaders.close()
 	return nil
 }

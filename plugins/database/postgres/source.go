@@ -125,14 +125,11 @@ type Source struct {
 	// Parallel mode: the transaction that exported the snapshot stays open
 	// (and holds its tables' locks) until Close; workers are connections
 	// on that snapshot, one per table being read.
-	snapshot     string
-	exporter     *pgx.Conn
-	postData     *prefetched
-	stopPrefetch context.CancelFunc
-	sequences    []byte
-	workers      chan *pgx.Conn
-	mu           sync.Mutex
-	opened       []*pgx.Conn
+	snapshot  string
+	exporter  *pgx.Conn
+	postData  *prefetched
+	sequences []byte
+	workers   *pool
 }
 
 var (
@@ -205,10 +202,7 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	// The schema after the data is read last but dumped now, beside the
 	// tables: pg_dump spends most of a schema dump reading the catalog.
 	s.postData = s.prefetch(ctx, streamPostData)
-	s.workers = make(chan *pgx.Conn, s.c.Jobs)
-	for range s.c.Jobs {
-		s.workers <- nil // a slot: connected on first use
-	}
+	s.workers = newPool(int(s.c.Jobs), s.worker)
 	return s.streams, nil
 }
 
@@ -332,14 +326,13 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if !known {
 		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
 	}
-	dump := []string{s.c.PgDump, "--dbname=" + s.conn.info, "--no-password"}
 	switch {
 	case name == streamGlobals:
-		return command.Read(ctx, s.conn.spec([]string{s.c.PgDumpAll, "--dbname=" + s.conn.info, "--no-password", "--globals-only"}, nil))
+		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDumpAll, "--globals-only"), nil))
 	case s.c.Jobs == 1 && s.c.Format == "plain":
-		return command.Read(ctx, s.conn.spec(append(dump, "--format=plain"), nil))
+		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDump, "--format=plain"), nil))
 	case s.c.Jobs == 1:
-		return command.Read(ctx, s.conn.spec(append(dump, "--format=custom", "--compress=0"), nil))
+		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDump, "--format=custom", "--compress=0"), nil))
 	case name == streamPostData && s.postData != nil:
 		return s.postData.open()
 	case name == streamPreData, name == streamPostData:
@@ -356,13 +349,14 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 
 // sectionDump is the pg_dump command of a schema stream, on the snapshot.
 func (s *Source) sectionDump(name string) []string {
-	return []string{s.c.PgDump, "--dbname=" + s.conn.info, "--no-password", "--format=custom", "--compress=0",
-		"--section=" + strings.TrimSuffix(name, ".dump"), "--snapshot=" + s.snapshot}
+	return s.conn.tool(s.c.PgDump, "--format=custom", "--compress=0",
+		"--section="+strings.TrimSuffix(name, ".dump"), "--snapshot="+s.snapshot)
 }
 
 // prefetched is a schema stream dumped ahead into a temporary file.
 type prefetched struct {
 	f    *os.File
+	stop context.CancelFunc
 	done chan struct{}
 	err  error
 }
@@ -370,7 +364,8 @@ type prefetched struct {
 // prefetch starts dumping a schema stream into a temporary file. Its
 // context is the source's: the dump must outlive the Streams call.
 func (s *Source) prefetch(ctx context.Context, name string) *prefetched {
-	p := &prefetched{done: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p := &prefetched{stop: stop, done: make(chan struct{})}
 	f, err := os.CreateTemp("", "pipe-"+name+"-*")
 	if err != nil {
 		p.err = fmt.Errorf("%s needs a temporary file: %w", name, err)
@@ -379,7 +374,6 @@ func (s *Source) prefetch(ctx context.Context, name string) *prefetched {
 	}
 	os.Remove(f.Name()) // gone when closed
 	p.f = f
-	ctx, s.stopPrefetch = context.WithCancel(context.WithoutCancel(ctx))
 	c := command.New(ctx, s.conn.spec(s.sectionDump(name), nil))
 	c.Cmd().Stdout = f
 	go func() {
@@ -401,27 +395,27 @@ func (p *prefetched) open() (io.ReadCloser, error) {
 	return p.f, nil
 }
 
+// close stops the dump if it still runs and drops its file.
+func (p *prefetched) close() {
+	p.stop()
+	<-p.done
+	if p.f != nil {
+		p.f.Close()
+	}
+}
+
 // copyOut streams one table's rows as COPY text, on a worker connection
 // that reads the exported snapshot.
 func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser, error) {
-	var pc *pgx.Conn
-	select {
-	case pc = <-s.workers:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if pc == nil || pc.IsClosed() {
-		var err error
-		if pc, err = s.worker(ctx); err != nil {
-			s.workers <- nil
-			return nil, err
-		}
+	pc, err := s.workers.get(ctx)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		cancel()
-		s.workers <- pc
+		s.workers.put(pc)
 		return nil, err
 	}
 	r := &copyReader{r: pr, cancel: cancel, done: make(chan struct{})}
@@ -438,7 +432,7 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 			r.err = fmt.Errorf("copying %s out: %w", id, err)
 		}
 		pw.Close()
-		s.workers <- pc
+		s.workers.put(pc)
 	}()
 	return r, nil
 }
@@ -456,9 +450,6 @@ func (s *Source) worker(ctx context.Context) (*pgx.Conn, error) {
 		pc.Close(context.Background())
 		return nil, fmt.Errorf("joining the dump's snapshot: %w", err)
 	}
-	s.mu.Lock()
-	s.opened = append(s.opened, pc)
-	s.mu.Unlock()
 	return pc, nil
 }
 
@@ -506,23 +497,15 @@ func (r *copyReader) Close() error {
 
 // Close ends the snapshot transaction and every connection.
 func (s *Source) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.postData != nil {
-		s.stopPrefetch()
-		<-s.postData.done
-		if s.postData.f != nil {
-			s.postData.f.Close()
-		}
+		s.postData.close()
 		s.postData = nil
 	}
-	ctx := context.Background()
-	for _, pc := range s.opened {
-		pc.Close(ctx)
+	if s.workers != nil {
+		s.workers.close()
 	}
-	s.opened = nil
 	if s.exporter != nil {
-		s.exporter.Close(ctx)
+		s.exporter.Close(context.Background())
 		s.exporter = nil
 	}
 	return nil

@@ -40,6 +40,10 @@ type Spec struct {
 	Secrets []string
 	// Label names the program in errors; default: Argv[0]'s base name.
 	Label string
+	// Cleanup runs once the program has ended, or failed to start: it
+	// removes what the program needed only while it ran (an option file
+	// with a password, say).
+	Cleanup func()
 }
 
 // Cmd is a running program.
@@ -48,6 +52,7 @@ type Cmd struct {
 	tail    *tailBuffer
 	secrets []string
 	label   string
+	cleanup func()
 
 	waited  sync.Once
 	waitErr error
@@ -61,7 +66,7 @@ func New(ctx context.Context, s Spec) *Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	c := &Cmd{cmd: cmd, tail: &tailBuffer{max: 8 << 10}, label: s.Label}
+	c := &Cmd{cmd: cmd, tail: &tailBuffer{max: 8 << 10}, label: s.Label, cleanup: s.Cleanup}
 	if c.label == "" {
 		c.label = filepath.Base(s.Argv[0])
 	}
@@ -89,6 +94,9 @@ func (c *Cmd) Name() string { return c.label }
 // Start runs the program.
 func (c *Cmd) Start() error {
 	if err := c.cmd.Start(); err != nil {
+		if c.cleanup != nil {
+			c.cleanup()
+		}
 		return fmt.Errorf("starting %s: %w", c.label, err)
 	}
 	return nil
@@ -127,6 +135,9 @@ func (c *Cmd) Scrub(s string) string {
 
 func (c *Cmd) waitOnce() error {
 	err := c.cmd.Wait()
+	if c.cleanup != nil {
+		c.cleanup()
+	}
 	if err == nil {
 		return nil
 	}
@@ -143,6 +154,17 @@ func (c *Cmd) waitOnce() error {
 		return fmt.Errorf("%s %s: %s", c.label, status, msg)
 	}
 	return fmt.Errorf("%s: %w", c.label, err)
+}
+
+// Output runs s with stdin as its input and returns what it printed on
+// stdout; an error carries its exit status and stderr, as Wait's do.
+func Output(ctx context.Context, s Spec, stdin string) (string, error) {
+	c := New(ctx, s)
+	var out strings.Builder
+	c.cmd.Stdin = strings.NewReader(stdin)
+	c.cmd.Stdout = &out
+	err := c.Run()
+	return out.String(), err
 }
 
 // Read starts s with its standard output as the returned stream. The

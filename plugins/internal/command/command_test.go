@@ -64,3 +64,16 @@ func TestWaitScrubsSecrets(t *testing.T) {
 		t.Fatalf("Close = %v, want the error with the secret scrubbed", err)
 	}
 }
+
+// Cleanup runs once the program ended, and when it could not start.
+func TestCleanupRunsWhenTheProgramEnds(t *testing.T) {
+	ran := 0
+	out, err := Output(context.Background(), Spec{Argv: []string{"sh", "-c", "cat; echo done"}, Cleanup: func() { ran++ }}, "in ")
+	if err != nil || out != "in done\n" || ran != 1 {
+		t.Fatalf("Output = %q, %v; cleanup ran %d times, want once", out, err, ran)
+	}
+	ran = 0
+	if _, err := Read(context.Background(), Spec{Argv: []string{"/nonexistent/program"}, Cleanup: func() { ran++ }}); err == nil || ran != 1 {
+		t.Fatalf("Read of a missing program: %v; cleanup ran %d times, want once", err, ran)
+	}
+}

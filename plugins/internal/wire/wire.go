@@ -207,6 +207,20 @@ func ConfigFromPB(m map[string]*pb.Value) sdk.Config {
 	return sdk.NewConfig(vals)
 }
 
+// ObjectToPB is an object as the host sends it.
+func ObjectToPB(o sdk.Object) *pb.Object {
+	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize}
+}
+
+// ObjectFromPB is an object as the plugin receives it.
+func ObjectFromPB(o *pb.Object) sdk.Object {
+	max := o.GetMaxSize()
+	if max == 0 && o.GetSize() != 0 {
+		max = -1 // sent by a host that did not know MaxSize
+	}
+	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max}
+}
+
 // DiagsToPB converts diagnostics for the wire.
 func DiagsToPB(ds sdk.Diagnostics) []*pb.Diagnostic {
 	var out []*pb.Diagnostic

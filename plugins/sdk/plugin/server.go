@@ -372,7 +372,7 @@ func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request)
 	}
 	octx, cancel := context.WithCancel(context.Background())
 	o := req.GetObject()
-	w, err := snk.Create(octx, objectFromPB(o))
+	w, err := snk.Create(octx, wire.ObjectFromPB(o))
 	if err != nil {
 		cancel()
 		return nil, s.status(h, err)
@@ -464,7 +464,7 @@ func (s *server) WriteObject(in pb.Plugin_WriteObjectServer) error {
 		if err != nil {
 			return err
 		}
-		if w, err = snk.Create(ctx, objectFromPB(open.GetObject())); err != nil {
+		if w, err = snk.Create(ctx, wire.ObjectFromPB(open.GetObject())); err != nil {
 			return s.status(h, err)
 		}
 	}
@@ -565,7 +565,7 @@ func (s *server) Prepare(ctx context.Context, req *pb.Prepare_Request) (*pb.Prep
 	}
 	objs := make([]sdk.Object, 0, len(req.GetObjects()))
 	for _, o := range req.GetObjects() {
-		objs = append(objs, objectFromPB(o))
+		objs = append(objs, wire.ObjectFromPB(o))
 	}
 	return &pb.Prepare_Response{}, s.status(req.GetHandle(), p.Prepare(ctx, objs))
 }
@@ -612,12 +612,4 @@ func (s *server) Stop(ctx context.Context, _ *pb.Stop_Request) (*pb.Stop_Respons
 		}
 	}
 	return &pb.Stop_Response{}, nil
-}
-
-func objectFromPB(o *pb.Object) sdk.Object {
-	max := o.GetMaxSize()
-	if max == 0 && o.GetSize() != 0 {
-		max = -1 // sent by a host that did not know MaxSize
-	}
-	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max}
 }
