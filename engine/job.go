@@ -24,6 +24,9 @@ type Job struct {
 	// Buffers is the total number of chunk buffers of the run; 0 means
 	// the default layout (see Layout).
 	Buffers int
+	// RateLimit is the most bytes per second the source yields, over all
+	// streams together; 0 means no limit.
+	RateLimit int64
 	// Finish runs after every stream committed and every sink flushed,
 	// before the run counts as a success (the manifest is written here). If
 	// it fails, the run fails and takes back its objects.
@@ -51,6 +54,9 @@ type Sink struct {
 	// Memory is what the sink buffers on its own (multipart parts), for
 	// the memory budget.
 	Memory int64
+	// RateLimit is the most bytes per second the sink is given, over all
+	// streams together; 0 means no limit.
+	RateLimit int64
 }
 
 // Result describes a finished run.

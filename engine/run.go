@@ -24,6 +24,10 @@ type Run struct {
 	srcPool *pool
 	pools   []stagePools  // per stage; zero for Observers
 	workers []*workerPool // per stage; nil unless a Mapper
+	// srcLimit and sinkLimits cap the bytes per second of the source and
+	// of each sink (nil: no limit).
+	srcLimit   *throttle
+	sinkLimits []*throttle
 
 	results []StreamResult
 	mu      sync.Mutex
@@ -81,8 +85,10 @@ func New(job *Job) (*Run, error) {
 		r.stages = append(r.stages, m)
 		r.pools = append(r.pools, sp)
 	}
+	r.srcLimit = newThrottle(job.RateLimit)
 	for _, s := range job.Sinks {
 		r.sinks = append(r.sinks, &Meter{Name: "sink " + s.Name, Workers: perStream})
+		r.sinkLimits = append(r.sinkLimits, newThrottle(s.RateLimit))
 	}
 	r.results = make([]StreamResult, len(job.Streams))
 	return r, nil

@@ -74,8 +74,8 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	sinkChans := make([]chan *chunk, len(writers))
 	for k := range writers {
 		sinkChans[k] = newCh()
-		in, w, m, name, key := sinkChans[k], writers[k], r.sinks[k], r.job.Sinks[k].Name, st.Objects[k].Key
-		g.Go(func() error { return write(gctx, m, w, in, name, key) })
+		in, w, m, lim, name, key := sinkChans[k], writers[k], r.sinks[k], r.sinkLimits[k], r.job.Sinks[k].Name, st.Objects[k].Key
+		g.Go(func() error { return write(gctx, m, lim, w, in, name, key) })
 	}
 	last := cur
 	g.Go(func() error { return distribute(gctx, last, sinkChans, &res.Written) })
@@ -148,7 +148,16 @@ func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<
 			return err
 		}
 		t = time.Now()
-		n, rerr := io.ReadFull(rc, buf[:r.job.ChunkSize])
+		var n int
+		var rerr error
+		if r.srcLimit == nil {
+			n, rerr = io.ReadFull(rc, buf[:r.job.ChunkSize])
+		} else {
+			var waited time.Duration
+			n, waited, rerr = r.srcLimit.readFull(ctx, rc, buf[:r.job.ChunkSize])
+			m.busy.Add(-int64(waited))
+			m.blockedOut.Add(int64(waited))
+		}
 		m.addBusy(t)
 		if n > 0 || (seq == 0 && rerr == io.EOF) {
 			c := newChunk(r.srcPool, buf, seq)
@@ -284,8 +293,9 @@ func distribute(ctx context.Context, in <-chan *chunk, outs []chan *chunk, writt
 	}
 }
 
-// write feeds one sink's object.
-func write(ctx context.Context, m *Meter, w sdk.ObjectWriter, in <-chan *chunk, name, key string) error {
+// write feeds one sink's object, at most as fast as lim lets it (nil: no
+// limit).
+func write(ctx context.Context, m *Meter, lim *throttle, w sdk.ObjectWriter, in <-chan *chunk, name, key string) error {
 	for {
 		t := time.Now()
 		var c *chunk
@@ -300,7 +310,16 @@ func write(ctx context.Context, m *Meter, w sdk.ObjectWriter, in <-chan *chunk, 
 			return nil
 		}
 		t = time.Now()
-		n, err := w.Write(c.data())
+		var n int
+		var err error
+		if lim == nil {
+			n, err = w.Write(c.data())
+		} else {
+			var waited time.Duration
+			n, waited, err = lim.write(ctx, w, c.data())
+			m.busy.Add(-int64(waited))
+			m.blockedOut.Add(int64(waited))
+		}
 		m.addBusy(t)
 		m.in.Add(int64(n))
 		c.release()

@@ -86,6 +86,9 @@ type Pipeline struct {
 	Source *Endpoint
 	Stages []*Block
 	Sinks  []*Endpoint
+	// RateLimit is the most bytes per second the source yields, over all
+	// streams (0: no limit).
+	RateLimit int64
 }
 
 // Block is a decoded block: its values by attribute name, with the
@@ -120,6 +123,9 @@ type Endpoint struct {
 	// finished within KeepWithin (0: not set).
 	KeepLast   int
 	KeepWithin time.Duration
+	// RateLimit of a sink: the most bytes per second it is given, over all
+	// streams (0: no limit).
+	RateLimit int64
 }
 
 // retentionAttrs are pipe's own attributes of every storage sink.
@@ -226,6 +232,7 @@ var pipelineAttrs = []sdk.Attribute{
 	{Name: "chunk_size", Type: sdk.Size, Description: "Size of the chunks the source reads (default from the profile)."},
 	{Name: "buffers", Type: sdk.Number, Description: "Total chunk buffers of a run (default: computed from workers and streams)."},
 	{Name: "streams", Type: sdk.Number, Description: "How many streams move at once (default from the profile)."},
+	rateAttr,
 }
 
 // StageAttributes declares the attributes of each stage block.
@@ -366,6 +373,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 	attrs, d := f.decodeAttributes("pipeline", b.DefRange, content.Attributes, pipelineAttrs, "", ectx, src)
 	diags = append(diags, d...)
 	p.Attrs = attrs
+	diags = append(diags, attrs.takeRate(&p.RateLimit)...)
 
 	stageSeen := map[string]hcl.Range{}
 	for _, blk := range content.Blocks {
@@ -501,14 +509,18 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 		keyName = ka.Name
 	}
 	attrs := schema.Attributes
-	if kind == "sink" && schema.Storage {
-		attrs = append(append([]sdk.Attribute(nil), attrs...), retentionAttrs...)
+	if kind == "sink" {
+		attrs = append(append([]sdk.Attribute(nil), attrs...), rateAttr)
+		if schema.Storage {
+			attrs = append(attrs, retentionAttrs...)
+		}
 	}
 	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
 	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, attrs, keyName, ectx, src)
 	diags = append(diags, d...)
 	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0], Process: o.Schemas.Process(kind, typ)}
 	diags = append(diags, ep.takeRetention()...)
+	diags = append(diags, ep.takeRate(&ep.RateLimit)...)
 	ep.Type = typ
 	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
 		k, d := newKeyTemplate(keyName, a, ectx, src)

@@ -209,3 +209,25 @@ func TestParseSize(t *testing.T) {
 		t.Errorf("advice: %s", warn)
 	}
 }
+
+func TestParseRate(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		n   int64
+		err bool
+	}{
+		{"200MiB/s", 200 << 20, false},
+		{" 1GiB/s ", 1 << 30, false},
+		{"512 KiB/s", 512 << 10, false},
+		{"100MB/s", 100_000_000, false},
+		{"200MiB", 0, true},
+		{"fast", 0, true},
+		{"/s", 0, true},
+		{"10B/s", 0, true},
+	} {
+		n, err := ParseRate(tc.in)
+		if (err != nil) != tc.err || n != tc.n {
+			t.Errorf("ParseRate(%q) = %d, %v", tc.in, n, err)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 // decompress stage's "auto" (zstd when empty, the largest layout), and
 // frame is the largest frame a restore expects (0: the stage's chunk size).
 func (p *Pipeline) Job(decodeCodec string, frame int) (*engine.Job, error) {
-	j := &engine.Job{ChunkSize: p.ChunkSize, Parallel: p.Streams, Depth: p.Depth, Buffers: p.Buffers}
+	j := &engine.Job{ChunkSize: p.ChunkSize, Parallel: p.Streams, Depth: p.Depth, Buffers: p.Buffers, RateLimit: p.Def.RateLimit}
 	for _, s := range p.Stages {
 		switch s.Type {
 		case "compress":

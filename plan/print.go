@@ -62,12 +62,18 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
 		cpus, size(int64(p.Profile.ChunkSize)), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
 	fmt.Fprintf(w, "  settings    chunk_size %s, streams %d, buffers %d\n", size(int64(p.ChunkSize)), p.Streams, p.Layout.Buffers)
+	if p.Def.RateLimit > 0 {
+		fmt.Fprintf(w, "  rate limit  %s/s read from the source, all streams together\n", size(p.Def.RateLimit))
+	}
 	fmt.Fprintf(w, "  source %-5s %s\n", p.Source.Type, endpointAttrs(p.Source, p.FromProfile[p.Source]))
 	for _, s := range p.Stages {
 		fmt.Fprintf(w, "  → %-10s %s\n", s.Type, s.describe())
 	}
 	for _, k := range p.Sinks {
 		fmt.Fprintf(w, "  → sink %-5s %s\n", k.Type, endpointAttrs(k, p.FromProfile[k]))
+		if k.RateLimit > 0 {
+			fmt.Fprintf(w, "               rate limit: %s/s given to this sink, all streams and parts together\n", size(k.RateLimit))
+		}
 		if k.Key != nil {
 			fmt.Fprintf(w, "               objects: %s\n", objectsLine(p, k))
 		}
@@ -229,6 +235,7 @@ type PipelineJSON struct {
 	ChunkSize   int              `json:"chunk_size"`
 	Streams     int              `json:"streams"`
 	Buffers     int              `json:"buffers"`
+	RateLimit   int64            `json:"rate_limit_bytes_per_sec,omitempty"`
 	Source      EndpointJSON     `json:"source"`
 	Stages      []StageJSON      `json:"stages"`
 	Sinks       []EndpointJSON   `json:"sinks"`
@@ -237,8 +244,9 @@ type PipelineJSON struct {
 }
 
 type EndpointJSON struct {
-	Type   string            `json:"type"`
-	Config map[string]string `json:"config"`
+	Type      string            `json:"type"`
+	Config    map[string]string `json:"config"`
+	RateLimit int64             `json:"rate_limit_bytes_per_sec,omitempty"`
 }
 
 type StageJSON struct {
@@ -261,7 +269,7 @@ func (pl *Plan) JSON() JSON {
 	out := JSON{Host: HostJSON{CPUs: pl.Host.CPUs, Memory: pl.Host.Memory}}
 	for _, p := range pl.Pipelines {
 		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ChunkSize: p.ChunkSize,
-			Streams: p.Streams, Buffers: p.Layout.Buffers, Source: endpointJSON(p.Source),
+			Streams: p.Streams, Buffers: p.Layout.Buffers, RateLimit: p.Def.RateLimit, Source: endpointJSON(p.Source),
 			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "endpoints": p.EndpointMemory, "runtime": RuntimeMemory,
 				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
@@ -283,7 +291,7 @@ func (pl *Plan) JSON() JSON {
 }
 
 func endpointJSON(e *pipefile.Endpoint) EndpointJSON {
-	ej := EndpointJSON{Type: e.Type, Config: map[string]string{}}
+	ej := EndpointJSON{Type: e.Type, Config: map[string]string{}, RateLimit: e.RateLimit}
 	for _, a := range e.Schema.Attributes {
 		if e.Set(a.Name) {
 			ej.Config[a.Name] = displayValue(e, a)

@@ -105,7 +105,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	job.Source = src.source
 	for _, s := range sinks {
-		job.Sinks = append(job.Sinks, engine.Sink{Name: s.name, Sink: s.sink})
+		job.Sinks = append(job.Sinks, engine.Sink{Name: s.name, Sink: s.sink, RateLimit: s.def.RateLimit})
 	}
 	manifests, err := nameObjects(p, sinks, sp, job)
 	if err != nil {
