@@ -1,10 +1,12 @@
 package plan_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/profiles"
 )
 
 // An endpoint's jobs raise the streams a run moves at once, unless the
@@ -45,5 +47,55 @@ func TestEndpointJobsRaiseStreams(t *testing.T) {
 	}
 	if got := streams("", "jobs = 1"); got != profile {
 		t.Errorf("jobs = 1: streams = %d, want the profile's %d", got, profile)
+	}
+}
+
+// auto adapts to the streams the file says will move at once: all CPUs
+// encode one stream; several streams share one encoder per CPU. pipe plan
+// says which rule applied.
+func TestAutoAdaptsToStreams(t *testing.T) {
+	reg := newRegistry(t)
+	resolve := func(pipelineLine, jobs string) *plan.Pipeline {
+		t.Helper()
+		src := `pipeline "backup" {
+  profile = "auto"
+  ` + pipelineLine + `
+  source "postgres" {
+    host     = "db"
+    database = "app"
+    ` + jobs + `
+  }
+  compress {}
+  sink "fs" { path = "out/" }
+}
+`
+		f, d := pipefile.LoadSource("p.hcl", []byte(src), pipefile.Options{Now: corpusNow, Dir: ".", Schemas: reg})
+		if d.HasErrors() {
+			t.Fatalf("%s: %v", src, d)
+		}
+		p, d := plan.New(f, plan.Options{Host: corpusHost})
+		if d.HasErrors() {
+			t.Fatalf("%s: %v", src, d)
+		}
+		return p.Pipelines[0]
+	}
+	workers := func(p *plan.Pipeline) int { return p.Stages[0].Workers }
+	one := resolve("", "")
+	if one.Streams != 1 || workers(one) != corpusHost.CPUs || !strings.Contains(one.Profile.Rule, "one stream") {
+		t.Errorf("one stream: %d streams, %d workers, rule %q; want 1 stream and every CPU (%d)", one.Streams, workers(one), one.Profile.Rule, corpusHost.CPUs)
+	}
+	balanced, _ := profiles.Resolve("balanced", corpusHost)
+	if workers(one) <= balanced.Workers {
+		t.Errorf("auto gives one stream %d workers, no more than balanced's %d", workers(one), balanced.Workers)
+	}
+	four := resolve("", "jobs = 4")
+	if four.Streams != 4 || workers(four) != corpusHost.CPUs || !strings.Contains(four.Profile.Rule, "4 streams") {
+		t.Errorf("jobs = 4: %d streams, %d workers, rule %q", four.Streams, workers(four), four.Profile.Rule)
+	}
+	var out strings.Builder
+	pl := &plan.Plan{Host: corpusHost, Pipelines: []*plan.Pipeline{four}}
+	pl.Print(&out)
+	if !strings.Contains(out.String(), "auto        4 streams at a time") {
+		t.Errorf("pipe plan does not show auto's rule:\n%s", out.String())
 	}
 }

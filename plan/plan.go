@@ -171,7 +171,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	if o.Profile != "" {
 		name, from = o.Profile, "flag"
 	}
-	prof, err := profiles.Resolve(name, o.Host)
+	prof, err := profiles.ResolveFor(name, o.Host, expectedStreams(def))
 	if err != nil {
 		diags = append(diags, errAt(a.AttrRange("profile"), "Unknown profile", err.Error()+"."))
 		prof, _ = profiles.Resolve(profiles.Default, o.Host)
@@ -238,6 +238,16 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 	return p, diags
+}
+
+// expectedStreams is how many streams the pipeline will move at once as
+// far as the file tells, for "auto": the file's streams, else an
+// endpoint's jobs, else one.
+func expectedStreams(def *pipefile.Pipeline) int {
+	if n, ok := def.Attrs.Int("streams"); ok && n > 0 {
+		return int(n)
+	}
+	return max(1, endpointJobs(def))
 }
 
 // endpointJobs is the most streams an endpoint moves at once by its own

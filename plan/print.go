@@ -61,6 +61,9 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	fmt.Fprintf(w, "  profile     %s (%s) on %d CPUs: chunk_size %s, %s, %s, queue depth %d\n",
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
 		cpus, size(int64(p.Profile.ChunkSize)), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
+	if p.Profile.Rule != "" {
+		fmt.Fprintf(w, "  auto        %s\n", p.Profile.Rule)
+	}
 	fmt.Fprintf(w, "  settings    chunk_size %s, streams %d, buffers %d\n", size(int64(p.ChunkSize)), p.Streams, p.Layout.Buffers)
 	if p.Def.RateLimit > 0 {
 		fmt.Fprintf(w, "  rate limit  %s/s read from the source, all streams together\n", size(p.Def.RateLimit))
@@ -232,6 +235,7 @@ type PipelineJSON struct {
 	Name        string           `json:"name"`
 	Profile     string           `json:"profile"`
 	ProfileFrom string           `json:"profile_from"`
+	ProfileRule string           `json:"profile_rule,omitempty"`
 	ChunkSize   int              `json:"chunk_size"`
 	Streams     int              `json:"streams"`
 	Buffers     int              `json:"buffers"`
@@ -268,7 +272,7 @@ type PositionJSON struct {
 func (pl *Plan) JSON() JSON {
 	out := JSON{Host: HostJSON{CPUs: pl.Host.CPUs, Memory: pl.Host.Memory}}
 	for _, p := range pl.Pipelines {
-		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ChunkSize: p.ChunkSize,
+		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ProfileRule: p.Profile.Rule, ChunkSize: p.ChunkSize,
 			Streams: p.Streams, Buffers: p.Layout.Buffers, RateLimit: p.Def.RateLimit, Source: endpointJSON(p.Source),
 			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "endpoints": p.EndpointMemory, "runtime": RuntimeMemory,
 				"plugins": int64(len(p.Processes())) * PluginMemory}}

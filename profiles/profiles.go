@@ -35,6 +35,10 @@ type Profile struct {
 	// object.
 	PartSize    int64 `json:"part_size"`
 	Concurrency int   `json:"concurrency"`
+	// Base and Rule are set for "auto": the preset it started from and
+	// how it adapted it to the host and the streams.
+	Base string `json:"base,omitempty"`
+	Rule string `json:"rule,omitempty"`
 }
 
 // Host is what a profile adapts to.
@@ -92,13 +96,23 @@ func Names() []string {
 // Default is the profile a pipeline without one uses.
 const Default = "balanced"
 
-// Resolve returns the named profile for host h. "auto" picks one by the
-// rule of Auto.
+// Resolve returns the named profile for host h. "auto" adapts to h and to
+// one stream at a time (see AutoFor).
 func Resolve(name string, h Host) (Profile, error) {
-	h.CPUs = max(1, h.CPUs)
+	return ResolveFor(name, h, 1)
+}
+
+// ResolveFor is Resolve for a pipeline expected to move streams streams
+// at once, which only "auto" adapts to.
+func ResolveFor(name string, h Host, streams int) (Profile, error) {
 	if name == "auto" {
-		name = Auto(h)
+		return AutoFor(h, streams), nil
 	}
+	return preset(name, h)
+}
+
+func preset(name string, h Host) (Profile, error) {
+	h.CPUs = max(1, h.CPUs)
 	for _, p := range presets {
 		if p.name == name {
 			r := p.resolve(h)
@@ -109,8 +123,50 @@ func Resolve(name string, h Host) (Profile, error) {
 	return Profile{}, fmt.Errorf("unknown profile %q; profiles are %s", name, strings.Join(Names(), ", "))
 }
 
-// Auto picks a preset from the host: under 2 GiB of memory, conservative;
-// up to 2 CPUs, balanced; up to 8 CPUs, performance; more, max-performance.
+// AutoRule says, in a line, how "auto" chooses.
+const AutoRule = "start from a preset by the host (under 2 GiB of memory conservative, as is; up to 2 CPUs balanced; up to 8 performance; more max-performance), then give every CPU an encoder: one stream gets them all (multithreaded compression of the one stream), several streams share them (one single-threaded encoder per CPU, never streams × CPUs threads)"
+
+// AutoFor is the "auto" profile for host h and a pipeline expected to
+// move streams streams at once (0 or 1: one): the preset Auto picks, with
+// workers and streams adapted. Chunk-parallel stages run a pool of
+// single-threaded encoders shared by every stream of a run, so every CPU
+// gets one: all of them work on the chunks of one big stream, and many
+// streams share them instead of each starting a multithreaded encoder
+// that would oversubscribe the CPUs.
+func AutoFor(h Host, streams int) Profile {
+	cpus := max(1, h.CPUs)
+	base := Auto(h)
+	p, _ := preset(base, h)
+	p.Base = base
+	switch {
+	case base == "conservative":
+		p.Rule = fmt.Sprintf("%s of memory: conservative, unchanged", fmtBytes(h.Memory))
+	case streams <= 1:
+		p.Streams, p.Workers, p.Depth = 1, cpus, max(p.Depth, 2)
+		p.Rule = fmt.Sprintf("one stream at a time: %s from %s, all %d CPUs encode its chunks", base, cpuWord(cpus), cpus)
+	default:
+		p.Streams, p.Workers = min(streams, max(2, cpus)), cpus
+		p.Rule = fmt.Sprintf("%d streams at a time: %s from %s, %d single-threaded encoders shared by %d streams at once", streams, base, cpuWord(cpus), cpus, p.Streams)
+	}
+	p.Name = "auto"
+	p.Description = "adapts a preset to this host and to the streams that move at once"
+	return p
+}
+
+func cpuWord(n int) string {
+	if n == 1 {
+		return "1 CPU"
+	}
+	return fmt.Sprintf("%d CPUs", n)
+}
+
+func fmtBytes(n int64) string {
+	return fmt.Sprintf("%.1f GiB", float64(n)/gib)
+}
+
+// Auto picks the preset "auto" starts from: under 2 GiB of memory,
+// conservative; up to 2 CPUs, balanced; up to 8 CPUs, performance; more,
+// max-performance.
 func Auto(h Host) string {
 	switch {
 	case h.Memory > 0 && h.Memory < 2*gib:

@@ -112,26 +112,30 @@ func (a *app) profilesCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all := profiles.All(a.host)
-			auto := profiles.Auto(a.host)
+			one, many := profiles.AutoFor(a.host, 1), profiles.AutoFor(a.host, 8)
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": auto, "profiles": all})
+				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": one.Base, "auto_rule": profiles.AutoRule,
+					"auto_one_stream": one, "auto_8_streams": many, "profiles": all})
 			}
-			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto picks %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), auto)
+			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto starts from %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), one.Base)
 			fmt.Fprintf(a.stdout, "%-16s %9s %8s %8s %6s  %-21s %9s %5s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "PART", "CONC")
+			one.Name, many.Name = "auto, 1 stream", "auto, 8 streams"
+			all = append(all, one, many)
 			for _, p := range all {
 				mark := ""
-				if p.Name == auto {
-					mark = " ← auto"
+				if p.Name == one.Base {
+					mark = " ← auto starts here"
 				}
 				fmt.Fprintf(a.stdout, "%-16s %9s %8d %8d %6d  %-21s %9s %5d%s\n", p.Name, pipefile.FormatSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
 					fmt.Sprintf("zstd %d gzip %d lz4 %d", p.Levels["zstd"], p.Levels["gzip"], p.Levels["lz4"]), pipefile.FormatSize(p.PartSize), p.Concurrency, mark)
 			}
 			fmt.Fprintln(a.stdout, "\nPART and CONC: part (block) size and parts in flight per object for object stores.")
 			fmt.Fprintln(a.stdout)
-			for _, p := range all {
+			for _, p := range all[:len(all)-2] {
 				fmt.Fprintf(a.stdout, "%-16s %s\n", p.Name, p.Description)
 			}
-			fmt.Fprintf(a.stdout, "%-16s %s\n", "auto", "under 2 GiB of memory conservative; up to 2 CPUs balanced; up to 8 performance; more max-performance")
+			fmt.Fprintf(a.stdout, "%-16s %s.\n", "auto", profiles.AutoRule)
+			fmt.Fprintf(a.stdout, "%-16s the streams are the file's streams, else an endpoint's jobs, else one; pipe plan shows what auto chose for each pipeline.\n", "")
 			return nil
 		},
 	}
