@@ -35,6 +35,7 @@ func (r *chunkReader) next() bool {
 		}
 		r.cur, r.off = c, 0
 		r.meter.in.Add(int64(c.n))
+		r.meter.chunks.Add(1)
 		return true
 	case <-r.ctx.Done():
 		r.meter.addWaitIn(t)

@@ -154,6 +154,7 @@ func dispatch(ctx context.Context, wp *workerPool, pools stagePools, in <-chan *
 			return seq, nil
 		}
 		m.in.Add(int64(c.n))
+		m.chunks.Add(1)
 		if err := submit(c); err != nil {
 			return seq, err
 		}

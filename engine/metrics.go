@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -16,6 +17,8 @@ type Meter struct {
 	busy       atomic.Int64 // ns spent working
 	waitIn     atomic.Int64 // ns spent waiting for input
 	blockedOut atomic.Int64 // ns spent waiting for a buffer or for the next position
+	chunks     atomic.Int64 // chunks that arrived (the source: chunks it read)
+	errs       atomic.Int64 // failures that started at this position
 }
 
 func (m *Meter) addBusy(since time.Time)    { m.busy.Add(int64(time.Since(since))) }
@@ -27,6 +30,41 @@ func (m *Meter) BytesIn() int64 { return m.in.Load() }
 
 // BytesOut returns the bytes the position produced so far.
 func (m *Meter) BytesOut() int64 { return m.out.Load() }
+
+// Chunks returns the chunks that arrived at the position so far; for the
+// source, the chunks it read.
+func (m *Meter) Chunks() int64 { return m.chunks.Load() }
+
+// Busy returns the time the position's goroutines spent working so far.
+// A Streamer stage's times are added when each of its streams ends.
+func (m *Meter) Busy() time.Duration { return time.Duration(m.busy.Load()) }
+
+// WaitIn returns the time the position spent waiting for input so far.
+func (m *Meter) WaitIn() time.Duration { return time.Duration(m.waitIn.Load()) }
+
+// Blocked returns the time the position spent waiting for a free buffer or
+// for the next position to take its output (backpressure) so far.
+func (m *Meter) Blocked() time.Duration { return time.Duration(m.blockedOut.Load()) }
+
+// Errors returns how many failures started at this position: a stream's
+// first error, not the cancellations it caused elsewhere.
+func (m *Meter) Errors() int64 { return m.errs.Load() }
+
+// fail counts err against the position when it is the first failure of
+// the stream: ctx is the stream's context, which every other position's
+// error follows the first one's cancellation of.
+func (m *Meter) fail(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil {
+		m.errs.Add(1)
+	}
+	return err
+}
+
+// BuffersInUse returns the chunk buffers taken from the run's pools now.
+func (r *Run) BuffersInUse() int { return r.buffersInUse() }
+
+// PeakBuffers returns the most chunk buffers in use at once so far.
+func (r *Run) PeakBuffers() int { return r.peakBuffers() }
 
 // MeterReport is a Meter's final reading.
 type MeterReport struct {

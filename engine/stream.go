@@ -24,7 +24,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 		t := time.Now()
 		w, err := s.Sink.Create(ctx, st.Objects[k])
 		r.sinks[k].addBusy(t)
-		if err != nil {
+		if err := r.sinks[k].fail(ctx, err); err != nil {
 			abort(ctx, writers)
 			return fmt.Errorf("sink %s: creating %q: %w", s.Name, st.Objects[k].Key, err)
 		}
@@ -40,12 +40,12 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	}
 	cur := newCh()
 	src := cur
-	g.Go(func() error { return r.read(gctx, st, res, src) })
+	g.Go(func() error { return r.source.fail(gctx, r.read(gctx, st, res, src)) })
 	for _, obs := range st.Checks {
 		in, out := cur, newCh()
 		g.Go(func() error {
 			_, err := observe(gctx, r.checks, obs, in, out)
-			return err
+			return r.checks.fail(gctx, err)
 		})
 		cur = out
 	}
@@ -55,9 +55,9 @@ func (r *Run) stream(ctx context.Context, i int) error {
 		m := r.stages[k]
 		switch p := s.Proc.(type) {
 		case Mapper:
-			g.Go(func() error { return wrap(s, mapStream(gctx, r.workers[k], r.pools[k], in, out)) })
+			g.Go(func() error { return m.fail(gctx, wrap(s, mapStream(gctx, r.workers[k], r.pools[k], in, out))) })
 		case Streamer:
-			g.Go(func() error { return wrap(s, runStreamer(gctx, p, m, r.pools[k], in, out)) })
+			g.Go(func() error { return m.fail(gctx, wrap(s, runStreamer(gctx, p, m, r.pools[k], in, out))) })
 		case Observer:
 			g.Go(func() error {
 				v, err := observe(gctx, m, p.Observe(st.Name), in, out)
@@ -66,7 +66,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 					res.Observed[s.Name] = v
 					r.mu.Unlock()
 				}
-				return wrap(s, err)
+				return m.fail(gctx, wrap(s, err))
 			})
 		}
 		cur = out
@@ -75,7 +75,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	for k := range writers {
 		sinkChans[k] = newCh()
 		in, w, m, lim, name, key := sinkChans[k], writers[k], r.sinks[k], r.sinkLimits[k], r.job.Sinks[k].Name, st.Objects[k].Key
-		g.Go(func() error { return write(gctx, m, lim, w, in, name, key) })
+		g.Go(func() error { return m.fail(gctx, write(gctx, m, lim, w, in, name, key)) })
 	}
 	last := cur
 	g.Go(func() error { return distribute(gctx, last, sinkChans, &res.Written) })
@@ -92,7 +92,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 		t := time.Now()
 		err := w.Commit(ctx)
 		r.sinks[k].addBusy(t)
-		if err != nil {
+		if err := r.sinks[k].fail(ctx, err); err != nil {
 			abort(ctx, writers[k:]) // the failed one too: it cleans up what Commit left
 			return fmt.Errorf("sink %s: committing %q: %w", r.job.Sinks[k].Name, st.Objects[k].Key, err)
 		}
@@ -165,6 +165,7 @@ func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<
 			seq++
 			res.Read += int64(n)
 			m.out.Add(int64(n))
+			m.chunks.Add(1)
 			t = time.Now()
 			err := send(ctx, out, c)
 			m.addBlocked(t)
@@ -218,6 +219,7 @@ func runStreamer(ctx context.Context, p Streamer, m *Meter, pools stagePools, in
 	m.blockedOut.Add(blocked)
 	m.in.Add(local.in.Load())
 	m.out.Add(local.out.Load())
+	m.chunks.Add(local.chunks.Load())
 	if err != nil {
 		return err
 	}
@@ -248,6 +250,7 @@ func observe(ctx context.Context, m *Meter, obs Observation, in <-chan *chunk, o
 		m.addBusy(t)
 		m.in.Add(int64(c.n))
 		m.out.Add(int64(c.n))
+		m.chunks.Add(1)
 		if err != nil {
 			c.release()
 			return "", err
@@ -322,6 +325,7 @@ func write(ctx context.Context, m *Meter, lim *throttle, w sdk.ObjectWriter, in 
 		}
 		m.addBusy(t)
 		m.in.Add(int64(n))
+		m.chunks.Add(1)
 		c.release()
 		if err != nil {
 			return fmt.Errorf("sink %s: writing %q: %w", name, key, err)

@@ -1,0 +1,235 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/push"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Job is the Pushgateway job pipe pushes under.
+const Job = "pipe"
+
+// Server serves /metrics while a run goes on.
+type Server struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+// Listen starts serving the metrics at http://addr/metrics, with the Go
+// runtime's and the process's (go_*, process_*) beside the pipe_* ones. An
+// address in use fails here, before any run. Port 0 picks a free port:
+// Server.URL tells which.
+func (m *Metrics) Listen(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	runtime := prometheus.NewRegistry()
+	runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{m.reg, runtime}, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintln(w, "pipe: the metrics of this run are at /metrics")
+	})
+	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// URL is where the metrics are served: the address listened on.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() + "/metrics" }
+
+// Close stops serving, letting a scrape in progress finish for a second.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return s.srv.Close()
+	}
+	return nil
+}
+
+// WriteTextfile writes the metrics to path in the text exposition format,
+// for node_exporter's textfile collector (which reads only files named
+// *.prom): into a temporary file in the same directory, then renamed over
+// path, so the collector never reads half a file. A pipeline that did not
+// succeed this time keeps the pipe_run_last_success_timestamp_seconds that
+// path held, so that "time since the last good backup" survives a failure.
+func (m *Metrics) WriteTextfile(path string) error {
+	m.carry(path)
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, there is nothing to remove
+	enc := expfmt.NewEncoder(f, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err = enc.Encode(mf); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		// node_exporter often runs as another user.
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// carry reads the last-success timestamps of an earlier textfile at path,
+// those with exactly this Metrics' labels. A missing or unreadable file
+// carries nothing: it is about to be replaced.
+func (m *Metrics) carry(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(f)
+	if err != nil {
+		return
+	}
+	mf, ok := mfs["pipe_run_last_success_timestamp_seconds"]
+	if !ok {
+		return
+	}
+	carried := map[string]float64{}
+	for _, mt := range mf.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range mt.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		pipeline, ok := labels["pipeline"]
+		delete(labels, "pipeline")
+		if ok && maps.Equal(labels, m.labels) && mt.GetGauge() != nil {
+			carried[pipeline] = mt.GetGauge().GetValue()
+		}
+	}
+	m.mu.Lock()
+	m.carried = carried
+	m.mu.Unlock()
+}
+
+// PushTarget checks a Pushgateway URL (http://host:9091, or host:9091)
+// and returns it fit to print: without the password it may hold.
+func PushTarget(raw string) (string, error) {
+	u, _, _, err := pushURL(raw)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+// pushURL splits raw into the URL without credentials and the credentials
+// of its user:password@ part.
+func pushURL(raw string) (u *url.URL, user, pass string, err error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err = url.Parse(raw)
+	if err != nil {
+		// url.Error quotes the URL: say what is wrong without it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, "", "", fmt.Errorf("not a URL: %v", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, "", "", fmt.Errorf("scheme %q: want http:// or https://", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, "", "", errors.New("no host: want http://host:9091")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, "", "", errors.New("a Pushgateway URL has no query or fragment")
+	}
+	if strings.Contains(u.Path, "/metrics/job/") {
+		return nil, "", "", fmt.Errorf("give the Pushgateway's base URL, without /metrics/job/…: pipe adds job %q and the grouping key", Job)
+	}
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+		u.User = nil
+	}
+	return u, user, pass, nil
+}
+
+// Push sends the metrics to the Pushgateway at rawURL under job "pipe",
+// grouped by grouping and this Metrics' labels (which are then left off
+// the metrics themselves, as the Pushgateway requires). A run whose
+// pipelines all succeeded replaces the group's metrics (PUT); a failed run
+// replaces only the metrics it has (POST) and leaves out its
+// pipe_run_last_success_timestamp_seconds, so the group keeps the last
+// successful run's. Credentials in the URL (user:password@) go in an
+// Authorization header and never appear in an error.
+func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]string) error {
+	u, user, pass, err := pushURL(rawURL)
+	if err != nil {
+		return err
+	}
+	failed := m.Failed()
+	var g prometheus.Gatherer = m.bare
+	if failed {
+		g = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+			mfs, err := m.bare.Gather()
+			return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+				return mf.GetName() == "pipe_run_last_success_timestamp_seconds"
+			}), err
+		})
+	}
+	p := push.New(u.String(), Job).Gatherer(g).Client(&http.Client{Timeout: 30 * time.Second})
+	keys := map[string]string{}
+	maps.Copy(keys, grouping)
+	maps.Copy(keys, m.labels)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		p.Grouping(k, keys[k])
+	}
+	if user != "" || pass != "" {
+		p.BasicAuth(user, pass)
+	}
+	if failed {
+		err = p.AddContext(ctx)
+	} else {
+		err = p.PushContext(ctx)
+	}
+	if err != nil && pass != "" {
+		err = errors.New(strings.ReplaceAll(err.Error(), pass, "(sensitive)"))
+	}
+	return err
+}
