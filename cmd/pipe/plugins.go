@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,8 +54,8 @@ func pluginDirs() []string {
 // plugin process that is pipe itself, like any third-party plugin;
 // PIPE_BUILTINS=inprocess runs them in this process instead (to compare,
 // or to debug).
-func newRegistry() (*host.Registry, error) {
-	o := host.Options{Builtin: all.Builtin(), Dirs: pluginDirs()}
+func newRegistry(log *slog.Logger) (*host.Registry, error) {
+	o := host.Options{Builtin: all.Builtin(), Dirs: pluginDirs(), Log: log}
 	if os.Getenv("PIPE_BUILTINS") != "inprocess" {
 		self, err := os.Executable()
 		if err != nil {

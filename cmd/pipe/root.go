@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -32,6 +33,11 @@ type app struct {
 	host     profiles.Host
 	// color renders diagnostics with terminal colors.
 	color bool
+	// log is where records go (plugins' too); redact takes the loaded
+	// file's secrets out of them.
+	logf   logFlags
+	log    *slog.Logger
+	redact *redactor
 }
 
 // loadFlags are the flags of commands that read a pipeline file.
@@ -58,7 +64,8 @@ func (f *loadFlags) register(cmd *cobra.Command, withProfile, withPipeline, with
 // newRootCmd returns the CLI and a function that stops the plugin processes
 // it started; callers run it after Execute, whatever the outcome.
 func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, func()) {
-	a := &app{stdout: stdout, stderr: stderr, host: profiles.ThisHost(), color: isTerminal(stderr)}
+	a := &app{stdout: stdout, stderr: stderr, host: profiles.ThisHost(), color: isTerminal(stderr), redact: newRedactor()}
+	a.log, _ = a.logf.newLogger(stderr, a.redact) // the defaults, until the flags are parsed
 	root := &cobra.Command{
 		Use:   "pipe",
 		Short: "Fast, memory-bounded database backup and restore pipelines",
@@ -69,6 +76,16 @@ sinks (local disk, any command), and the same the other way round to restore.`,
 		SilenceErrors: true,
 		Version:       version,
 	}
+	a.logf.register(root)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		l, err := a.logf.newLogger(stderr, a.redact)
+		if err != nil {
+			fmt.Fprintln(stderr, "Error:", err)
+			return &exitError{exitInvalid}
+		}
+		a.log = l
+		return nil
+	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd())
@@ -77,7 +94,7 @@ sinks (local disk, any command), and the same the other way round to restore.`,
 
 func (a *app) openRegistry() (*host.Registry, error) {
 	if a.registry == nil {
-		reg, err := newRegistry()
+		reg, err := newRegistry(a.log)
 		if err != nil {
 			return nil, err
 		}
@@ -137,6 +154,7 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 	if diags.HasErrors() {
 		return nil, &exitError{exitInvalid}
 	}
+	a.redact.learn(p)
 	if len(f.pipelines) > 0 {
 		var keep []*plan.Pipeline
 		for _, name := range f.pipelines {

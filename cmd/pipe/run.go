@@ -57,35 +57,39 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 				// Aborting uploads can take a while against a slow store; a
 				// second signal quits at once (the default action).
 				stop()
-				fmt.Fprintf(a.stderr, "%v: aborting the run and taking back what it wrote; interrupt again to quit at once (which can leave temporary data behind)\n", context.Cause(ctx))
+				a.log.Warn(fmt.Sprintf("%v: aborting the run and taking back what it wrote; interrupt again to quit at once (which can leave temporary data behind)", context.Cause(ctx)))
 			})
 			defer func() {
 				if interrupted(ctx) {
 					<-noticed
 				}
 			}()
-			showProgress := progress == "always" || (progress == "auto" && !f.json && isTerminal(a.stderr))
+			jsonLog := a.logf.format == "json" // records replace the summary on stderr
+			showProgress := progress == "always" || (progress == "auto" && !f.json && !jsonLog && isTerminal(a.stderr))
 			secrets := p.File.Secrets()
 			var reports []runSummary
 			failed := false
 			for _, pp := range p.Pipelines {
 				setMemoryLimit(pp)
 				o := runner.Options{RunID: runID, Registry: a.registry,
-					Warn: func(msg string) { fmt.Fprintln(a.stderr, "Warning:", scrub(msg, secrets)) }}
+					Warn: func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) }}
 				if showProgress {
 					o.Progress = newProgressBar(a.stderr)
 				}
+				a.log.Info("pipeline started", "pipeline", pp.Name, "run_id", runID, "profile", pp.Profile.Name, "streams_at_once", pp.Streams, "memory_budget_bytes", pp.Budget())
 				rep, err := runner.Run(ctx, pp, o)
 				s := summarize(pp, rep, err, secrets)
 				reports = append(reports, s)
-				if !f.json {
+				if jsonLog {
+					a.logFinished(s)
+				} else if !f.json {
 					a.printSummary(s)
 				}
 				if err != nil {
 					var de *runner.DiagError
 					if errors.As(err, &de) {
 						a.printDiags(p.File, de.Diags)
-					} else if !f.json {
+					} else if !f.json && !jsonLog {
 						fmt.Fprintln(a.stderr, "Error:", s.Error)
 					}
 					failed = true

@@ -122,3 +122,22 @@ func (a *app) printSummary(s runSummary) {
 			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
 	}
 }
+
+// logFinished logs the end of a pipeline's run: at info when it succeeded,
+// at error, with the error, when it failed.
+func (a *app) logFinished(s runSummary) {
+	attrs := []any{"pipeline", s.Pipeline, "run_id", s.RunID, "ok", s.OK, "duration_seconds", s.Seconds,
+		"streams", s.Streams, "bytes_read", s.BytesRead, "bytes_written", s.BytesWritten, "bottleneck", s.Bottleneck,
+		"peak_buffers", s.Memory.PeakBuffers, "memory_budget_bytes", s.Memory.Budget}
+	if len(s.Manifests) > 0 {
+		attrs = append(attrs, "manifests", s.Manifests)
+	}
+	if s.ManifestRead != "" {
+		attrs = append(attrs, "manifest_read", s.ManifestRead)
+	}
+	if !s.OK {
+		a.log.Error("pipeline failed", append(attrs, "error", s.Error)...)
+		return
+	}
+	a.log.Info("pipeline finished", attrs...)
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,10 +50,14 @@ type process struct {
 	stderr  *tailBuffer
 	started *exec.Cmd
 	fds     *fdReceiver // nil: data travels in messages only
+	log     *slog.Logger
 }
 
-func newProcess(name, path string, cmd func() *exec.Cmd) *process {
-	return &process{name: name, path: path, cmd: cmd, stderr: &tailBuffer{max: 4 << 10}}
+func newProcess(name, path string, cmd func() *exec.Cmd, log *slog.Logger) *process {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &process{name: name, path: path, cmd: cmd, stderr: &tailBuffer{max: 4 << 10}, log: log}
 }
 
 // conn starts the process if needed and returns its client.
@@ -69,13 +73,14 @@ func (p *process) start() (pb.PluginClient, error) {
 	// kernel kills the plugin if pipe dies (the plugin also watches).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p.started = cmd
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, wire.LogLevelEnv+"="+lowestLevel(p.log))
 	// The descriptor socket: files the plugin's streams and objects are
 	// made of are handed over on it, and pipe does their I/O itself.
 	if fds, child, err := newFDChannel(); err == nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, child)
-		if cmd.Env == nil {
-			cmd.Env = os.Environ()
-		}
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.FDEnv, 2+len(cmd.ExtraFiles)))
 		p.fds = fds
 		defer child.Close() // the plugin has its own copy once started
@@ -89,7 +94,7 @@ func (p *process) start() (pb.PluginClient, error) {
 		Stderr:           p.stderr, // before the handshake
 		SyncStderr:       p.stderr, // after it: go-plugin streams the plugin's stderr
 		SyncStdout:       p.stderr,
-		Logger:           hclog.New(&hclog.LoggerOptions{Output: io.Discard, Level: hclog.Off}),
+		Logger:           newPluginLog(p.log, p.name),
 		GRPCDialOptions:  wire.DialOptions(),
 	}
 	if p.sha256 != "" {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,9 @@ type Options struct {
 	BuiltinCmd func() *exec.Cmd
 	// Dirs are searched in order for pipe-plugin-NAME executables.
 	Dirs []string
+	// Log receives the plugins' log records (sdk.Log), each with the
+	// plugin's name; nil drops them.
+	Log *slog.Logger
 }
 
 // Registry holds the endpoint types a pipeline file may name.
@@ -68,9 +72,12 @@ type external struct {
 func New(o Options) (*Registry, error) {
 	r := &Registry{o: o, sources: map[string]sdk.SourceType{}, sinks: map[string]sdk.SinkType{},
 		plugins: map[string]*external{}, pins: map[string]Pin{}}
+	if o.BuiltinCmd == nil && o.Log != nil {
+		sdk.SetLog(o.Log.With("plugin", o.Builtin.Name)) // in-process endpoints log straight to pipe
+	}
 	if o.BuiltinCmd != nil {
 		self, _ := os.Executable()
-		r.builtin = newProcess(o.Builtin.Name, self, o.BuiltinCmd)
+		r.builtin = newProcess(o.Builtin.Name, self, o.BuiltinCmd, o.Log)
 	}
 	p := o.Builtin
 	for name, t := range p.Sources {
@@ -299,7 +306,7 @@ func (r *Registry) start(ext *external, pin Pin) {
 		return
 	}
 	path := ext.path
-	ext.proc = newProcess(name, path, func() *exec.Cmd { return exec.Command(path) })
+	ext.proc = newProcess(name, path, func() *exec.Cmd { return exec.Command(path) }, r.o.Log)
 	ext.proc.sha256 = pin.SHA256
 	ext.info, ext.err = ext.proc.schema()
 	if ext.err != nil {

@@ -56,6 +56,7 @@ type Cmd struct {
 
 	waited  sync.Once
 	waitErr error
+	started time.Time
 }
 
 // New prepares s; Start runs it. ctx ending kills the process group.
@@ -99,6 +100,9 @@ func (c *Cmd) Start() error {
 		}
 		return fmt.Errorf("starting %s: %w", c.label, err)
 	}
+	c.started = time.Now()
+	// The program's name only: its arguments may hold what must not print.
+	sdk.Log().Info("program started", "program", c.label, "pid", c.cmd.Process.Pid)
 	return nil
 }
 
@@ -138,6 +142,7 @@ func (c *Cmd) waitOnce() error {
 	if c.cleanup != nil {
 		c.cleanup()
 	}
+	sdk.Log().Debug("program ended", "program", c.label, "status", c.cmd.ProcessState.ExitCode(), "seconds", time.Since(c.started).Seconds())
 	if err == nil {
 		return nil
 	}

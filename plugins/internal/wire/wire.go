@@ -39,6 +39,11 @@ const PluginName = "endpoints"
 // its inherited descriptor of the Unix socket files are handed over on.
 const FDEnv = "PIPE_PLUGIN_FDS"
 
+// LogLevelEnv names the environment variable that tells a plugin the
+// lowest level pipe prints ("debug", "info", "warn", "error"), so records
+// below it are not even written.
+const LogLevelEnv = "PIPE_PLUGIN_LOG_LEVEL"
+
 // MaxData is the most data bytes one message carries; larger writes and
 // reads are split. It keeps messages far below gRPC's limits.
 const MaxData = 1 << 20

@@ -27,6 +27,7 @@ func Serve(p sdk.Plugin) {
 		os.Exit(1)
 	}
 	watchParent()
+	sdk.SetLog(processLog(os.Stderr))
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.Plugins(srv),

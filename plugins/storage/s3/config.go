@@ -188,13 +188,13 @@ type store struct {
 func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
+			return loggedRetryer{retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = c.Retries + 1
 				o.MaxBackoff = 10 * time.Second
 				// Parts fail together when the network does: a shared retry
 				// budget would fail the run after a few resets.
 				o.RateLimiter = ratelimit.None
-			})
+			})}
 		}),
 		config.WithLogger(logging.Nop{}),
 		config.WithClientLogMode(0),
@@ -260,4 +260,16 @@ func memory(c connConfig, streams int) int64 {
 	c.defaults()
 	perObject := int64(c.Concurrency) * (c.PartSize + c.ReadBuffer + c.WriteBuffer)
 	return int64(max(streams, 1))*perObject + 2*mib
+}
+
+// loggedRetryer logs every retry the SDK makes (pipe counts them in
+// pipe_retries_total).
+type loggedRetryer struct{ aws.RetryerV2 }
+
+func (r loggedRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d, derr := r.RetryerV2.RetryDelay(attempt, err)
+	if derr == nil {
+		sdk.Log().Warn("an S3 request failed; retrying", "event", "retry", "endpoint", "s3", "attempt", attempt, "delay", d.String(), "error", err.Error())
+	}
+	return d, derr
 }

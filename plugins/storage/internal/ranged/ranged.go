@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Fetch opens n bytes of the object from offset off, of the version the
@@ -246,6 +248,10 @@ func (r *Reader) fetch(p *part, body io.ReadCloser) error {
 		}
 		if r.ctx.Err() != nil {
 			return r.o.Explain("reading", r.ctx.Err())
+		}
+		if k >= MinProgress || fails < r.o.Retries {
+			sdk.Log().Warn("a ranged read broke off; retrying", "event", "retry", "from", p.off+got, "to", p.off+p.n-1,
+				"error", r.o.Explain("reading", err).Error())
 		}
 		if k >= MinProgress {
 			fails = 0 // it moved on: go on from there at once
