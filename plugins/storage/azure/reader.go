@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
@@ -41,6 +42,7 @@ func openBlob(ctx context.Context, cl *client, key string) (io.ReadCloser, error
 		return bc.DownloadStream(ctx, o)
 	}
 	return ranged.Open(ctx, ranged.Options{
+		Log:         sdk.Log(),
 		PartSize:    cl.blockSize,
 		Concurrency: cl.conc,
 		Retries:     cl.retries,

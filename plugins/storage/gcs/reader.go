@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
@@ -31,6 +32,7 @@ type rangeOptions struct {
 // when o.checkCRC.
 func openRanges(ctx context.Context, fetch ranged.Fetch, o rangeOptions) (io.ReadCloser, error) {
 	rc, err := ranged.Open(ctx, ranged.Options{
+		Log:  sdk.Log(),
 		Size: o.size, Fetch: fetch, PartSize: o.part, Concurrency: o.conc,
 		Retries: o.retries, Retryable: retriable, Explain: o.explain,
 	})

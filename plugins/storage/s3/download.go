@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
@@ -32,6 +33,7 @@ func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return s.client.GetObject(ctx, in)
 	}
 	return ranged.Open(ctx, ranged.Options{
+		Log:         sdk.Log(),
 		PartSize:    s.cfg.PartSize,
 		Concurrency: s.cfg.Concurrency,
 		Retries:     s.cfg.Retries,

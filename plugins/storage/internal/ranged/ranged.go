@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Fetch opens n bytes of the object from offset off, of the version the
@@ -63,6 +62,9 @@ type Options struct {
 	// Backoff is the pause before attempt number attempt (1, 2, …) of a
 	// range after one without progress; nil is Backoff(250ms, 8s).
 	Backoff func(attempt int) time.Duration
+	// Log receives a warning for every range that broke off and is
+	// retried (attribute event = "retry"); nil logs nothing.
+	Log *slog.Logger
 	// Explain words an error of op on the object: op is "reading" or
 	// "reading bytes 0-99 of", and the result should name the object, say
 	// "reading bytes 0-99 of s3://bucket/key: …". nil wraps err with op.
@@ -92,6 +94,9 @@ func (o *Options) validate() error {
 	}
 	if o.Backoff == nil {
 		o.Backoff = Backoff(250*time.Millisecond, 8*time.Second)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Explain == nil {
 		o.Explain = func(op string, err error) error { return fmt.Errorf("%s the object: %w", op, err) }
@@ -250,7 +255,7 @@ func (r *Reader) fetch(p *part, body io.ReadCloser) error {
 			return r.o.Explain("reading", r.ctx.Err())
 		}
 		if k >= MinProgress || fails < r.o.Retries {
-			sdk.Log().Warn("a ranged read broke off; retrying", "event", "retry", "from", p.off+got, "to", p.off+p.n-1,
+			r.o.Log.Warn("a ranged read broke off; retrying", "event", "retry", "from", p.off+got, "to", p.off+p.n-1,
 				"error", r.o.Explain("reading", err).Error())
 		}
 		if k >= MinProgress {

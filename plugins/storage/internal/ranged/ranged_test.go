@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -234,11 +235,15 @@ func TestResumesFromTheMissingByte(t *testing.T) {
 	const part = 200 << 10
 	data := randomBytes(2, 3*part+5)
 	f := &fakeObject{data: data, fail: map[int64]int{0: 1, part: 1, 2 * part: 1}, cut: 100 << 10}
-	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 1})
+	var logged bytes.Buffer
+	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 1, Log: slog.New(slog.NewJSONHandler(&logged, nil))})
 	got, err := io.ReadAll(r)
 	r.Close()
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+	if n := strings.Count(logged.String(), `"event":"retry"`); n != 3 {
+		t.Errorf("%d retries logged, want 3 (one per broken range):\n%s", n, logged.String())
 	}
 	for i := int64(0); i < 3; i++ {
 		want := fmt.Sprintf("%d-%d", i*part+100<<10, (i+1)*part-1)
