@@ -24,7 +24,16 @@ type Options struct {
 	// Memory, if set, returns what an endpoint buffers on its own with
 	// this config and streams objects in flight (sdk.MemoryEstimator).
 	Memory func(kind, typ string, cfg sdk.Config, streams int) int64
+	// Overrides beat the file and the profile (pipe bench's sweeps), by
+	// knob (see Knobs).
+	Overrides map[string]int64
 }
+
+// Knobs are the settings Options.Overrides can set: the pipeline's
+// chunk_size (and the compress frame size) and streams, the workers of
+// chunk-parallel stages, compress's level, and the endpoints' attributes
+// that take the profile's part_size and concurrency.
+var Knobs = []string{"workers", "chunk_size", "streams", "level", "part_size", "concurrency"}
 
 // Plan is a resolved pipeline file.
 type Plan struct {
@@ -171,7 +180,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	if o.Profile != "" {
 		name, from = o.Profile, "flag"
 	}
-	prof, err := profiles.ResolveFor(name, o.Host, expectedStreams(def))
+	prof, err := profiles.ResolveFor(name, o.Host, expectedStreams(def, o))
 	if err != nil {
 		diags = append(diags, errAt(a.AttrRange("profile"), "Unknown profile", err.Error()+"."))
 		prof, _ = profiles.Resolve(profiles.Default, o.Host)
@@ -193,6 +202,12 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 			p.Streams = int(n)
 		}
 	}
+	if n, ok := o.Overrides["chunk_size"]; ok {
+		p.ChunkSize = int(n)
+	}
+	if n, ok := o.Overrides["streams"]; ok {
+		p.Streams = int(n)
+	}
 	if n, ok := a.Int("buffers"); ok {
 		if n < 1 || n > 1<<16 {
 			diags = append(diags, errAt(a.AttrRange("buffers"), "Invalid buffers", fmt.Sprintf("buffers = %d must be between 1 and 65536.", n)))
@@ -207,15 +222,17 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 			continue
 		}
 		p.FromProfile[e] = applyProfile(e, prof)
+		applyOverrides(e, o.Overrides)
 		diags = append(diags, checkRetention(e)...)
 	}
-	if _, set := a.Int("streams"); !set {
+	if _, set := a.Int("streams"); !set && o.Overrides["streams"] == 0 {
 		p.Streams = max(p.Streams, endpointJobs(def))
 	}
 	for _, b := range def.Stages {
 		s, d := resolveStage(b, p)
 		diags = append(diags, d...)
 		if s != nil {
+			diags = append(diags, overrideStage(s, o.Overrides)...)
 			p.Stages = append(p.Stages, s)
 		}
 	}
@@ -243,7 +260,10 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 // expectedStreams is how many streams the pipeline will move at once as
 // far as the file tells, for "auto": the file's streams, else an
 // endpoint's jobs, else one.
-func expectedStreams(def *pipefile.Pipeline) int {
+func expectedStreams(def *pipefile.Pipeline, o Options) int {
+	if n, ok := o.Overrides["streams"]; ok && n > 0 {
+		return int(n)
+	}
 	if n, ok := def.Attrs.Int("streams"); ok && n > 0 {
 		return int(n)
 	}
@@ -287,6 +307,36 @@ func applyProfile(e *pipefile.Endpoint, prof profiles.Profile) []string {
 		set = append(set, a.Name)
 	}
 	return set
+}
+
+// applyOverrides sets the endpoint's attributes that take a profile
+// setting to the overriding value, if any.
+func applyOverrides(e *pipefile.Endpoint, ov map[string]int64) {
+	for _, a := range e.Schema.Attributes {
+		if n, ok := ov[a.Profile]; ok && a.Profile != "" {
+			e.Values[a.Name] = n
+		}
+	}
+}
+
+// overrideStage applies the overrides that concern a stage: workers and
+// chunk_size of chunk-parallel stages, compress's level.
+func overrideStage(s *Stage, ov map[string]int64) hcl.Diagnostics {
+	if n, ok := ov["workers"]; ok {
+		s.Workers = int(n)
+	}
+	if n, ok := ov["chunk_size"]; ok {
+		s.ChunkSize = int(n)
+	}
+	if n, ok := ov["level"]; ok && s.Type == "compress" && s.Codec != "none" {
+		if c, known := compress.Lookup(s.Codec); known {
+			if err := c.CheckLevel(int(n)); err != nil {
+				return hcl.Diagnostics{errAt(s.Def.Range, "Invalid compression level", fmt.Sprintf("level %d (overriding the file): %v.", n, err))}
+			}
+			s.Level = int(n)
+		}
+	}
+	return nil
 }
 
 // checkRetention: deleting older runs needs each run in its own place.

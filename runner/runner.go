@@ -34,6 +34,13 @@ type Options struct {
 	Progress Progress
 	// Warn receives warnings (a manifest without digests, say).
 	Warn func(string)
+	// Trial makes a trial run (pipe bench, see trial.go): everything runs,
+	// then every object is taken back; no manifest, no retention.
+	Trial bool
+	// Source, when set, is read instead of configuring p.Source's type
+	// (pipe bench's generated data); p.Source still names it. Run closes
+	// it if it is an io.Closer.
+	Source sdk.Source
 }
 
 // Progress shows a running pipeline.
@@ -81,11 +88,16 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		o.Warn = func(string) {}
 	}
 	rep = &Report{Pipeline: p.Name, RunID: o.RunID, Restore: p.Restores(), Budget: p.Budget()}
-	src, sinks, err := configure(ctx, p, o.Registry)
+	src, sinks, err := configure(ctx, p, o.Registry, o.Source)
 	if err != nil {
 		return rep, err
 	}
 	defer closeAll(src, sinks)
+	if o.Trial {
+		if err := checkTrialSinks(sinks); err != nil {
+			return rep, err
+		}
+	}
 
 	infos, err := src.source.Streams(ctx)
 	if err != nil {
@@ -98,6 +110,9 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	rep.ManifestRead = sp.manifestKey
 	rep.Restore = rep.Restore || sp.manifestKey != ""
 	rep.Streams = len(sp.streams)
+	if o.Trial && rep.Restore {
+		return rep, fmt.Errorf("pipeline %q restores: a trial run would overwrite what its sinks hold and then remove it; only backups can be tried", p.Name)
+	}
 
 	job, err := p.Job(sp.codec, sp.frame)
 	if err != nil {
@@ -110,6 +125,11 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	manifests, err := nameObjects(p, sinks, sp, job)
 	if err != nil {
 		return rep, err
+	}
+	if o.Trial {
+		if err := checkTrialKeys(ctx, sinks, job); err != nil {
+			return rep, err
+		}
 	}
 	if err := prepare(ctx, sinks, job); err != nil {
 		return rep, err
@@ -126,11 +146,14 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		rep.Manifests = keys
 		return err
 	}
+	if o.Trial {
+		job.Finish = func(ctx context.Context, res *engine.Result) error { return takeBackTrial(ctx, sinks, res) }
+	}
 	defer func() {
 		// Retention runs once the backup is complete (its manifest written),
 		// never after a failure. A retention problem does not undo the
 		// backup: it is reported.
-		if err == nil {
+		if err == nil && !o.Trial {
 			rep.Retention = applyRetention(ctx, p, o.RunID, started, sinks, manifests, o.Warn)
 		}
 	}()
@@ -155,7 +178,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 
 // configure starts every endpoint with its decoded settings; an endpoint's
 // complaint points at the attribute it is about.
-func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry) (*endpoint, []*endpoint, error) {
+func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry, override sdk.Source) (*endpoint, []*endpoint, error) {
 	var diags hcl.Diagnostics
 	at := func(e *pipefile.Endpoint, ds sdk.Diagnostics) {
 		for _, d := range ds {
@@ -177,13 +200,16 @@ func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry) (*endp
 		}
 		return sdk.NewConfig(vals)
 	}
-	st, err := reg.Source(p.Source.Type)
-	if st == nil {
-		return nil, nil, fmt.Errorf("source %s: %w", p.Source.Type, errors.Join(err, errors.New("no such type")))
+	src := &endpoint{def: p.Source, name: p.Source.Type, source: override}
+	if override == nil {
+		st, err := reg.Source(p.Source.Type)
+		if st == nil {
+			return nil, nil, fmt.Errorf("source %s: %w", p.Source.Type, errors.Join(err, errors.New("no such type")))
+		}
+		source, ds := st.Configure(ctx, config(p.Source))
+		at(p.Source, ds)
+		src.source = source
 	}
-	source, ds := st.Configure(ctx, config(p.Source))
-	at(p.Source, ds)
-	src := &endpoint{def: p.Source, name: p.Source.Type, source: source}
 	var sinks []*endpoint
 	for i, def := range p.Sinks {
 		kt, err := reg.Sink(def.Type)

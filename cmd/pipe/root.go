@@ -88,7 +88,7 @@ sinks (local disk, any command), and the same the other way round to restore.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd())
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd())
 	return root, a.closeRegistry
 }
 
