@@ -714,17 +714,11 @@ func settingLines(p *benchPlanned, v variant) []string {
 	if v.Profile != fileProfile(p) {
 		out = append(out, fmt.Sprintf("pipeline %q { profile = %q }", p.Name, v.Profile))
 	}
-	knobs := make([]string, 0, len(v.Overrides))
-	for k := range v.Overrides {
-		knobs = append(knobs, k)
-	}
-	sort.Strings(knobs)
-	for _, k := range knobs {
+	for _, k := range knobNames(v.Overrides) {
 		val := strconv.FormatInt(v.Overrides[k], 10)
 		if k == "chunk_size" || k == "part_size" {
 			val = strconv.Quote(strings.ReplaceAll(pipefile.FormatSize(v.Overrides[k]), " ", ""))
 		}
-		attr := k
 		if k == "part_size" || k == "concurrency" {
 			for _, e := range append([]*pipefile.Endpoint{p.Source}, p.Sinks...) {
 				for _, at := range e.Schema.Attributes {
@@ -737,9 +731,9 @@ func settingLines(p *benchPlanned, v variant) []string {
 		}
 		switch place := knobPlace(p, k); place {
 		case "pipeline":
-			out = append(out, fmt.Sprintf("pipeline %q { %s = %s }", p.Name, attr, val))
+			out = append(out, fmt.Sprintf("pipeline %q { %s = %s }", p.Name, k, val))
 		default:
-			out = append(out, fmt.Sprintf("%s { %s = %s }", place, attr, val))
+			out = append(out, fmt.Sprintf("%s { %s = %s }", place, k, val))
 		}
 		if k == "chunk_size" {
 			for _, s := range p.Stages {
@@ -756,7 +750,7 @@ func settingLines(p *benchPlanned, v variant) []string {
 // why it did not.
 func (a *app) writeRecommendation(p *benchPlanned, v variant, synthetic bool) string {
 	if len(v.Overrides) > 0 {
-		return "nothing written: the recommendation sets " + strings.Join(maps(v.Overrides), ", ") + ", not only a profile; add the settings above yourself"
+		return "nothing written: the recommendation sets " + strings.Join(knobNames(v.Overrides), ", ") + ", not only a profile; add the settings above yourself"
 	}
 	if p.ProfileFrom == "file" && fileProfile(p) == v.Profile {
 		return fmt.Sprintf("nothing written: pipeline %q already has profile = %q", p.Name, v.Profile)
@@ -772,7 +766,8 @@ func (a *app) writeRecommendation(p *benchPlanned, v variant, synthetic bool) st
 	return msg
 }
 
-func maps(m map[string]int64) []string {
+// knobNames lists the overridden knobs in order.
+func knobNames(m map[string]int64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
