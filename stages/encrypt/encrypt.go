@@ -21,6 +21,14 @@ const Ext = ".age"
 // chunk of 64 KiB.
 const streamMemory = 2 * (64<<10 + 16)
 
+// scryptLogN is the scrypt work factor of passphrase encryption (age's
+// default) and the highest a restore accepts: scrypt needs 128 × 8 × 2^N
+// bytes while it derives a stream's key, 256 MiB at 18.
+const scryptLogN = 18
+
+// scryptMemory is what one scrypt derivation holds, once per stream.
+const scryptMemory = 128 * 8 << scryptLogN
+
 // Keys are the recipients a backup is encrypted to, or the identities a
 // restore decrypts with.
 type Keys struct {
@@ -29,6 +37,9 @@ type Keys struct {
 	// Fingerprints identify the recipients (or the identities' recipients)
 	// without revealing them.
 	Fingerprints []string
+	// scrypt says the keys are a passphrase's: each stream derives its key
+	// with scrypt, which takes memory (scryptMemory).
+	scrypt bool
 }
 
 // ParseRecipients reads recipients from the contents of age recipient
@@ -90,11 +101,24 @@ func Passphrase(p string) (Keys, error) {
 	if err != nil {
 		return Keys{}, err
 	}
+	r.SetWorkFactor(scryptLogN)
 	id, err := age.NewScryptIdentity(p)
 	if err != nil {
 		return Keys{}, err
 	}
-	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{"scrypt"}}, nil
+	// A header asking for more would take more memory than the budget
+	// counts (up to 4 GiB at age's limit of 22).
+	id.SetMaxWorkFactor(scryptLogN)
+	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{"scrypt"}, scrypt: true}, nil
+}
+
+// memory is what one stream of the stage holds at most: its chunks, and
+// the scrypt derivation of a passphrase.
+func (k Keys) memory() int64 {
+	if k.scrypt {
+		return streamMemory + scryptMemory
+	}
+	return streamMemory
 }
 
 // Fingerprint identifies a recipient without revealing it.
@@ -122,7 +146,7 @@ func Stage(k Keys) engine.Stage {
 		Name:   "encrypt",
 		Label:  fmt.Sprintf("age, %d recipient(s)", len(k.Recipients)),
 		Proc:   encrypter{k.Recipients},
-		Memory: streamMemory,
+		Memory: k.memory(),
 	}
 }
 
@@ -132,7 +156,7 @@ func DecryptStage(k Keys) engine.Stage {
 		Name:   "decrypt",
 		Label:  "age",
 		Proc:   decrypter{k.Identities},
-		Memory: streamMemory,
+		Memory: k.memory(),
 	}
 }
 

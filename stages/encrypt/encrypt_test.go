@@ -167,3 +167,34 @@ func TestPassphrase(t *testing.T) {
 		t.Fatal("empty passphrase accepted")
 	}
 }
+
+// A passphrase costs each stream one scrypt derivation's memory, and the
+// budget counts it; a restore refuses a header that asks for more.
+func TestPassphraseMemory(t *testing.T) {
+	k, err := Passphrase("correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := Stage(k).Memory; m < 256<<20 {
+		t.Errorf("encrypt with a passphrase counts %d bytes per stream, less than scrypt's 256 MiB", m)
+	}
+	if m := DecryptStage(k).Memory; m < 256<<20 {
+		t.Errorf("decrypt with a passphrase counts %d bytes per stream", m)
+	}
+	if m := Stage(Keys{}).Memory; m >= 1<<20 {
+		t.Errorf("encrypt to recipients counts %d bytes per stream", m)
+	}
+	// Encrypted with a higher work factor than the budget counts.
+	r, _ := age.NewScryptRecipient("correct horse")
+	r.SetWorkFactor(scryptLogN + 1)
+	var buf bytes.Buffer
+	w, err := age.Encrypt(&buf, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("data"))
+	w.Close()
+	if _, err := age.Decrypt(&buf, k.Identities...); err == nil {
+		t.Error("a work factor above the limit was accepted")
+	}
+}
