@@ -20,6 +20,7 @@ import (
 
 func (a *app) runCmd() *cobra.Command {
 	var f loadFlags
+	var mf metricsFlags
 	var progress, cpuprofile string
 	cmd := &cobra.Command{
 		Use:   "run FILE.hcl",
@@ -46,6 +47,11 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 			if err != nil {
 				return err
 			}
+			mx, err := a.startMetrics(&mf, args[0])
+			if err != nil {
+				return err
+			}
+			defer mx.close() // after the last pipeline: the textfile, the push
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			noticed := make(chan struct{})
@@ -76,8 +82,11 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 				if showProgress {
 					o.Progress = newProgressBar(a.stderr)
 				}
+				o.Progress = mx.progress(o.Progress)
+				mx.begin(pp)
 				a.log.Info("pipeline started", "pipeline", pp.Name, "run_id", runID, "profile", pp.Profile.Name, "streams_at_once", pp.Streams, "memory_budget_bytes", pp.Budget())
 				rep, err := runner.Run(ctx, pp, o)
+				mx.finish(pp, rep, err)
 				s := summarize(pp, rep, err, secrets)
 				reports = append(reports, s)
 				if jsonLog {
@@ -111,6 +120,7 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 		},
 	}
 	f.register(cmd, true, true, true)
+	mf.register(cmd)
 	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	cmd.Flags().MarkHidden("cpuprofile")

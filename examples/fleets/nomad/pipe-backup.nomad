@@ -33,6 +33,13 @@ variable "bucket" {
   default = "acme-db-backups"
 }
 
+# Where each run pushes its metrics (job "pipe", grouped by file and
+# database); a failed push is a warning, never a failed backup.
+variable "pushgateway" {
+  type    = string
+  default = "http://pushgateway.service.consul:9091"
+}
+
 variable "image" {
   type    = string
   default = "registry.example.com/pipe:0.1.0"
@@ -94,6 +101,8 @@ job "pipe-backup" {
             "--var", "keep_last=${group.value.keep_last}",
             "--progress", "never",
             "--json",
+            "--pushgateway", var.pushgateway,
+            "--metrics-label", "database=${group.key}",
           ]
           work_dir        = "/etc/pipe"
           readonly_rootfs = true

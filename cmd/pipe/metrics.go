@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/metrics"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
+)
+
+// metricsFlags are pipe run's Prometheus flags.
+type metricsFlags struct {
+	addr, textfile, pushgateway string
+	labels                      []string
+}
+
+func (f *metricsFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.addr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` (host:port or :port; port 0 picks one) at /metrics while the run goes on")
+	cmd.Flags().StringVar(&f.textfile, "metrics-textfile", "", "write the final metrics to `PATH` (a *.prom file) for node_exporter's textfile collector, also when the run fails")
+	cmd.Flags().StringVar(&f.pushgateway, "pushgateway", "", "push the final metrics to the Prometheus Pushgateway at `URL` (http://host:9091) as job \"pipe\", grouped by the file's name and --metrics-label")
+	cmd.Flags().StringArrayVar(&f.labels, "metrics-label", nil, "put `NAME=VALUE` on every metric and in the Pushgateway's grouping key, e.g. database=shop (repeatable)")
+}
+
+func (f *metricsFlags) set() bool {
+	return f.addr != "" || f.textfile != "" || f.pushgateway != ""
+}
+
+// labelName is what Prometheus takes as a label name; pipe's own labels
+// and the Pushgateway's job are taken.
+var (
+	labelName      = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	reservedLabels = []string{"pipeline", "stage", "direction", "endpoint", "version", "job", "file"}
+)
+
+// runMetrics is the metrics of one pipe run; a nil *runMetrics (no
+// metrics flag given) does nothing.
+type runMetrics struct {
+	a    *app
+	f    metricsFlags
+	m    *metrics.Metrics
+	srv  *metrics.Server
+	file string // the pipeline file's base name: the Pushgateway's grouping
+	push string // the Pushgateway's URL without credentials, to print
+}
+
+// startMetrics checks the metrics flags and starts serving, before any
+// pipeline runs: a bad flag, a busy address or a textfile directory that
+// is not there fails the command with exit code 2.
+func (a *app) startMetrics(f *metricsFlags, file string) (*runMetrics, error) {
+	if !f.set() {
+		if len(f.labels) > 0 {
+			a.log.Warn("--metrics-label does nothing without --metrics-addr, --metrics-textfile or --pushgateway")
+		}
+		return nil, nil
+	}
+	fail := func(format string, args ...any) (*runMetrics, error) {
+		fmt.Fprintf(a.stderr, "Error: "+format+"\n", args...)
+		return nil, &exitError{exitInvalid}
+	}
+	labels := map[string]string{}
+	for _, l := range f.labels {
+		name, value, ok := strings.Cut(l, "=")
+		switch {
+		case !ok || !labelName.MatchString(name) || strings.HasPrefix(name, "__"):
+			return fail("--metrics-label %q: write --metrics-label name=value, the name of letters, digits and _, not starting with a digit or __", l)
+		case slices.Contains(reservedLabels, name):
+			return fail("--metrics-label %s: pipe sets %s itself; choose another name (taken: %s)", name, name, strings.Join(reservedLabels, ", "))
+		case value == "":
+			return fail("--metrics-label %s: the value is empty", name)
+		}
+		if _, dup := labels[name]; dup {
+			return fail("--metrics-label %s is given twice", name)
+		}
+		labels[name] = value
+	}
+	r := &runMetrics{a: a, f: *f, file: filepath.Base(file),
+		m: metrics.New(metrics.Options{Version: version, Labels: labels})}
+	if f.pushgateway != "" {
+		target, err := metrics.PushTarget(f.pushgateway)
+		if err != nil {
+			return fail("--pushgateway: %v", err)
+		}
+		r.push = target
+	}
+	if f.textfile != "" {
+		dir := filepath.Dir(f.textfile)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fail("--metrics-textfile %s: the directory %s is not there; node_exporter's --collector.textfile.directory is the place", f.textfile, dir)
+		}
+		if !strings.HasSuffix(f.textfile, ".prom") {
+			a.log.Warn(fmt.Sprintf("--metrics-textfile %s: node_exporter's textfile collector reads only files named *.prom", f.textfile))
+		}
+	}
+	if f.addr != "" {
+		srv, err := r.m.Listen(f.addr)
+		if err != nil {
+			return fail("--metrics-addr %s: %v", f.addr, err)
+		}
+		r.srv = srv
+		// In text, said whatever the log level: with port 0, this is the
+		// only way to learn the port.
+		if a.logf.format == "json" {
+			a.log.Info("serving metrics while the run goes on", "url", srv.URL())
+		} else {
+			fmt.Fprintf(a.stderr, "Serving metrics on %s while the run goes on\n", srv.URL())
+		}
+	}
+	return r, nil
+}
+
+// begin records that a pipeline starts.
+func (r *runMetrics) begin(p *plan.Pipeline) {
+	if r != nil {
+		r.m.Begin(p.Name, p.Budget())
+	}
+}
+
+// progress returns p with the metrics watching the run too.
+func (r *runMetrics) progress(p runner.Progress) runner.Progress {
+	switch {
+	case r == nil:
+		return p
+	case p == nil:
+		return r.m
+	}
+	return progresses{p, r.m}
+}
+
+// finish records how a pipeline ended.
+func (r *runMetrics) finish(p *plan.Pipeline, rep *runner.Report, err error) {
+	if r != nil {
+		r.m.Finish(p.Name, rep, err)
+	}
+}
+
+// close writes the textfile, pushes and stops serving. Neither a textfile
+// nor a push that fails changes the run's outcome: each is a warning.
+func (r *runMetrics) close() {
+	if r == nil {
+		return
+	}
+	if r.f.textfile != "" {
+		if err := r.m.WriteTextfile(r.f.textfile); err != nil {
+			r.a.log.Warn(fmt.Sprintf("--metrics-textfile: the metrics were not written: %v", err))
+		}
+	}
+	if r.f.pushgateway != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := r.m.Push(ctx, r.f.pushgateway, map[string]string{"file": r.file})
+		cancel()
+		if err != nil {
+			r.a.log.Warn(fmt.Sprintf("--pushgateway: the metrics were not pushed to %s: %v", r.push, err))
+		} else {
+			r.a.log.Info("metrics pushed", "pushgateway", r.push, "job", metrics.Job, "file", r.file)
+		}
+	}
+	if r.srv != nil {
+		r.srv.Close()
+	}
+}
+
+// progresses shows a run to several Progress at once.
+type progresses []runner.Progress
+
+func (ps progresses) Start(pipeline string, total int64, r *engine.Run) {
+	for _, p := range ps {
+		p.Start(pipeline, total, r)
+	}
+}
+
+func (ps progresses) Stop() {
+	for _, p := range ps {
+		p.Stop()
+	}
+}
