@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -486,7 +488,9 @@ func TestS3Faults(t *testing.T) {
 				defer remove()
 				done := make(chan result, 1)
 				start := time.Now()
-				go func() { done <- runPipe(t, dir, env, "run", "p.hcl", "--pipeline", pipeline) }()
+				go func() {
+					done <- runPipe(t, dir, env, "run", "p.hcl", "--pipeline", pipeline, "--metrics-textfile", filepath.Join(dir, pipeline+".prom"))
+				}()
 				if ph.during != nil {
 					select {
 					case r := <-done:
@@ -530,10 +534,38 @@ func TestS3Faults(t *testing.T) {
 				}
 				t.Logf("restore: %s", took)
 				sameTree(t, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
+				if sc.name == "reset" {
+					// Connections reset mid-part: the S3 plugin retried, logged
+					// each retry, and pipe counted them in its metrics.
+					retries := s3Retries(t, filepath.Join(dir, "backup.prom")) + s3Retries(t, filepath.Join(dir, "restore.prom"))
+					if retries == 0 {
+						t.Errorf("connections were reset, yet pipe_retries_total{endpoint=\"s3\"} = 0 after the backup and the restore:\n%s", r.Stderr)
+					}
+					t.Logf("retries counted: %v", retries)
+				}
 			}
 			s3WaitNoUploads(t, b, bucket)
 		})
 	}
+}
+
+// s3Retries reads pipe_retries_total{endpoint="s3"} from a metrics
+// textfile.
+func s3Retries(t *testing.T, path string) float64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the metrics textfile: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^pipe_retries_total\{[^}]*endpoint="s3"[^}]*\} (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("pipe_retries_total: %v", err)
+	}
+	return n
 }
 
 // keep_last = 2 over 3 runs leaves 2 runs in the bucket.

@@ -22,7 +22,7 @@ import (
 type logFlags struct {
 	format  string
 	level   string
-	onRetry *atomic.Pointer[func(plugin string)]
+	onRetry *atomic.Pointer[func(endpoint string)]
 }
 
 func (f *logFlags) register(cmd *cobra.Command) {
@@ -59,23 +59,24 @@ func (f *logFlags) newLogger(w io.Writer, r *redactor) (*slog.Logger, error) {
 }
 
 // retries is where the run says what to do when a plugin retries.
-func (f *logFlags) retries() *atomic.Pointer[func(plugin string)] {
+func (f *logFlags) retries() *atomic.Pointer[func(endpoint string)] {
 	if f.onRetry == nil {
-		f.onRetry = new(atomic.Pointer[func(plugin string)])
+		f.onRetry = new(atomic.Pointer[func(endpoint string)])
 	}
 	return f.onRetry
 }
 
 // onRetryDo makes fn see every record with event = "retry" (sdk.Log's
-// convention), whatever the level printed.
-func (f *logFlags) onRetryDo(fn func(plugin string)) { f.retries().Store(&fn) }
+// convention), whatever the level printed, with the record's endpoint
+// attribute, else the plugin's name.
+func (f *logFlags) onRetryDo(fn func(endpoint string)) { f.retries().Store(&fn) }
 
 // retryTap sees every warning on its way to next, to count retries, and
 // passes on what next prints.
 type retryTap struct {
-	next   slog.Handler
-	hook   *atomic.Pointer[func(plugin string)]
-	plugin string // from WithAttrs
+	next             slog.Handler
+	hook             *atomic.Pointer[func(endpoint string)]
+	plugin, endpoint string // from WithAttrs
 }
 
 func (t *retryTap) Enabled(ctx context.Context, l slog.Level) bool {
@@ -84,18 +85,23 @@ func (t *retryTap) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (t *retryTap) Handle(ctx context.Context, r slog.Record) error {
 	if fn := t.hook.Load(); fn != nil && r.Level >= slog.LevelWarn {
-		retry, plugin := false, t.plugin
+		retry, plugin, endpoint := false, t.plugin, t.endpoint
 		r.Attrs(func(a slog.Attr) bool {
 			switch a.Key {
 			case "event":
 				retry = retry || a.Value.String() == "retry"
 			case "plugin":
 				plugin = a.Value.String()
+			case "endpoint":
+				endpoint = a.Value.String()
 			}
 			return true
 		})
+		if endpoint == "" {
+			endpoint = plugin
+		}
 		if retry {
-			(*fn)(plugin)
+			(*fn)(endpoint)
 		}
 	}
 	if !t.next.Enabled(ctx, r.Level) {
@@ -107,8 +113,11 @@ func (t *retryTap) Handle(ctx context.Context, r slog.Record) error {
 func (t *retryTap) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *t
 	for _, a := range as {
-		if a.Key == "plugin" {
+		switch a.Key {
+		case "plugin":
 			c.plugin = a.Value.String()
+		case "endpoint":
+			c.endpoint = a.Value.String()
 		}
 	}
 	c.next = t.next.WithAttrs(as)

@@ -97,11 +97,13 @@ func TestRetryTap(t *testing.T) {
 	f := logFlags{format: "text", level: "error"}
 	l, _ := f.newLogger(&buf, newRedactor())
 	var got []string
-	f.onRetryDo(func(plugin string) { got = append(got, plugin) })
+	f.onRetryDo(func(endpoint string) { got = append(got, endpoint) })
 	l.Warn("retrying", "event", "retry", "plugin", "builtin")
 	l.With("plugin", "mine").Warn("retrying", "event", "retry")
+	l.Warn("retrying", "event", "retry", "plugin", "builtin", "endpoint", "s3")
+	l.With("plugin", "builtin", "endpoint", "gcs").Warn("retrying", "event", "retry")
 	l.Warn("not a retry", "plugin", "builtin")
-	if strings.Join(got, ",") != "builtin,mine" {
+	if strings.Join(got, ",") != "builtin,mine,s3,gcs" {
 		t.Fatalf("retries seen: %v", got)
 	}
 	if buf.Len() != 0 {

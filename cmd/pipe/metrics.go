@@ -136,6 +136,13 @@ func (r *runMetrics) progress(p runner.Progress) runner.Progress {
 	return progresses{p, r.m}
 }
 
+// retried counts a retry a plugin logged for endpoint.
+func (r *runMetrics) retried(pipeline, endpoint string) {
+	if r != nil {
+		r.m.Retried(pipeline, endpoint)
+	}
+}
+
 // finish records how a pipeline ended.
 func (r *runMetrics) finish(p *plan.Pipeline, rep *runner.Report, err error) {
 	if r != nil {

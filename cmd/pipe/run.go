@@ -84,6 +84,7 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 				}
 				o.Progress = mx.progress(o.Progress)
 				mx.begin(pp)
+				a.logf.onRetryDo(func(endpoint string) { mx.retried(pp.Name, endpoint) })
 				a.log.Info("pipeline started", "pipeline", pp.Name, "run_id", runID, "profile", pp.Profile.Name, "streams_at_once", pp.Streams, "memory_budget_bytes", pp.Budget())
 				rep, err := runner.Run(ctx, pp, o)
 				mx.finish(pp, rep, err)

@@ -42,7 +42,7 @@ func openBlob(ctx context.Context, cl *client, key string) (io.ReadCloser, error
 		return bc.DownloadStream(ctx, o)
 	}
 	return ranged.Open(ctx, ranged.Options{
-		Log:         sdk.Log(),
+		Log:         sdk.Log().With("endpoint", "azure"),
 		PartSize:    cl.blockSize,
 		Concurrency: cl.conc,
 		Retries:     cl.retries,

@@ -32,7 +32,7 @@ type rangeOptions struct {
 // when o.checkCRC.
 func openRanges(ctx context.Context, fetch ranged.Fetch, o rangeOptions) (io.ReadCloser, error) {
 	rc, err := ranged.Open(ctx, ranged.Options{
-		Log:  sdk.Log(),
+		Log:  sdk.Log().With("endpoint", "gcs"),
 		Size: o.size, Fetch: fetch, PartSize: o.part, Concurrency: o.conc,
 		Retries: o.retries, Retryable: retriable, Explain: o.explain,
 	})

@@ -33,7 +33,7 @@ func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return s.client.GetObject(ctx, in)
 	}
 	return ranged.Open(ctx, ranged.Options{
-		Log:         sdk.Log(),
+		Log:         sdk.Log().With("endpoint", "s3"),
 		PartSize:    s.cfg.PartSize,
 		Concurrency: s.cfg.Concurrency,
 		Retries:     s.cfg.Retries,
