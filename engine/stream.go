@@ -150,15 +150,14 @@ func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<
 		t = time.Now()
 		var n int
 		var rerr error
+		var waited time.Duration // for the rate limit: blocked, not busy
 		if r.srcLimit == nil {
 			n, rerr = io.ReadFull(rc, buf[:r.job.ChunkSize])
 		} else {
-			var waited time.Duration
 			n, waited, rerr = r.srcLimit.readFull(ctx, rc, buf[:r.job.ChunkSize])
-			m.busy.Add(-int64(waited))
-			m.blockedOut.Add(int64(waited))
 		}
-		m.addBusy(t)
+		m.busy.Add(int64(time.Since(t) - waited)) // one add: a counter never goes back
+		m.blockedOut.Add(int64(waited))
 		if n > 0 || (seq == 0 && rerr == io.EOF) {
 			c := newChunk(r.srcPool, buf, seq)
 			c.n = n
@@ -315,15 +314,14 @@ func write(ctx context.Context, m *Meter, lim *throttle, w sdk.ObjectWriter, in 
 		t = time.Now()
 		var n int
 		var err error
+		var waited time.Duration // for the rate limit: blocked, not busy
 		if lim == nil {
 			n, err = w.Write(c.data())
 		} else {
-			var waited time.Duration
 			n, waited, err = lim.write(ctx, w, c.data())
-			m.busy.Add(-int64(waited))
-			m.blockedOut.Add(int64(waited))
 		}
-		m.addBusy(t)
+		m.busy.Add(int64(time.Since(t) - waited)) // one add: a counter never goes back
+		m.blockedOut.Add(int64(waited))
 		m.in.Add(int64(n))
 		m.chunks.Add(1)
 		c.release()

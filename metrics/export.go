@@ -190,46 +190,92 @@ func pushURL(raw string) (u *url.URL, user, pass string, err error) {
 	return u, user, pass, nil
 }
 
-// Push sends the metrics to the Pushgateway at rawURL under job "pipe",
-// grouped by grouping and this Metrics' labels (which are then left off
-// the metrics themselves, as the Pushgateway requires). A run whose
-// pipelines all succeeded replaces the group's metrics (PUT); a failed run
-// replaces only the metrics it has (POST) and leaves out its
-// pipe_run_last_success_timestamp_seconds, so the group keeps the last
-// successful run's. Credentials in the URL (user:password@) go in an
+// Push sends the metrics to the Pushgateway at rawURL under job "pipe", a
+// group per pipeline that ran, keyed by grouping, this Metrics' labels
+// (which are then left off the metrics themselves, as the Pushgateway
+// requires) and the pipeline. A pipeline that succeeded replaces its
+// group's metrics (PUT); one that failed replaces only the metrics it has
+// (POST) and leaves out its pipe_run_last_success_timestamp_seconds, so
+// the group keeps the last successful run's. Credentials in the URL (user:password@) go in an
 // Authorization header and never appear in an error.
 func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]string) error {
 	u, user, pass, err := pushURL(rawURL)
 	if err != nil {
 		return err
 	}
-	failed := m.Failed()
-	var g prometheus.Gatherer = m.bare
-	if failed {
-		g = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	type outcome struct {
+		name string
+		ok   bool
+	}
+	m.mu.Lock()
+	var runs []outcome
+	for _, p := range m.pipelines {
+		runs = append(runs, outcome{p.name, p.finished && p.ok})
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, r := range runs {
+		// A group per pipeline: its last success survives another
+		// pipeline's failure, and jobs running different pipelines of one
+		// file do not replace each other's metrics.
+		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 			mfs, err := m.bare.Gather()
-			return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
-				return mf.GetName() == "pipe_run_last_success_timestamp_seconds"
-			}), err
+			return onlyPipeline(mfs, r.name, !r.ok), err
 		})
+		p := push.New(u.String(), Job).Gatherer(g).Client(&http.Client{Timeout: 30 * time.Second})
+		keys := map[string]string{"pipeline": r.name}
+		maps.Copy(keys, grouping)
+		maps.Copy(keys, m.labels)
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			p.Grouping(k, keys[k])
+		}
+		if user != "" || pass != "" {
+			p.BasicAuth(user, pass)
+		}
+		var err error
+		if r.ok {
+			err = p.PushContext(ctx)
+		} else {
+			err = p.AddContext(ctx)
+		}
+		if err != nil {
+			if pass != "" {
+				err = errors.New(strings.ReplaceAll(err.Error(), pass, "(sensitive)"))
+			}
+			errs = append(errs, fmt.Errorf("pipeline %s: %w", r.name, err))
+		}
 	}
-	p := push.New(u.String(), Job).Gatherer(g).Client(&http.Client{Timeout: 30 * time.Second})
-	keys := map[string]string{}
-	maps.Copy(keys, grouping)
-	maps.Copy(keys, m.labels)
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		p.Grouping(k, keys[k])
+	return errors.Join(errs...)
+}
+
+// onlyPipeline keeps the metrics of pipeline name (and those of no
+// pipeline, pipe_info), without their pipeline label; without the last
+// success when it failed, so the group keeps the last good run's.
+func onlyPipeline(mfs []*dto.MetricFamily, name string, failed bool) []*dto.MetricFamily {
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if failed && mf.GetName() == "pipe_run_last_success_timestamp_seconds" {
+			continue
+		}
+		ms := mf.Metric[:0]
+		for _, m := range mf.Metric {
+			keep := true
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pipeline" {
+					keep = l.GetValue() == name
+				}
+			}
+			if keep {
+				// The grouping key carries the pipeline; the Pushgateway
+				// puts it back on every metric.
+				m.Label = slices.DeleteFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == "pipeline" })
+				ms = append(ms, m)
+			}
+		}
+		if len(ms) > 0 {
+			mf.Metric = ms
+			out = append(out, mf)
+		}
 	}
-	if user != "" || pass != "" {
-		p.BasicAuth(user, pass)
-	}
-	if failed {
-		err = p.AddContext(ctx)
-	} else {
-		err = p.PushContext(ctx)
-	}
-	if err != nil && pass != "" {
-		err = errors.New(strings.ReplaceAll(err.Error(), pass, "(sensitive)"))
-	}
-	return err
+	return out
 }

@@ -563,21 +563,24 @@ func TestPush(t *testing.T) {
 		key = append(key, parts[i]+"="+parts[i+1])
 	}
 	sort.Strings(key)
-	if got, want := strings.Join(key, " "), "database=shop file=backup.hcl job=pipe"; got != want {
+	if got, want := strings.Join(key, " "), "database=shop file=backup.hcl job=pipe pipeline=backup"; got != want {
 		t.Errorf("pushed to %s: grouping key %s, want %s", p.path, got, want)
 	}
 	if want := "Basic " + base64.StdEncoding.EncodeToString([]byte("backup:s3cr@t")); p.auth != want {
 		t.Errorf("Authorization %q, want %q", p.auth, want)
 	}
-	if v := value(t, p.metrics, "pipe_run_success", "pipeline", "backup"); v != 1 {
+	if v := value(t, p.metrics, "pipe_run_success"); v != 1 {
 		t.Errorf("success %v", v)
 	}
-	if _, ok := lookup(p.metrics, "pipe_run_last_success_timestamp_seconds", "pipeline", "backup"); !ok {
+	if _, ok := lookup(p.metrics, "pipe_run_last_success_timestamp_seconds"); !ok {
 		t.Errorf("no last success in a successful run's push")
 	}
 	for name, ss := range p.metrics {
 		for _, s := range ss {
 			if _, ok := s.labels["database"]; ok {
+				t.Errorf("%s%v carries a grouping label (the Pushgateway adds it)", name, s.labels)
+			}
+			if _, ok := s.labels["pipeline"]; ok {
 				t.Errorf("%s%v carries a grouping label (the Pushgateway adds it)", name, s.labels)
 			}
 		}
@@ -595,7 +598,7 @@ func TestPush(t *testing.T) {
 	if p.method != http.MethodPost {
 		t.Errorf("a failed run pushes with %s, want POST", p.method)
 	}
-	if v := value(t, p.metrics, "pipe_run_success", "pipeline", "backup"); v != 0 {
+	if v := value(t, p.metrics, "pipe_run_success"); v != 0 {
 		t.Errorf("success %v", v)
 	}
 	if _, ok := p.metrics["pipe_run_last_success_timestamp_seconds"]; ok {
@@ -688,5 +691,36 @@ func TestListen(t *testing.T) {
 	}
 	if _, err := http.Get(s.URL()); err == nil {
 		t.Errorf("still serving after Close")
+	}
+}
+
+// Each pipeline of a run pushes to its own group: one that succeeded
+// replaces its group (PUT, with its last success), one that failed adds to
+// its own (POST, without), so neither touches the other's last success.
+func TestPushPerPipeline(t *testing.T) {
+	srv, got := pushgateway(t, http.StatusOK)
+	m := metrics.New(metrics.Options{})
+	m.Begin("db1", 1<<20)
+	m.Finish("db1", &runner.Report{Streams: 1}, nil)
+	m.Begin("db2", 1<<20)
+	m.Finish("db2", nil, fmt.Errorf("broken"))
+	if err := m.Push(context.Background(), srv.URL, map[string]string{"file": "backup.hcl"}); err != nil {
+		t.Fatal(err)
+	}
+	first, second := <-got, <-got
+	if first.method != http.MethodPut || !strings.Contains(first.path+"/", "/pipeline/db1/") {
+		t.Errorf("db1 (ok): %s %s, want PUT to its own group", first.method, first.path)
+	}
+	if _, ok := lookup(first.metrics, "pipe_run_last_success_timestamp_seconds"); !ok {
+		t.Errorf("db1's push has no last success")
+	}
+	if second.method != http.MethodPost || !strings.Contains(second.path+"/", "/pipeline/db2/") {
+		t.Errorf("db2 (failed): %s %s, want POST to its own group", second.method, second.path)
+	}
+	if _, ok := lookup(second.metrics, "pipe_run_last_success_timestamp_seconds"); ok {
+		t.Errorf("db2's push has a last success")
+	}
+	if v := value(t, second.metrics, "pipe_run_success"); v != 0 {
+		t.Errorf("db2's push: success %v (another pipeline's series leaked in?)", v)
 	}
 }

@@ -80,13 +80,19 @@ func TestAutoAdaptsToStreams(t *testing.T) {
 		return p.Pipelines[0]
 	}
 	workers := func(p *plan.Pipeline) int { return p.Stages[0].Workers }
-	one := resolve("", "")
+	balanced, _ := profiles.Resolve("balanced", corpusHost)
+	one := resolve("streams = 1", "")
 	if one.Streams != 1 || workers(one) != corpusHost.CPUs || !strings.Contains(one.Profile.Rule, "one stream") {
 		t.Errorf("one stream: %d streams, %d workers, rule %q; want 1 stream and every CPU (%d)", one.Streams, workers(one), one.Profile.Rule, corpusHost.CPUs)
 	}
-	balanced, _ := profiles.Resolve("balanced", corpusHost)
 	if workers(one) <= balanced.Workers {
 		t.Errorf("auto gives one stream %d workers, no more than balanced's %d", workers(one), balanced.Workers)
+	}
+	// Not known before the source lists its streams (a pg_dump, a folder):
+	// the preset's streams at once, every CPU encoding.
+	unknown := resolve("", "")
+	if unknown.Streams != balanced.Streams || workers(unknown) != corpusHost.CPUs || !strings.Contains(unknown.Profile.Rule, "not known") {
+		t.Errorf("streams not known: %d streams, %d workers, rule %q; want balanced's %d streams and every CPU", unknown.Streams, workers(unknown), unknown.Profile.Rule, balanced.Streams)
 	}
 	four := resolve("", "jobs = 4")
 	if four.Streams != 4 || workers(four) != corpusHost.CPUs || !strings.Contains(four.Profile.Rule, "4 streams") {

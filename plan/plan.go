@@ -259,7 +259,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 
 // expectedStreams is how many streams the pipeline will move at once as
 // far as the file tells, for "auto": the file's streams, else an
-// endpoint's jobs, else one.
+// endpoint's jobs, else 0 (not known before the source lists them).
 func expectedStreams(def *pipefile.Pipeline, o Options) int {
 	if n, ok := o.Overrides["streams"]; ok && n > 0 {
 		return int(n)
@@ -267,7 +267,7 @@ func expectedStreams(def *pipefile.Pipeline, o Options) int {
 	if n, ok := def.Attrs.Int("streams"); ok && n > 0 {
 		return int(n)
 	}
-	return max(1, endpointJobs(def))
+	return endpointJobs(def)
 }
 
 // endpointJobs is the most streams an endpoint moves at once by its own

@@ -96,14 +96,14 @@ func Names() []string {
 // Default is the profile a pipeline without one uses.
 const Default = "balanced"
 
-// Resolve returns the named profile for host h. "auto" adapts to h and to
-// one stream at a time (see AutoFor).
+// Resolve returns the named profile for host h. "auto" adapts to h, the
+// streams not known (see AutoFor).
 func Resolve(name string, h Host) (Profile, error) {
-	return ResolveFor(name, h, 1)
+	return ResolveFor(name, h, 0)
 }
 
 // ResolveFor is Resolve for a pipeline expected to move streams streams
-// at once, which only "auto" adapts to.
+// at once (0: not known), which only "auto" adapts to.
 func ResolveFor(name string, h Host, streams int) (Profile, error) {
 	if name == "auto" {
 		return AutoFor(h, streams), nil
@@ -124,11 +124,11 @@ func preset(name string, h Host) (Profile, error) {
 }
 
 // AutoRule says, in a line, how "auto" chooses.
-const AutoRule = "start from a preset by the host (under 2 GiB of memory conservative, as is; up to 2 CPUs balanced; up to 8 performance; more max-performance), then give every CPU an encoder: one stream gets them all (multithreaded compression of the one stream), several streams share them (one single-threaded encoder per CPU, never streams × CPUs threads)"
+const AutoRule = "start from a preset by the host (under 2 GiB of memory conservative, as is; up to 2 CPUs balanced; up to 8 performance; more max-performance), then give every CPU an encoder: one stream gets them all (multithreaded compression of the one stream), several streams share them (one single-threaded encoder per CPU, never streams × CPUs threads); streams not known beforehand move as many at once as the preset says"
 
 // AutoFor is the "auto" profile for host h and a pipeline expected to
-// move streams streams at once (0 or 1: one): the preset Auto picks, with
-// workers and streams adapted. Chunk-parallel stages run a pool of
+// move streams streams at once (0: not known before the source lists
+// them): the preset Auto picks, with workers and streams adapted. Chunk-parallel stages run a pool of
 // single-threaded encoders shared by every stream of a run, so every CPU
 // gets one: all of them work on the chunks of one big stream, and many
 // streams share them instead of each starting a multithreaded encoder
@@ -141,7 +141,12 @@ func AutoFor(h Host, streams int) Profile {
 	switch {
 	case base == "conservative":
 		p.Rule = fmt.Sprintf("%s of memory: conservative, unchanged", fmtBytes(h.Memory))
-	case streams <= 1:
+	case streams <= 0:
+		// One big dump or a folder of many files: the preset's streams,
+		// every CPU encoding whichever of them run.
+		p.Workers, p.Depth = cpus, max(p.Depth, 2)
+		p.Rule = fmt.Sprintf("streams not known until the source lists them: %s from %s, %d single-threaded encoders shared by up to %d streams at once (one stream gets them all)", base, cpuWord(cpus), cpus, p.Streams)
+	case streams == 1:
 		p.Streams, p.Workers, p.Depth = 1, cpus, max(p.Depth, 2)
 		p.Rule = fmt.Sprintf("one stream at a time: %s from %s, all %d CPUs encode its chunks", base, cpuWord(cpus), cpus)
 	default:

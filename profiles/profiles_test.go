@@ -62,9 +62,10 @@ func TestAutoAdapts(t *testing.T) {
 		base                  string
 	}{
 		{Host{CPUs: 2, Memory: 24 << 30}, 1, 2, 1, "balanced"}, // balanced alone has 1 worker
-		{Host{CPUs: 2, Memory: 24 << 30}, 0, 2, 1, "balanced"}, // unknown: one
+		{Host{CPUs: 2, Memory: 24 << 30}, 0, 2, 2, "balanced"}, // not known: the preset's streams
 		{Host{CPUs: 2, Memory: 24 << 30}, 8, 2, 2, "balanced"}, // 8 streams share 2 encoders
 		{Host{CPUs: 16, Memory: 64 << 30}, 1, 16, 1, "max-performance"},
+		{Host{CPUs: 16, Memory: 64 << 30}, 0, 16, 16, "max-performance"},
 		{Host{CPUs: 16, Memory: 64 << 30}, 4, 16, 4, "max-performance"},
 		{Host{CPUs: 16, Memory: 64 << 30}, 64, 16, 16, "max-performance"},
 		{Host{CPUs: 16, Memory: 1 << 30}, 8, 1, 1, "conservative"}, // little memory: as is

@@ -353,6 +353,7 @@ func (a *app) benchPlan(path string, vars map[string]string, runID string, v var
 			if show && len(diags) > 0 {
 				a.printDiags(file, diags)
 			}
+			a.redact.learn(pl) // the file's secrets never print, in any record
 			return &benchPlanned{Pipeline: pl.Pipelines[0], planFile: file}, nil
 		}
 	}
@@ -392,6 +393,11 @@ func benchable(p *benchPlanned) error {
 	for _, s := range p.Sinks {
 		if !s.Schema.Storage {
 			return fmt.Errorf("pipeline %q writes to sink %q, which cannot take back what it receives (a database loads it, a command consumes it); bench writes only to storage (fs, s3, gcs, azure), so point a copy of the pipeline at one", p.Name, s.Type)
+		}
+		// A key of its own per run: a real run writing the same key while
+		// the bench runs would otherwise have its object taken back.
+		if s.Key == nil || !s.Key.UsesRunID() {
+			return fmt.Errorf("pipeline %q: sink %q's objects have no ${run.id} in their key, so a trial run could take back an object a real run writes to the same key meanwhile; put ${run.id} in the sink's path (e.g. \"backups/${pipeline.name}/${run.id}/\") for the benchmark", p.Name, s.Type)
 		}
 	}
 	return nil

@@ -112,15 +112,15 @@ func (a *app) profilesCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all := profiles.All(a.host)
-			one, many := profiles.AutoFor(a.host, 1), profiles.AutoFor(a.host, 8)
+			unknown, one, many := profiles.AutoFor(a.host, 0), profiles.AutoFor(a.host, 1), profiles.AutoFor(a.host, 8)
 			if asJSON {
 				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": one.Base, "auto_rule": profiles.AutoRule,
-					"auto_one_stream": one, "auto_8_streams": many, "profiles": all})
+					"auto_streams_not_known": unknown, "auto_one_stream": one, "auto_8_streams": many, "profiles": all})
 			}
 			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto starts from %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), one.Base)
 			fmt.Fprintf(a.stdout, "%-16s %9s %8s %8s %6s  %-21s %9s %5s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "PART", "CONC")
-			one.Name, many.Name = "auto, 1 stream", "auto, 8 streams"
-			all = append(all, one, many)
+			unknown.Name, one.Name, many.Name = "auto", "auto, 1 stream", "auto, 8 streams"
+			all = append(all, unknown, one, many)
 			for _, p := range all {
 				mark := ""
 				if p.Name == one.Base {
@@ -131,11 +131,11 @@ func (a *app) profilesCmd() *cobra.Command {
 			}
 			fmt.Fprintln(a.stdout, "\nPART and CONC: part (block) size and parts in flight per object for object stores.")
 			fmt.Fprintln(a.stdout)
-			for _, p := range all[:len(all)-2] {
+			for _, p := range all[:len(all)-3] {
 				fmt.Fprintf(a.stdout, "%-16s %s\n", p.Name, p.Description)
 			}
 			fmt.Fprintf(a.stdout, "%-16s %s.\n", "auto", profiles.AutoRule)
-			fmt.Fprintf(a.stdout, "%-16s the streams are the file's streams, else an endpoint's jobs, else one; pipe plan shows what auto chose for each pipeline.\n", "")
+			fmt.Fprintf(a.stdout, "%-16s the streams are the file's streams, else an endpoint's jobs, else not known (the first auto row); pipe plan shows what auto chose for each pipeline.\n", "")
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,10 @@ func (f *logFlags) retries() *atomic.Pointer[func(endpoint string)] {
 // attribute, else the plugin's name.
 func (f *logFlags) onRetryDo(fn func(endpoint string)) { f.retries().Store(&fn) }
 
+// labelValue is what a retry's endpoint may be to become a metric label:
+// an endpoint type or a plugin's name.
+var labelValue = regexp.MustCompile(`^[A-Za-z0-9_.#-]{1,40}$`)
+
 // retryTap sees every warning on its way to next, to count retries, and
 // passes on what next prints.
 type retryTap struct {
@@ -97,8 +102,12 @@ func (t *retryTap) Handle(ctx context.Context, r slog.Record) error {
 			}
 			return true
 		})
-		if endpoint == "" {
+		// A label takes a short name, never a URL or an object's key.
+		if !labelValue.MatchString(endpoint) {
 			endpoint = plugin
+		}
+		if !labelValue.MatchString(endpoint) {
+			endpoint = "unknown"
 		}
 		if retry {
 			(*fn)(endpoint)

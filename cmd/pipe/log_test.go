@@ -103,7 +103,9 @@ func TestRetryTap(t *testing.T) {
 	l.Warn("retrying", "event", "retry", "plugin", "builtin", "endpoint", "s3")
 	l.With("plugin", "builtin", "endpoint", "gcs").Warn("retrying", "event", "retry")
 	l.Warn("not a retry", "plugin", "builtin")
-	if strings.Join(got, ",") != "builtin,mine,s3,gcs" {
+	l.Warn("retrying", "event", "retry", "plugin", "x", "endpoint", "https://user:pw@host/bucket")
+	l.Warn("retrying", "event", "retry", "plugin", "https://user:pw@host", "endpoint", "")
+	if strings.Join(got, ",") != "builtin,mine,s3,gcs,x,unknown" {
 		t.Fatalf("retries seen: %v", got)
 	}
 	if buf.Len() != 0 {

@@ -27,7 +27,7 @@ type metricsFlags struct {
 func (f *metricsFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.addr, "metrics-addr", "", "serve Prometheus metrics on `ADDR` (host:port or :port; port 0 picks one) at /metrics while the run goes on")
 	cmd.Flags().StringVar(&f.textfile, "metrics-textfile", "", "write the final metrics to `PATH` (a *.prom file) for node_exporter's textfile collector, also when the run fails")
-	cmd.Flags().StringVar(&f.pushgateway, "pushgateway", "", "push the final metrics to the Prometheus Pushgateway at `URL` (http://host:9091) as job \"pipe\", grouped by the file's name and --metrics-label")
+	cmd.Flags().StringVar(&f.pushgateway, "pushgateway", "", "push the final metrics to the Prometheus Pushgateway at `URL` (http://host:9091) as job \"pipe\", a group per pipeline keyed by the file's name, the pipeline and --metrics-label")
 	cmd.Flags().StringArrayVar(&f.labels, "metrics-label", nil, "put `NAME=VALUE` on every metric and in the Pushgateway's grouping key, e.g. database=shop (repeatable)")
 }
 

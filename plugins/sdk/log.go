@@ -15,8 +15,9 @@ func init() { logger.Store(slog.New(slog.DiscardHandler)) }
 // attributes a schema marks secret are redacted there. Never log a
 // secret's value yourself, nor a whole command line or connection string.
 //
-// Give retries the attribute "event" = "retry": pipe counts them in its
-// pipe_retries_total metric.
+// Log retries at Warn with the attribute "event" = "retry" (and "endpoint"
+// = your endpoint type): pipe counts them in its pipe_retries_total metric
+// whatever level it prints.
 func Log() *slog.Logger { return logger.Load() }
 
 // SetLog replaces the logger Log returns. The plugin server and pipe's
