@@ -66,14 +66,26 @@ func pipeStream(rc io.ReadCloser, cancel context.CancelFunc) (*pipedStream, erro
 // and is reported by Close, which pipe calls after it read to the end of
 // the pipe, so a stream that broke off fails instead of ending short.
 func (p *pipedStream) pump() {
-	defer close(p.done)
-	defer p.w.Close()
+	returned := false
+	defer func() {
+		if !returned {
+			// The stream panicked: the process dies of it. Ending the pipe
+			// and the stream here, as the panic unwinds, would let pipe
+			// see a clean end (and an End without error) before the
+			// process is gone; left open, the pipe ends when the process
+			// does, and pipe finds the plugin lost.
+			return
+		}
+		p.w.Close()
+		close(p.done)
+	}()
 	// A stream with WriteTo (a ranged download) writes its own buffers
 	// into the pipe; others are read through buf.
 	w := &pipeWriter{f: p.w}
 	if _, err := io.CopyBuffer(w, p.rc, make([]byte, wire.MaxData)); err != nil && w.err == nil {
 		p.err = err // reading failed; a failed write is pipe having stopped reading (Done)
 	}
+	returned = true
 }
 
 // pipeWriter writes to a pipe and remembers whether writing failed. It
