@@ -45,26 +45,22 @@ func (t *throttle) wait(ctx context.Context, n int) error {
 	}
 }
 
-// readFull is io.ReadFull(r, buf) in pieces the throttle lets through. It
-// returns the time spent waiting for the throttle.
-func (t *throttle) readFull(ctx context.Context, r io.Reader, buf []byte) (int, time.Duration, error) {
+// pieces runs do over p in pieces the throttle lets through, waiting
+// before each, until p is done or do fails. It returns the bytes done and
+// the time spent waiting for the throttle.
+func (t *throttle) pieces(ctx context.Context, p []byte, do func([]byte) (int, error)) (int, time.Duration, error) {
 	var waited time.Duration
 	off := 0
-	for off < len(buf) {
-		k := min(t.piece, len(buf)-off)
+	for off < len(p) {
+		k := min(t.piece, len(p)-off)
 		s := time.Now()
-		if err := t.wait(ctx, k); err != nil {
-			return off, waited + time.Since(s), err
-		}
+		err := t.wait(ctx, k)
 		waited += time.Since(s)
-		n, err := io.ReadFull(r, buf[off:off+k])
-		off += n
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			if off == 0 {
-				return 0, waited, io.EOF
-			}
-			return off, waited, io.ErrUnexpectedEOF
+		if err != nil {
+			return off, waited, err
 		}
+		n, err := do(p[off : off+k])
+		off += n
 		if err != nil {
 			return off, waited, err
 		}
@@ -72,23 +68,21 @@ func (t *throttle) readFull(ctx context.Context, r io.Reader, buf []byte) (int, 
 	return off, waited, nil
 }
 
+// readFull is io.ReadFull(r, buf) in pieces the throttle lets through. It
+// returns the time spent waiting for the throttle.
+func (t *throttle) readFull(ctx context.Context, r io.Reader, buf []byte) (int, time.Duration, error) {
+	n, waited, err := t.pieces(ctx, buf, func(b []byte) (int, error) { return io.ReadFull(r, b) })
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = io.ErrUnexpectedEOF // the end came inside buf
+		if n == 0 {
+			err = io.EOF
+		}
+	}
+	return n, waited, err
+}
+
 // write is w.Write(p) in pieces the throttle lets through. It returns the
 // time spent waiting for the throttle.
 func (t *throttle) write(ctx context.Context, w io.Writer, p []byte) (int, time.Duration, error) {
-	var waited time.Duration
-	off := 0
-	for off < len(p) {
-		k := min(t.piece, len(p)-off)
-		s := time.Now()
-		if err := t.wait(ctx, k); err != nil {
-			return off, waited + time.Since(s), err
-		}
-		waited += time.Since(s)
-		n, err := w.Write(p[off : off+k])
-		off += n
-		if err != nil {
-			return off, waited, err
-		}
-	}
-	return off, waited, nil
+	return t.pieces(ctx, p, w.Write)
 }

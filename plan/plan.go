@@ -136,9 +136,10 @@ func (p *Pipeline) Ext() string {
 	return b.String()
 }
 
+// MinChunk and MaxChunk bound every chunk size.
 const (
-	minChunk = 4 << 10
-	maxChunk = 1 << 30
+	MinChunk = 4 << 10
+	MaxChunk = 1 << 30
 )
 
 // New resolves every pipeline of f.
@@ -356,8 +357,8 @@ func checkRetention(e *pipefile.Endpoint) hcl.Diagnostics {
 }
 
 func checkChunk(b *pipefile.Block, attr string, n int64) *hcl.Diagnostic {
-	if n < minChunk || n > maxChunk {
-		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.FormatSize(n), pipefile.FormatSize(minChunk), pipefile.FormatSize(maxChunk)))
+	if n < MinChunk || n > MaxChunk {
+		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.FormatSize(n), pipefile.FormatSize(MinChunk), pipefile.FormatSize(MaxChunk)))
 	}
 	return nil
 }

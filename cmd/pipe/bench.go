@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -216,7 +217,7 @@ func (a *app) bench(parent context.Context, path string, o *benchOptions) error 
 	warn := func(msg string) {
 		if !warned[msg] {
 			warned[msg] = true
-			fmt.Fprintln(a.stderr, "Warning:", msg)
+			a.log.Warn(msg) // redacted, in the chosen log format, as pipe run's
 		}
 	}
 	for i, v := range variants {
@@ -452,7 +453,7 @@ func knobValue(knob, t string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if knob == "chunk_size" && (n < 4<<10 || n > 1<<30) {
+		if knob == "chunk_size" && (n < plan.MinChunk || n > plan.MaxChunk) {
 			return 0, fmt.Errorf("a chunk size is between 4KiB and 1GiB")
 		}
 		if n < 1 {
@@ -720,7 +721,7 @@ func settingLines(p *benchPlanned, v variant) []string {
 	if v.Profile != fileProfile(p) {
 		out = append(out, fmt.Sprintf("pipeline %q { profile = %q }", p.Name, v.Profile))
 	}
-	for _, k := range knobNames(v.Overrides) {
+	for _, k := range slices.Sorted(maps.Keys(v.Overrides)) {
 		val := strconv.FormatInt(v.Overrides[k], 10)
 		if k == "chunk_size" || k == "part_size" {
 			val = strconv.Quote(strings.ReplaceAll(pipefile.FormatSize(v.Overrides[k]), " ", ""))
@@ -756,7 +757,7 @@ func settingLines(p *benchPlanned, v variant) []string {
 // why it did not.
 func (a *app) writeRecommendation(p *benchPlanned, v variant, synthetic bool) string {
 	if len(v.Overrides) > 0 {
-		return "nothing written: the recommendation sets " + strings.Join(knobNames(v.Overrides), ", ") + ", not only a profile; add the settings above yourself"
+		return "nothing written: the recommendation sets " + strings.Join(slices.Sorted(maps.Keys(v.Overrides)), ", ") + ", not only a profile; add the settings above yourself"
 	}
 	if p.ProfileFrom == "file" && fileProfile(p) == v.Profile {
 		return fmt.Sprintf("nothing written: pipeline %q already has profile = %q", p.Name, v.Profile)
@@ -770,16 +771,6 @@ func (a *app) writeRecommendation(p *benchPlanned, v variant, synthetic bool) st
 		msg += " (measured on synthetic data)"
 	}
 	return msg
-}
-
-// knobNames lists the overridden knobs in order.
-func knobNames(m map[string]int64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // writeProfile sets profile = "name" in the pipeline block of the file,

@@ -270,9 +270,7 @@ func (r *redactor) learn(p *plan.Plan) {
 
 func (r *redactor) scrub(s string) string {
 	if set := r.secrets.Load(); set != nil {
-		for _, v := range set.values {
-			s = strings.ReplaceAll(s, v, "(sensitive)")
-		}
+		return scrub(s, set.values)
 	}
 	return s
 }
