@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // pool is a fixed set of equally sized buffers. Buffers are allocated on
@@ -41,7 +43,7 @@ func (p *pool) get(ctx context.Context) ([]byte, error) {
 
 func (p *pool) took(b []byte) []byte {
 	if b == nil {
-		b = make([]byte, p.size)
+		b = hugepage.Alloc(p.size)
 	}
 	n := p.inUse.Add(1)
 	for {

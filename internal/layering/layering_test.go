@@ -68,9 +68,13 @@ func TestImportRules(t *testing.T) {
 	}
 	// Built-in plugins import the SDK only, the storage plugins the
 	// helpers they share (the ranged reader, the bulk transport), which
-	// import nothing of pipe at all, and the command and database plugins
-	// the program runner, which imports the SDK only.
-	const shared, runner = "plugins/storage/internal/", "plugins/internal/command"
+	// import nothing of pipe at all but the buffer allocator, and the
+	// command and database plugins the program runner, which imports the
+	// SDK only. The buffer allocator imports nothing of pipe.
+	const shared, runner, buffers = "plugins/storage/internal/", "plugins/internal/command", "plugins/sdk/hugepage"
+	if d := deps(t, buffers); len(d) > 0 {
+		t.Errorf("%s imports %v; it imports nothing of pipe", buffers, d)
+	}
 	var plugins []string
 	for _, pattern := range []string{"plugins/storage/...", "plugins/command/...", "plugins/database/...", runner} {
 		plugins = append(plugins, packages(t, pattern)...)
@@ -78,6 +82,7 @@ func TestImportRules(t *testing.T) {
 	for _, p := range plugins {
 		for _, d := range deps(t, p) {
 			switch {
+			case d == buffers:
 			case strings.HasPrefix(p, shared):
 				t.Errorf("%s imports %s; the storage plugins' shared helpers import nothing of pipe", p, d)
 			case p == runner && d != "plugins/sdk":

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // uploadMetaKey marks a committed blob with the id of the writer that
@@ -161,7 +162,7 @@ func (w *blockWriter) Write(p []byte) (int, error) {
 func appendBounded(b, p []byte, limit int64) []byte {
 	if need := len(b) + len(p); need > cap(b) {
 		c := int(min(limit, int64(max(need, 2*cap(b)))))
-		nb := make([]byte, len(b), c)
+		nb := hugepage.Alloc(c)[:len(b)]
 		copy(nb, b)
 		b = nb
 	}
@@ -182,7 +183,7 @@ func (w *blockWriter) buffer(hint int64) ([]byte, error) {
 			return b[:0], nil
 		}
 		// Small objects (manifests, tiny files) start small.
-		return make([]byte, 0, min(w.bs, max(hint, 64*kib))), nil
+		return hugepage.Alloc(int(min(w.bs, max(hint, 64*kib))))[:0], nil
 	}
 	if w.single {
 		// Every buffer is held and more bytes come: the object is larger

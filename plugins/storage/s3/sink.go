@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // SinkType is the "s3" sink.
@@ -216,7 +217,7 @@ func (p *bufPool) pool(size int64) *sync.Pool {
 	}
 	sp, ok := p.pools[size]
 	if !ok {
-		sp = &sync.Pool{New: func() any { b := make([]byte, 0, size); return &b }}
+		sp = &sync.Pool{New: func() any { b := hugepage.Alloc(int(size))[:0]; return &b }}
 		p.pools[size] = sp
 	}
 	return sp

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // How long cleaning up may take once an object failed: its multipart
@@ -154,7 +155,7 @@ func (w *objectWriter) buffer() ([]byte, error) {
 	if w.bufs == 0 && w.hint >= 0 && w.hint < w.partSize {
 		// A small object: no more than it needs (it may still grow).
 		w.bufs++
-		return make([]byte, 0, w.hint), nil
+		return hugepage.Alloc(int(w.hint))[:0], nil
 	}
 	if w.bufs == 0 && w.hint < 0 {
 		// Unknown size: grow the first part as the bytes come, so small

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // Fetch opens n bytes of the object from offset off, of the version the
@@ -202,7 +204,7 @@ func (r *Reader) start() {
 	if k := len(r.free); k > 0 && int64(cap(r.free[k-1])) >= p.n {
 		p.buf, r.free = r.free[k-1][:p.n], r.free[:k-1]
 	} else {
-		p.buf = make([]byte, p.n)
+		p.buf = hugepage.Alloc(int(p.n))
 	}
 	r.next += p.n
 	r.queue = append(r.queue, p)
