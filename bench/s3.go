@@ -35,6 +35,8 @@ type s3Result struct {
 	upload, download     *scenarioResult
 	sweep                []sweepPoint
 	best                 sweepPoint
+	downSweep            []sweepPoint // download, at the upload's concurrency
+	downBest             sweepPoint
 	walPipe, walMC       time.Duration
 	walInProcess         time.Duration // pipe with PIPE_BUILTINS=inprocess
 	walRuns              int
@@ -156,8 +158,33 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	// Download the same object with each tool into a fresh file.
 	down := &scenarioResult{name: "download, one " + mib(b.s3Size) + " object", bytes: b.s3Size}
 	outDir := filepath.Join(b.work, "s3-down")
-	fDown, err := pipeFile("download", fmt.Sprintf("  source \"s3\" {\n%s    key               = \"up/pipe\"\n    part_size         = \"%dMiB\"\n    concurrency       = %d\n  }\n  sink \"fs\" {\n    path = %s\n  }\n",
-		s3, res.best.partSize>>20, res.best.concurrency, hclString(outDir+"/")))
+	download := func(name string, part int64, conc int) (string, error) {
+		return pipeFile(name, fmt.Sprintf("  source \"s3\" {\n%s    key               = \"up/pipe\"\n    part_size         = \"%dMiB\"\n    concurrency       = %d\n  }\n  sink \"fs\" {\n    path = %s\n  }\n",
+			s3, part>>20, conc, hclString(outDir+"/")))
+	}
+	// The download's own sweep of range sizes (a range is a buffer in
+	// memory until its turn comes), at the upload's concurrency.
+	for _, part := range []int64{8 << 20, 16 << 20, 64 << 20} {
+		f, err := download(fmt.Sprintf("down_sweep_%d", part>>20), part, res.best.concurrency)
+		if err != nil {
+			return nil, err
+		}
+		os.RemoveAll(outDir)
+		r, err := runPipe(ctx, b.cfg.pipe, f, b.s3Size, pipeEnv...)
+		if err != nil {
+			return nil, err
+		}
+		res.downSweep = append(res.downSweep, sweepPoint{part, res.best.concurrency, r.wall})
+		logf("  download sweep part %3d MiB × %2d: %s", part>>20, res.best.concurrency, rate(b.s3Size, r.wall))
+	}
+	os.RemoveAll(outDir)
+	res.downBest = res.downSweep[0]
+	for _, p := range res.downSweep {
+		if p.wall < res.downBest.wall {
+			res.downBest = p
+		}
+	}
+	fDown, err := download("download", res.downBest.partSize, res.downBest.concurrency)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +210,21 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	down.pipe = pipeDown("pipe", pipeEnv)
 	mcOut, rcOut := filepath.Join(b.work, "mc.down"), filepath.Join(b.work, "rclone.down")
+	durable := func(label, out string, argv, env []string) *contender {
+		return &contender{label: label, clean: func() { os.Remove(out) }, run: func(ctx context.Context, rep int) (measurement, error) {
+			m, err := timeCommand(ctx, argv, env...)
+			if err != nil {
+				return m, err
+			}
+			s, err := timeCommand(ctx, []string{"sync", "-d", out})
+			m.wall += s.wall
+			m.cpu += s.cpu
+			if err == nil {
+				err = check(out)
+			}
+			return m, err
+		}}
+	}
 	down.refs = []*contender{
 		{label: "mc cp", clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
 			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
@@ -199,6 +241,10 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 			return m, err
 		}},
 		pipeDown("pipe, endpoints in-process", append(pipeEnv[:len(pipeEnv):len(pipeEnv)], inProcess)),
+		// Durable like pipe's: each reference followed by sync -d of its
+		// file, timed together (pipe fsyncs what it restores).
+		durable("mc cp + sync -d", mcOut, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv),
+		durable("rclone copyto + sync -d", rcOut, []string{tools.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}, rcEnv),
 	}
 	err = down.interleave(ctx, b.cfg.reps)
 	os.RemoveAll(outDir)
@@ -312,7 +358,7 @@ func genBytes(n int) []byte {
 // markdown renders the object-store section.
 func (r *s3Result) markdown(w func(string, ...any)) {
 	w("\n## Object storage: MinIO (one container, same machine)\n\n")
-	w("Clients: %s; %s. Each tool with its own defaults; pipe with the part size and concurrency that won the sweep below. Upload and download move the same %s object; downloads land in a fresh file (pipe fsyncs it, the others do not).\n\n", r.mcVersion, r.rcVersion, mb(r.size))
+	w("Clients: %s; %s. Each tool with its own defaults; pipe with the part size and concurrency that won the sweep below. Upload and download move the same %s object; downloads land in a fresh file; pipe fsyncs it before it reports success and the others do not, so the durable row adds `sync -d` of the file to each of their times (pipe's download is the same run in both rows).\n\n", r.mcVersion, r.rcVersion, mb(r.size))
 	w("| scenario | pipe | mc | rclone | pipe / faster | target | met? |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range []*scenarioResult{r.upload, r.download} {
 		pm := median(s.pipe.times)
@@ -322,6 +368,13 @@ func (r *s3Result) markdown(w func(string, ...any)) {
 		w("| %s | %s | %s | %s | %.2f× | ≥ 1.00× | %s |\n", s.name, rate(s.bytes, pm), rate(s.bytes, mc), rate(s.bytes, rc), ratio, yesNo(ratio >= 1.0))
 	}
 	ratio := float64(r.walPipe) / float64(r.walMC)
+	d := r.download
+	if len(d.refs) >= 5 {
+		pm := median(d.pipe.times)
+		mc, rc := median(d.refs[3].times), median(d.refs[4].times)
+		ratio := float64(min(mc, rc)) / float64(pm)
+		w("| download, durable: each tool's time + `sync -d` of its file | %s | %s | %s | %.2f× | ≥ 1.00× | %s |\n", rate(d.bytes, pm), rate(d.bytes, mc), rate(d.bytes, rc), ratio, yesNo(ratio >= 1.0))
+	}
 	w("| a 16 MiB WAL segment, whole process (median of %d) | %s | %s | | %.2f× of mc's wall time | ≤ 1.20× | %s |\n\n",
 		r.walRuns, r.walPipe.Round(time.Millisecond), r.walMC.Round(time.Millisecond), ratio, yesNo(ratio <= 1.2))
 	w("pipe with its endpoints in its own process (`PIPE_BUILTINS=inprocess`, no plugin process): download %s, WAL segment %s. The difference is what the plugin boundary costs.\n\n",
@@ -341,6 +394,16 @@ func (r *s3Result) markdown(w func(string, ...any)) {
 		w("| %d MiB | %s | %s | %s |\n", k>>20, rate(r.size, parts[k][4]), rate(r.size, parts[k][8]), rate(r.size, parts[k][16]))
 	}
 	w("\nFastest: %d MiB parts × %d in flight.\n", r.best.partSize>>20, r.best.concurrency)
+	if len(r.downSweep) > 0 {
+		w("\nDownload range size sweep (%d ranges in flight, one run each): ", r.downBest.concurrency)
+		for i, p := range r.downSweep {
+			if i > 0 {
+				w(", ")
+			}
+			w("%d MiB %s", p.partSize>>20, rate(r.size, p.wall))
+		}
+		w("; the download above used %d MiB.\n", r.downBest.partSize>>20)
+	}
 }
 
 // storedSize checks that the object at path (alias/bucket/key) holds size
