@@ -179,6 +179,7 @@ type store struct {
 	client   *s3.Client
 	bucket   string
 	endpoint string // for messages: the URL, or "AWS"
+	signed   bool   // plain HTTP: SigV4 signs every request's payload SHA-256
 	region   string
 	cfg      connConfig
 }
@@ -233,6 +234,7 @@ func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 	}
 	if endpoint != "" {
 		st.endpoint = endpoint
+		st.signed = strings.HasPrefix(strings.ToLower(endpoint), "http://")
 	}
 	if awsCfg.Region == "" {
 		if endpoint == "" {

@@ -2,6 +2,9 @@ package s3
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"hash/crc32"
@@ -16,7 +19,7 @@ import (
 )
 
 // fakeS3 is a minimal S3 for unit tests: single and multipart uploads
-// (checking the crc32c of what it receives), ranged GETs, deletes, lists,
+// (checking the checksums and the signed SHA-256 of what it receives), ranged GETs, deletes, lists,
 // and hooks to make requests fail, stall or break off.
 type fakeS3 struct {
 	t   *testing.T
@@ -87,9 +90,21 @@ func (f *fakeS3) openUploads() int {
 	return len(f.uploads)
 }
 
+// checkCRC checks what S3 checks of a body: the checksum headers sent
+// with it and, when the payload is signed (plain HTTP), its SHA-256.
 func checkCRC(r *http.Request, body []byte) bool {
-	v := r.Header.Get("X-Amz-Checksum-Crc32c")
-	return v == "" || v == crc(body, crc32.MakeTable(crc32.Castagnoli))
+	sum := sha256.Sum256(body)
+	for h, want := range map[string]string{
+		"X-Amz-Checksum-Crc32c": crc(body, crc32.MakeTable(crc32.Castagnoli)),
+		"X-Amz-Checksum-Crc32":  crc(body, crc32.IEEETable),
+		"X-Amz-Checksum-Sha256": base64.StdEncoding.EncodeToString(sum[:]),
+	} {
+		if v := r.Header.Get(h); v != "" && v != want {
+			return false
+		}
+	}
+	payload := r.Header.Get("X-Amz-Content-Sha256")
+	return payload == "UNSIGNED-PAYLOAD" || payload == hex.EncodeToString(sum[:])
 }
 
 func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {

@@ -307,6 +307,51 @@ func TestS3UploadSizes(t *testing.T) {
 	}
 }
 
+// An object of one part is summed while its bytes arrive, with every
+// checksum algorithm, and the store (the fake checks the checksum header
+// and the signed SHA-256 as S3 does) accepts what was sent; an object that
+// turns out larger than a part goes up in parts as before.
+func TestS3SinglePutSums(t *testing.T) {
+	f := newFake(t)
+	for _, algo := range []string{"crc32c", "crc32", "sha256", "none"} {
+		snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2), "checksum": algo})
+		if !snk.st.signed {
+			t.Fatal("the fake's plain-HTTP endpoint is not taken for one that signs payloads")
+		}
+		for i, n := range []int{0, 1, 3*int(mib) + 5, int(5 * mib), int(5*mib) + 1} {
+			for _, declared := range []bool{true, false} {
+				key := fmt.Sprintf("sums-%s-%d-%v", algo, n, declared)
+				data := randBytes(uint64(100+i), n)
+				size := int64(-1)
+				if declared {
+					size = int64(n)
+				}
+				w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: size, MaxSize: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := write(t, w, data, 64<<10+3); err != nil {
+					t.Fatal(err)
+				}
+				ow := w.(*objectWriter)
+				onePart := int64(n) <= 5*mib
+				if onePart && (ow.sums == nil || ow.sums.n != n) {
+					t.Fatalf("%s: the part was not summed as it filled", key)
+				}
+				if err := w.Commit(context.Background()); err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				if got, ok := f.object(key); !ok || !bytes.Equal(got, data) {
+					t.Fatalf("%s: stored %d bytes, want %d", key, len(got), n)
+				}
+				if multipart := f.count("POST "+key+"?uploads") > 0; multipart == onePart {
+					t.Errorf("%s: multipart %v for %d bytes", key, multipart, n)
+				}
+			}
+		}
+	}
+}
+
 // A sink whose parts do not go up holds at most concurrency parts, and
 // Abort stops a Write that waits for one.
 func TestS3UploadBackpressureAndAbort(t *testing.T) {

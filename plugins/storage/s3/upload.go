@@ -63,6 +63,7 @@ type objectWriter struct {
 	buf      []byte // the part being filled
 	bufs     int    // part buffers this object holds
 	free     chan []byte
+	sums     *runningSums // of the first part, as it fills; nil when it needs none or the object is known to be larger
 	written  int64
 	uploadID string
 	next     int32 // parts started
@@ -81,6 +82,9 @@ func newObjectWriter(ctx context.Context, s *Sink, obj sdk.Object, partSize int6
 	wctx, cancel := context.WithCancelCause(ctx)
 	w := &objectWriter{s: s, st: s.st, key: obj.Key, hint: hint, partSize: partSize,
 		ctx: wctx, cancel: cancel, free: make(chan []byte, s.st.cfg.Concurrency)}
+	if obj.Size <= partSize { // unknown (-1) or one part: it may go up in one PutObject
+		w.sums = s.sum.running(s.st.signed)
+	}
 	// However the object ends before Commit — a failed part, Abort, or the
 	// run's context — its multipart upload is aborted.
 	w.stopWatch = context.AfterFunc(wctx, func() { w.Abort(context.Background()) })
@@ -137,6 +141,9 @@ func (w *objectWriter) Write(p []byte) (int, error) {
 		}
 		k := min(len(p), int(w.partSize)-len(w.buf))
 		w.buf = append(w.buf, p[:k]...)
+		if w.sums != nil {
+			w.sums.write(p[:k])
+		}
 		p = p[k:]
 		n += k
 		w.written += int64(k)
@@ -188,10 +195,10 @@ func (w *objectWriter) flush() error {
 		return err
 	}
 	w.next++
-	b := w.buf
-	w.buf = nil
+	b, sums := w.buf, w.sums
+	w.buf, w.sums = nil, nil // the next parts are summed as they go up
 	w.parts.Add(1)
-	go w.uploadPart(w.next, b)
+	go w.uploadPart(w.next, b, sums)
 	return nil
 }
 
@@ -218,12 +225,19 @@ func (w *objectWriter) create() error {
 	return w.failure() // aborted meanwhile: Abort sees the id
 }
 
-func (w *objectWriter) uploadPart(num int32, b []byte) {
+// uploadPart sends part num; sums, if not nil, were computed as it filled.
+func (w *objectWriter) uploadPart(num int32, b []byte, sums *runningSums) {
 	defer w.parts.Done()
 	in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
 		Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b)))}
-	part := w.s.sum.part(in, b)
-	out, err := w.st.client.UploadPart(w.ctx, in)
+	var part types.CompletedPart
+	var opts []func(*s3.Options)
+	if sums != nil && sums.n == len(b) {
+		part, opts = sums.part(in)
+	} else {
+		part = w.s.sum.part(in, b)
+	}
+	out, err := w.st.client.UploadPart(w.ctx, in, opts...)
 	w.free <- b // never blocks: it has room for every buffer
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -277,9 +291,14 @@ func (w *objectWriter) Commit(ctx context.Context) error {
 // put sends an object smaller than a part in one request.
 func (w *objectWriter) put(ctx context.Context) error {
 	in := &s3.PutObjectInput{Bucket: &w.st.bucket, Key: &w.key, Body: bytes.NewReader(w.buf), ContentLength: aws.Int64(int64(len(w.buf)))}
-	w.s.sum.put(in, w.buf)
+	var opts []func(*s3.Options)
+	if w.sums != nil && w.sums.n == len(w.buf) {
+		opts = w.sums.put(in)
+	} else {
+		w.s.sum.put(in, w.buf)
+	}
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
-	if _, err := w.st.client.PutObject(ctx, in); err != nil {
+	if _, err := w.st.client.PutObject(ctx, in, opts...); err != nil {
 		return w.st.fail("uploading", w.key, err)
 	}
 	return nil
