@@ -10,12 +10,20 @@
 // archive_command uploading one WAL segment — pays for every byte of its
 // buffers this way, and a long one pays once per buffer.
 //
-// The buffers stay ordinary Go memory, collected like any other; only the
-// part of a buffer made of whole, aligned huge pages is advised. Elsewhere
-// than Linux, and for buffers smaller than a huge page, Alloc is make.
+// The buffers stay ordinary Go memory; only the part of a buffer made of
+// whole, aligned huge pages is advised. The advice belongs to the
+// addresses, not to the buffer: once the buffer is collected, Go reuses the
+// memory for other objects, and khugepaged could fill a mostly free 2 MiB
+// range back to a whole huge page, holding memory the collector returned
+// (why Go stopped advising its own heap, golang/go#64332). So when a buffer
+// is collected, its range is advised back (MADV_NOHUGEPAGE): huge pages
+// last as long as the buffer. Elsewhere than Linux, and for buffers smaller
+// than a huge page, Alloc is make.
 package hugepage
 
-// Size is the huge page size Alloc aligns to (x86-64's and arm64's 2 MiB).
+// Size is the huge page size Alloc aligns to: x86-64's, and arm64's with
+// 4 KiB base pages (with 64 KiB base pages arm64's are 512 MiB, and no
+// buffer holds a whole one).
 const Size = 2 << 20
 
 // Alloc returns a zeroed buffer of length and capacity n.

@@ -4,14 +4,17 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 )
 
-// TestAdvised proves the advice reached the kernel: the memory of the
-// aligned interior of a large buffer is in a mapping whose flags carry
-// "hg" (MADV_HUGEPAGE), and the memory before the buffer is not advised.
+// TestAdvised proves the advice reached the kernel: the aligned interior of
+// a large buffer is in a mapping whose flags carry "hg" (MADV_HUGEPAGE),
+// the buffer's unaligned head is not, and once the buffer is collected its
+// interior is advised back ("nh", MADV_NOHUGEPAGE).
 func TestAdvised(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {
@@ -21,19 +24,27 @@ func TestAdvised(t *testing.T) {
 	b := Alloc(8 << 20)
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	interior := (p + Size - 1) &^ (Size - 1)
-	if !advised(t, interior) || !advised(t, interior+Size) {
+	if flags(t, interior) != "hg" || flags(t, interior+Size) != "hg" {
 		t.Errorf("the aligned interior of an 8 MiB buffer at %#x is not advised for huge pages", p)
 	}
-	small := Alloc(Size / 2)
-	if advised(t, uintptr(unsafe.Pointer(unsafe.SliceData(small)))) {
-		// Not an error of Alloc's if a neighbour was advised and the
-		// kernel merged the mappings; say so rather than fail.
-		t.Log("a small buffer shares an advised mapping")
+	if p < interior && flags(t, p) == "hg" {
+		t.Errorf("the unaligned head of the buffer at %#x is advised too", p)
+	}
+	runtime.KeepAlive(b)
+	b = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for flags(t, interior) != "nh" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the interior of a collected buffer at %#x is still %q, want the advice taken back", interior, flags(t, interior))
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// advised reports whether the mapping holding addr has the "hg" flag.
-func advised(t *testing.T, addr uintptr) bool {
+// flags returns "hg" or "nh" when the mapping holding addr is advised for
+// or against huge pages, else "".
+func flags(t *testing.T, addr uintptr) string {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
@@ -50,12 +61,17 @@ func advised(t *testing.T, addr uintptr) bool {
 			continue
 		}
 		if in && strings.HasPrefix(line, "VmFlags:") {
-			return strings.Contains(line, " hg")
+			for _, fl := range strings.Fields(line)[1:] {
+				if fl == "hg" || fl == "nh" {
+					return fl
+				}
+			}
+			return ""
 		}
 	}
 	if err := s.Err(); err != nil {
 		t.Fatal(err)
 	}
 	t.Fatalf("no mapping holds %#x", addr)
-	return false
+	return ""
 }

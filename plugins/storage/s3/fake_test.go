@@ -25,12 +25,13 @@ type fakeS3 struct {
 	t   *testing.T
 	srv *httptest.Server
 
-	mu       sync.Mutex
-	objects  map[string][]byte
-	uploads  map[string]map[int][]byte // by upload id
-	nextID   int
-	requests []string // "METHOD key?query range"
-	aborted  int
+	mu         sync.Mutex
+	objects    map[string][]byte
+	uploads    map[string]map[int][]byte // by upload id
+	nextID     int
+	requests   []string               // "METHOD key?query range"
+	putHeaders map[string]http.Header // of the last PutObject of each key
+	aborted    int
 
 	// hooks, called with mu unlocked; return true when they answered.
 	onPart func(w http.ResponseWriter, r *http.Request, num int) bool
@@ -221,6 +222,10 @@ func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 		f.objects[key] = body
+		if f.putHeaders == nil {
+			f.putHeaders = map[string]http.Header{}
+		}
+		f.putHeaders[key] = r.Header.Clone()
 		f.mu.Unlock()
 		w.Header().Set("ETag", `"single"`)
 	case r.Method == "DELETE":

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -347,8 +349,25 @@ func TestS3SinglePutSums(t *testing.T) {
 				if multipart := f.count("POST "+key+"?uploads") > 0; multipart == onePart {
 					t.Errorf("%s: multipart %v for %d bytes", key, multipart, n)
 				}
+				if onePart {
+					f.mu.Lock()
+					h := f.putHeaders[key]
+					f.mu.Unlock()
+					name := map[string]string{"crc32c": "X-Amz-Checksum-Crc32c", "crc32": "X-Amz-Checksum-Crc32", "sha256": "X-Amz-Checksum-Sha256"}[algo]
+					if name != "" && h.Get(name) == "" {
+						t.Errorf("%s: sent without %s", key, name)
+					}
+				}
 			}
 		}
+	}
+	// The SDK signs the hash it is given, not one of its own: a wrong one
+	// is refused by the store.
+	snk := newSink(t, f, nil)
+	_, err := snk.st.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("wrong-hash"),
+		Body: bytes.NewReader([]byte("data")), ContentLength: aws.Int64(4)}, payloadHash(strings.Repeat("0", 64)))
+	if err == nil {
+		t.Error("a PutObject with a wrong precomputed payload hash was accepted: the SDK did not use it")
 	}
 }
 
