@@ -24,12 +24,13 @@ type measurement struct {
 	stdout  []byte
 }
 
-// timeCommands runs the commands one after the other, without a shell, and
-// returns their total wall time, from the first start to the last exit.
-func timeCommands(ctx context.Context, cmds ...[]string) (measurement, error) {
+// timeCommands runs the commands one after the other, without a shell, with
+// env added to the environment, and returns their total wall time, from the
+// first start to the last exit.
+func timeCommands(ctx context.Context, env []string, cmds ...[]string) (measurement, error) {
 	var m measurement
 	for _, argv := range cmds {
-		r, err := timeCommand(ctx, argv)
+		r, err := timeCommand(ctx, argv, env...)
 		m.wall += r.wall
 		m.cpu += r.cpu
 		m.maxRSS = max(m.maxRSS, r.maxRSS)

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -48,6 +50,11 @@ type sweepPoint struct {
 	partSize    int64
 	concurrency int
 	wall        time.Duration
+}
+
+// fastest is the point of a sweep that took the least time.
+func fastest(points []sweepPoint) sweepPoint {
+	return slices.MinFunc(points, func(a, b sweepPoint) int { return cmp.Compare(a.wall, b.wall) })
 }
 
 // s3Tools are the reference clients; the Makefile builds them.
@@ -106,12 +113,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 			logf("  sweep part %3d MiB × %2d: %s", part>>20, conc, rate(b.s3Size, r.wall))
 		}
 	}
-	res.best = res.sweep[0]
-	for _, p := range res.sweep {
-		if p.wall < res.best.wall {
-			res.best = p
-		}
-	}
+	res.best = fastest(res.sweep)
 
 	// Upload: pipe (the best of the sweep), mc, rclone.
 	up := &scenarioResult{name: "upload, one " + mib(b.s3Size) + " object", bytes: b.s3Size}
@@ -179,12 +181,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 		logf("  download sweep part %3d MiB × %2d: %s", part>>20, res.best.concurrency, rate(b.s3Size, r.wall))
 	}
 	os.RemoveAll(outDir)
-	res.downBest = res.downSweep[0]
-	for _, p := range res.downSweep {
-		if p.wall < res.downBest.wall {
-			res.downBest = p
-		}
-	}
+	res.downBest = fastest(res.downSweep)
 	fDown, err := download("download", res.downBest.partSize, res.downBest.concurrency)
 	if err != nil {
 		return nil, err
@@ -211,21 +208,6 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	down.pipe = pipeDown("pipe", pipeEnv)
 	mcOut, rcOut := filepath.Join(b.work, "mc.down"), filepath.Join(b.work, "rclone.down")
-	durable := func(label, out string, argv, env []string) *contender {
-		return &contender{label: label, clean: func() { os.Remove(out) }, run: func(ctx context.Context, rep int) (measurement, error) {
-			m, err := timeCommand(ctx, argv, env...)
-			if err != nil {
-				return m, err
-			}
-			s, err := timeCommand(ctx, []string{"sync", "-d", out})
-			m.wall += s.wall
-			m.cpu += s.cpu
-			if err == nil {
-				err = check(out)
-			}
-			return m, err
-		}}
-	}
 	down.refs = []*contender{
 		{label: "mc cp", clean: func() { os.Remove(mcOut) }, run: func(ctx context.Context, rep int) (measurement, error) {
 			m, err := timeCommand(ctx, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv...)
@@ -245,8 +227,8 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	}
 	// Durable like pipe's: each reference followed by sync -d of its file,
 	// timed together (pipe fsyncs what it restores).
-	res.mcSync = durable("mc cp + sync -d", mcOut, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, mcEnv)
-	res.rcSync = durable("rclone copyto + sync -d", rcOut, []string{tools.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}, rcEnv)
+	res.mcSync = refContender("mc cp + sync -d", 1.0, mcOut, b.s3Size, mcEnv, []string{tools.mc, "cp", "--quiet", mcAlias + "/" + s3Bucket + "/up/pipe", mcOut}, []string{"sync", "-d", mcOut})
+	res.rcSync = refContender("rclone copyto + sync -d", 1.0, rcOut, b.s3Size, rcEnv, []string{tools.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}, []string{"sync", "-d", rcOut})
 	down.refs = append(down.refs, res.mcSync, res.rcSync)
 	err = down.interleave(ctx, b.cfg.reps)
 	os.RemoveAll(outDir)

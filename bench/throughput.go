@@ -107,9 +107,9 @@ func (b *bench) pipeContender(s *scenarioResult, file, outDir string, want int64
 }
 
 // refContender times the commands, then verifies out.
-func refContender(label string, target float64, out string, want int64, cmds ...[]string) *contender {
+func refContender(label string, target float64, out string, want int64, env []string, cmds ...[]string) *contender {
 	return &contender{label: label, target: target, clean: func() { os.Remove(out) }, run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommands(ctx, cmds...)
+		m, err := timeCommands(ctx, env, cmds...)
 		if err != nil {
 			return m, err
 		}
@@ -145,8 +145,8 @@ func (b *bench) copyScenario(ctx context.Context) (*scenarioResult, error) {
 	})
 	cpOut := filepath.Join(b.work, "cp.out")
 	s.refs = []*contender{
-		refContender("cp", 0.9, cpOut, b.size, []string{"cp", b.data, cpOut}),
-		refContender("cp + sync -d", 0.9, cpOut, b.size, []string{"cp", b.data, cpOut}, []string{"sync", "-d", cpOut}),
+		refContender("cp", 0.9, cpOut, b.size, nil, []string{"cp", b.data, cpOut}),
+		refContender("cp + sync -d", 0.9, cpOut, b.size, nil, []string{"cp", b.data, cpOut}, []string{"sync", "-d", cpOut}),
 	}
 	os.RemoveAll(outDir)
 	defer os.RemoveAll(outDir)
@@ -202,8 +202,8 @@ func (b *bench) compressScenario(ctx context.Context) (*scenarioResult, error) {
 	refOut := filepath.Join(b.work, "ref.zst")
 	zstd := []string{"zstd", "-3", "-T2", "-f", "-o", refOut, b.data}
 	s.refs = []*contender{
-		refContender("zstd -3 -T2", 1.0, refOut, -1, zstd),
-		refContender("zstd -3 -T2 + sync -d", 1.0, refOut, -1, zstd, []string{"sync", "-d", refOut}),
+		refContender("zstd -3 -T2", 1.0, refOut, -1, nil, zstd),
+		refContender("zstd -3 -T2 + sync -d", 1.0, refOut, -1, nil, zstd, []string{"sync", "-d", refOut}),
 	}
 	os.RemoveAll(outDir)
 	defer os.RemoveAll(outDir)
@@ -211,7 +211,7 @@ func (b *bench) compressScenario(ctx context.Context) (*scenarioResult, error) {
 		return s, err
 	}
 	// One more, untimed, for the reference's compressed size.
-	if _, err := timeCommands(ctx, zstd); err != nil {
+	if _, err := timeCommands(ctx, nil, zstd); err != nil {
 		return s, err
 	}
 	refSize, err := checkSize(refOut, -1)
@@ -272,8 +272,8 @@ func (b *bench) decompressScenario(ctx context.Context) (*scenarioResult, error)
 	})
 	refOut := filepath.Join(b.work, "ref.out")
 	zstd := []string{"zstd", "-d", "-f", "-o", refOut, b.zst}
-	ref := refContender("zstd -d", 1.6, refOut, b.size, zstd)
-	refSync := refContender("zstd -d + sync -d", 1.6, refOut, b.size, zstd, []string{"sync", "-d", refOut})
+	ref := refContender("zstd -d", 1.6, refOut, b.size, nil, zstd)
+	refSync := refContender("zstd -d + sync -d", 1.6, refOut, b.size, nil, zstd, []string{"sync", "-d", refOut})
 	// The reference's output is checked in full once too: it is the same
 	// file, so both tools must produce the original bytes.
 	first := ref.run
@@ -281,7 +281,7 @@ func (b *bench) decompressScenario(ctx context.Context) (*scenarioResult, error)
 		if rep > 0 {
 			return first(ctx, rep)
 		}
-		m, err := timeCommands(ctx, zstd)
+		m, err := timeCommands(ctx, nil, zstd)
 		if err != nil {
 			return m, err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"hash"
 	"hash/crc32"
@@ -26,72 +25,26 @@ import (
 // reject more often than they accept. A store that rejects the algorithm
 // anyway gets an error that says to set checksum = "none".
 type checksum struct {
-	algo types.ChecksumAlgorithm
-	sum  func([]byte) string
+	algo types.ChecksumAlgorithm // "" for none
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func crc(b []byte, tab *crc32.Table) string {
-	var out [4]byte
-	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, tab))
-	return base64.StdEncoding.EncodeToString(out[:])
-}
-
 var checksums = map[string]checksum{
-	"crc32c": {types.ChecksumAlgorithmCrc32c, func(b []byte) string { return crc(b, castagnoli) }},
-	"crc32":  {types.ChecksumAlgorithmCrc32, func(b []byte) string { return crc(b, crc32.IEEETable) }},
-	"sha256": {types.ChecksumAlgorithmSha256, func(b []byte) string {
-		h := sha256.Sum256(b)
-		return base64.StdEncoding.EncodeToString(h[:])
-	}},
-	"none": {},
+	"crc32c": {types.ChecksumAlgorithmCrc32c},
+	"crc32":  {types.ChecksumAlgorithmCrc32},
+	"sha256": {types.ChecksumAlgorithmSha256},
+	"none":   {},
 }
 
-func (c checksum) enabled() bool { return c.sum != nil }
+func (c checksum) enabled() bool { return c.algo != "" }
 
-func (c checksum) put(in *s3.PutObjectInput, b []byte) {
-	if !c.enabled() {
-		return
-	}
-	in.ChecksumAlgorithm = c.algo
-	v := c.sum(b)
-	switch c.algo {
-	case types.ChecksumAlgorithmCrc32c:
-		in.ChecksumCRC32C = &v
-	case types.ChecksumAlgorithmCrc32:
-		in.ChecksumCRC32 = &v
-	case types.ChecksumAlgorithmSha256:
-		in.ChecksumSHA256 = &v
-	}
-}
-
-// part sets the checksum of an UploadPart and returns the completed part
-// to list in CompleteMultipartUpload (without its ETag yet).
-func (c checksum) part(in *s3.UploadPartInput, b []byte) types.CompletedPart {
-	done := types.CompletedPart{PartNumber: in.PartNumber}
-	if !c.enabled() {
-		return done
-	}
-	in.ChecksumAlgorithm = c.algo
-	v := c.sum(b)
-	switch c.algo {
-	case types.ChecksumAlgorithmCrc32c:
-		in.ChecksumCRC32C, done.ChecksumCRC32C = &v, &v
-	case types.ChecksumAlgorithmCrc32:
-		in.ChecksumCRC32, done.ChecksumCRC32 = &v, &v
-	case types.ChecksumAlgorithmSha256:
-		in.ChecksumSHA256, done.ChecksumSHA256 = &v, &v
-	}
-	return done
-}
-
-// runningSums computes what a part's upload needs of its bytes while they
-// arrive: the checksum and, over plain HTTP, where SigV4 signs the body,
-// its SHA-256. An object of one part (a WAL segment) then goes up as soon
-// as its last byte is in, instead of after two more passes over its buffer
-// (the checksum, then the SDK's payload hash), the second of them, SHA-256,
-// the slower by far.
+// runningSums computes what a part's upload needs of its bytes: the
+// checksum and, over plain HTTP, where SigV4 signs the body, its SHA-256
+// (handed to the SDK, which would otherwise read the body again for it).
+// The first part of an object is summed while its bytes arrive, so that an
+// object of one part (a WAL segment) goes up as soon as its last byte is
+// in; the other parts are summed as they go up (of).
 type runningSums struct {
 	algo   types.ChecksumAlgorithm
 	crc    hash.Hash32 // crc32c or crc32; nil otherwise
@@ -118,6 +71,15 @@ func (c checksum) running(signed bool) *runningSums {
 	return r
 }
 
+// of returns the sums of a whole part, or nil when it needs none.
+func (c checksum) of(b []byte, signed bool) *runningSums {
+	r := c.running(signed)
+	if r != nil {
+		r.write(b)
+	}
+	return r
+}
+
 func (r *runningSums) write(p []byte) {
 	if r.crc != nil {
 		r.crc.Write(p)
@@ -129,28 +91,29 @@ func (r *runningSums) write(p []byte) {
 }
 
 // put sets a PutObject's checksum from the sums and returns the options
-// that hand the SDK the payload's SHA-256 (none when it is not signed).
+// that hand the SDK the payload's SHA-256 (none when it is not signed). A
+// nil r sets nothing.
 func (r *runningSums) put(in *s3.PutObjectInput) []func(*s3.Options) {
-	in.ChecksumCRC32C, in.ChecksumCRC32, in.ChecksumSHA256 = r.values()
-	if in.ChecksumCRC32C != nil || in.ChecksumCRC32 != nil || in.ChecksumSHA256 != nil {
-		in.ChecksumAlgorithm = r.algo
+	if r == nil {
+		return nil
 	}
+	in.ChecksumAlgorithm, in.ChecksumCRC32C, in.ChecksumCRC32, in.ChecksumSHA256 = r.values()
 	return r.options()
 }
 
 // part does what put does for an UploadPart, and returns the completed
 // part to list in CompleteMultipartUpload (without its ETag yet).
 func (r *runningSums) part(in *s3.UploadPartInput) (types.CompletedPart, []func(*s3.Options)) {
-	in.ChecksumCRC32C, in.ChecksumCRC32, in.ChecksumSHA256 = r.values()
-	if in.ChecksumCRC32C != nil || in.ChecksumCRC32 != nil || in.ChecksumSHA256 != nil {
-		in.ChecksumAlgorithm = r.algo
+	if r == nil {
+		return types.CompletedPart{PartNumber: in.PartNumber}, nil
 	}
+	in.ChecksumAlgorithm, in.ChecksumCRC32C, in.ChecksumCRC32, in.ChecksumSHA256 = r.values()
 	return types.CompletedPart{PartNumber: in.PartNumber, ChecksumCRC32C: in.ChecksumCRC32C, ChecksumCRC32: in.ChecksumCRC32, ChecksumSHA256: in.ChecksumSHA256}, r.options()
 }
 
-// values are the checksum headers: the configured algorithm's, nil for
+// values are the algorithm ("" for none) and its checksum header, nil for
 // the others.
-func (r *runningSums) values() (crc32c, crc32, sha *string) {
+func (r *runningSums) values() (algo types.ChecksumAlgorithm, crc32c, crc32, sha *string) {
 	switch r.algo {
 	case types.ChecksumAlgorithmCrc32c:
 		crc32c = b64(r.crc.Sum(nil))
@@ -159,7 +122,7 @@ func (r *runningSums) values() (crc32c, crc32, sha *string) {
 	case types.ChecksumAlgorithmSha256:
 		sha = b64(r.sha.Sum(nil))
 	}
-	return crc32c, crc32, sha
+	return r.algo, crc32c, crc32, sha
 }
 
 func (r *runningSums) options() []func(*s3.Options) {

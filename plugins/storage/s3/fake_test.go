@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
@@ -89,6 +90,12 @@ func (f *fakeS3) openUploads() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.uploads)
+}
+
+func crc(b []byte, tab *crc32.Table) string {
+	var out [4]byte
+	binary.BigEndian.PutUint32(out[:], crc32.Checksum(b, tab))
+	return base64.StdEncoding.EncodeToString(out[:])
 }
 
 // checkCRC checks what S3 checks of a body: the checksum headers sent

@@ -241,6 +241,24 @@ func write(t *testing.T, w sdk.ObjectWriter, b []byte, chunk int) error {
 	return nil
 }
 
+// written creates an object holding data (its size declared or not) and
+// writes data in pieces of chunk bytes, without committing it.
+func written(t *testing.T, snk *Sink, key string, data []byte, declared bool, chunk int) sdk.ObjectWriter {
+	t.Helper()
+	size := int64(-1)
+	if declared {
+		size = int64(len(data))
+	}
+	w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: size, MaxSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(t, w, data, chunk); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func TestS3UploadSizes(t *testing.T) {
 	f := newFake(t)
 	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(3)})
@@ -248,17 +266,7 @@ func TestS3UploadSizes(t *testing.T) {
 		for _, declared := range []bool{true, false} {
 			key := fmt.Sprintf("obj-%d-%v", n, declared)
 			data := randBytes(uint64(i), n)
-			size := int64(-1)
-			if declared {
-				size = int64(n)
-			}
-			w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: size, MaxSize: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := write(t, w, data, 1<<20+7); err != nil {
-				t.Fatal(err)
-			}
+			w := written(t, snk, key, data, declared, 1<<20+7)
 			if _, ok := f.object(key); ok {
 				t.Fatalf("%s visible before Commit", key)
 			}
@@ -324,17 +332,7 @@ func TestS3SinglePutSums(t *testing.T) {
 			for _, declared := range []bool{true, false} {
 				key := fmt.Sprintf("sums-%s-%d-%v", algo, n, declared)
 				data := randBytes(uint64(100+i), n)
-				size := int64(-1)
-				if declared {
-					size = int64(n)
-				}
-				w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: size, MaxSize: -1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := write(t, w, data, 64<<10+3); err != nil {
-					t.Fatal(err)
-				}
+				w := written(t, snk, key, data, declared, 64<<10+3)
 				ow := w.(*objectWriter)
 				onePart := int64(n) <= 5*mib
 				if onePart && (ow.sums == nil || ow.sums.n != n) {

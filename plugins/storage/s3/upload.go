@@ -230,13 +230,10 @@ func (w *objectWriter) uploadPart(num int32, b []byte, sums *runningSums) {
 	defer w.parts.Done()
 	in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
 		Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b)))}
-	var part types.CompletedPart
-	var opts []func(*s3.Options)
-	if sums != nil && sums.n == len(b) {
-		part, opts = sums.part(in)
-	} else {
-		part = w.s.sum.part(in, b)
+	if sums == nil || sums.n != len(b) {
+		sums = w.s.sum.of(b, w.st.signed)
 	}
+	part, opts := sums.part(in)
 	out, err := w.st.client.UploadPart(w.ctx, in, opts...)
 	w.free <- b // never blocks: it has room for every buffer
 	w.mu.Lock()
@@ -291,12 +288,11 @@ func (w *objectWriter) Commit(ctx context.Context) error {
 // put sends an object smaller than a part in one request.
 func (w *objectWriter) put(ctx context.Context) error {
 	in := &s3.PutObjectInput{Bucket: &w.st.bucket, Key: &w.key, Body: bytes.NewReader(w.buf), ContentLength: aws.Int64(int64(len(w.buf)))}
-	var opts []func(*s3.Options)
-	if w.sums != nil && w.sums.n == len(w.buf) {
-		opts = w.sums.put(in)
-	} else {
-		w.s.sum.put(in, w.buf)
+	sums := w.sums
+	if sums == nil || sums.n != len(w.buf) {
+		sums = w.s.sum.of(w.buf, w.st.signed)
 	}
+	opts := sums.put(in)
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
 	if _, err := w.st.client.PutObject(ctx, in, opts...); err != nil {
 		return w.st.fail("uploading", w.key, err)
