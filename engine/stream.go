@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -31,6 +34,36 @@ func (r *Run) stream(ctx context.Context, i int) error {
 		writers = append(writers, w)
 	}
 
+	var err error
+	if f := r.fillTarget(st, writers); f != nil {
+		err = r.fill(ctx, st, res, f)
+	} else {
+		err = r.pump(ctx, st, res, writers)
+	}
+	if err != nil {
+		abort(ctx, writers)
+		return err
+	}
+	for k, w := range writers {
+		t := time.Now()
+		err := w.Commit(ctx)
+		r.sinks[k].addBusy(t)
+		if err := r.sinks[k].fail(ctx, err); err != nil {
+			abort(ctx, writers[k:]) // the failed one too: it cleans up what Commit left
+			return fmt.Errorf("sink %s: committing %q: %w", r.job.Sinks[k].Name, st.Objects[k].Key, err)
+		}
+		r.mu.Lock()
+		r.done = append(r.done, committed{sink: k, key: st.Objects[k].Key})
+		r.mu.Unlock()
+	}
+	res.Objects = st.Objects
+	res.Committed = true
+	return nil
+}
+
+// pump moves the stream in chunks from the source through the stages and
+// checks to every sink's writer.
+func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers []sdk.ObjectWriter) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var chans []chan *chunk
 	newCh := func() chan *chunk {
@@ -84,24 +117,59 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	for _, c := range chans {
 		drain(c)
 	}
+	return err
+}
+
+// fillTarget returns the file of the stream's one object when the source
+// may write it itself (sdk.Fill): nothing between them (no stage, no
+// check, no rate limit, one sink) and the object an empty regular file
+// (the fs sink's). Otherwise nil: the stream moves in chunks.
+func (r *Run) fillTarget(st *Stream, writers []sdk.ObjectWriter) *os.File {
+	if len(r.job.Stages) > 0 || len(st.Checks) > 0 || len(writers) != 1 || r.srcLimit != nil || r.sinkLimits[0] != nil {
+		return nil
+	}
+	fw, ok := writers[0].(sdk.FileWriter)
+	if !ok {
+		return nil
+	}
+	f := fw.File()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		return nil // a command's input, say
+	}
+	return f
+}
+
+// fill has the source write the stream into f: an object store's ranges
+// go in parallel straight to where they belong in the file, instead of
+// being reassembled in order and copied through chunks (see sdk.Fill).
+// The source's and the sink's meters count each write as it lands.
+func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
+	src, snk := r.source, r.sinks[0]
+	var counted atomic.Int64 // this stream's bytes in the meters
+	t := time.Now()
+	n, err := sdk.Fill(ctx, r.job.Source, st.Name, f, func(k int64) {
+		counted.Add(k)
+		src.out.Add(k)
+		snk.in.Add(k)
+	})
+	busy := time.Since(t)
+	src.busy.Add(int64(busy))
+	snk.busy.Add(int64(busy))
+	src.chunks.Add(1)
+	snk.chunks.Add(1)
+	res.Read, res.Written = n, n
+	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
+		return snk.fail(ctx, fmt.Errorf("sink %s: writing %q: %w", r.job.Sinks[0].Name, st.Objects[0].Key, err))
+	}
 	if err != nil {
-		abort(ctx, writers)
-		return err
+		return src.fail(ctx, fmt.Errorf("source: %w", err))
 	}
-	for k, w := range writers {
-		t := time.Now()
-		err := w.Commit(ctx)
-		r.sinks[k].addBusy(t)
-		if err := r.sinks[k].fail(ctx, err); err != nil {
-			abort(ctx, writers[k:]) // the failed one too: it cleans up what Commit left
-			return fmt.Errorf("sink %s: committing %q: %w", r.job.Sinks[k].Name, st.Objects[k].Key, err)
-		}
-		r.mu.Lock()
-		r.done = append(r.done, committed{sink: k, key: st.Objects[k].Key})
-		r.mu.Unlock()
+	// Progress may have been reported short of the end (a plugin's last
+	// report): the meters end at the stream's size.
+	if d := n - counted.Load(); d > 0 {
+		src.out.Add(d)
+		snk.in.Add(d)
 	}
-	res.Objects = st.Objects
-	res.Committed = true
 	return nil
 }
 

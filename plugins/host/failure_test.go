@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -366,5 +367,63 @@ func TestPluginDiesWithHost(t *testing.T) {
 			t.Fatalf("plugin %d still runs after its host was killed", pid)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A plugin's source writes a stream into a file pipe hands it (FillFile):
+// at offsets when the stream can, in order otherwise, with progress; its
+// failures and its death end the fill with what went wrong.
+func TestFill(t *testing.T) {
+	r := registry(t)
+	fill := func(role, name string, size int64) (*os.File, int64, int64, error) {
+		t.Helper()
+		st, err := r.Source(role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"size": size}))
+		if diags.HasErrors() {
+			t.Fatal(diags.Err())
+		}
+		f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		var progress atomic.Int64
+		n, err := src.(sdk.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
+		return f, n, progress.Load(), err
+	}
+
+	const size = 5<<20 + 123
+	f, n, progress, err := fill("good", "ranges", size)
+	if err != nil || n != size || progress != size {
+		t.Fatalf("ranges: %d bytes, progress %d, %v", n, progress, err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	for o, b := range got {
+		if b != byte(o%251) {
+			t.Fatalf("byte %d is %d, want %d", o, b, o%251)
+		}
+	}
+	if len(got) != size {
+		t.Fatalf("the file has %d bytes", len(got))
+	}
+
+	// A stream without WriteAtTo is written in order.
+	f, n, _, err = fill("good", "data", size)
+	if fi, _ := f.Stat(); err != nil || n != size || fi.Size() != size {
+		t.Fatalf("data: %d bytes, %v", n, err)
+	}
+
+	if _, _, _, err := fill("good", "nope", size); !isNotFound(err) {
+		t.Fatalf("a missing stream: %v, want sdk.ErrNotFound", err)
+	}
+	if _, _, _, err := fill("good", "broken", size); err == nil || !strings.Contains(err.Error(), "the connection broke off") {
+		t.Fatalf("a stream that broke off: %v", err)
+	}
+	within(t, 5*time.Second, func() { _, _, _, err = fill("crash", "ranges", size) })
+	if err == nil || !strings.Contains(err.Error(), "plugin crash exited unexpectedly") {
+		t.Fatalf("a plugin that died: %v", err)
 	}
 }

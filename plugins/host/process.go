@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pipebackup/pipe/plugins/internal/fdsock"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 )
@@ -49,7 +51,9 @@ type process struct {
 	err     error
 	stderr  *tailBuffer
 	started *exec.Cmd
-	fds     *fdReceiver // nil: data travels in messages only
+	fds     *fdsock.Conn  // nil: data travels in messages only
+	fill    bool          // the plugin serves FillFile
+	tokens  atomic.Uint64 // of the files handed to the plugin
 	log     *slog.Logger
 }
 
@@ -79,7 +83,7 @@ func (p *process) start() (pb.PluginClient, error) {
 	cmd.Env = append(cmd.Env, wire.LogLevelEnv+"="+lowestLevel(p.log))
 	// The descriptor socket: files the plugin's streams and objects are
 	// made of are handed over on it, and pipe does their I/O itself.
-	if fds, child, err := newFDChannel(); err == nil {
+	if fds, child, err := fdsock.Pair(); err == nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, child)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.FDEnv, 2+len(cmd.ExtraFiles)))
 		p.fds = fds
@@ -109,7 +113,7 @@ func (p *process) start() (pb.PluginClient, error) {
 	if err != nil {
 		p.client.Kill()
 		if p.fds != nil {
-			p.fds.close()
+			p.fds.Close()
 		}
 		return nil, p.startError(err)
 	}
@@ -202,7 +206,7 @@ func (p *process) stop() {
 	cancel()
 	p.client.Kill()
 	if p.fds != nil {
-		p.fds.close()
+		p.fds.Close()
 	}
 }
 

@@ -125,7 +125,53 @@ type remoteSource struct {
 var (
 	_ sdk.Source    = (*remoteSource)(nil)
 	_ sdk.Describer = (*remoteSource)(nil)
+	_ sdk.Filler    = (*remoteSource)(nil)
 )
+
+// Fill has the plugin write the stream into f itself (see sdk.Filler):
+// pipe hands it the file, and it reports the bytes written as it goes. A
+// plugin that cannot take files has its stream read here, in order.
+func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progress func(int64)) (int64, error) {
+	if !s.proc.fill || s.proc.fds == nil {
+		rc, err := s.Open(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		return sdk.FillFrom(rc, f, progress)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the plugin's side too, however this ends
+	token := s.proc.tokens.Add(1)
+	if err := s.proc.fds.Send(token, f); err != nil {
+		return 0, fmt.Errorf("plugin %s: %w", s.proc.name, err)
+	}
+	st, err := s.proc.rpc.FillFile(ctx, &pb.FillFile_Request{Handle: s.handle, Name: name, Token: token})
+	if err != nil {
+		return 0, s.proc.wrap(ctx, err)
+	}
+	var reported int64
+	for {
+		resp, err := st.Recv()
+		if err == io.EOF {
+			return reported, fmt.Errorf("plugin %s ended writing %s without saying it was done", s.proc.name, name)
+		}
+		if err != nil {
+			return reported, s.proc.wrap(ctx, err)
+		}
+		if k := resp.GetWritten() - reported; k > 0 {
+			if progress != nil {
+				progress(k)
+			}
+			reported = resp.GetWritten()
+		}
+		if msg := resp.GetWriteError(); msg != "" {
+			return reported, &sdk.WriteError{Err: errors.New(msg)}
+		}
+		if resp.GetDone() {
+			return reported, nil
+		}
+	}
+}
 
 // Describe returns the facts the plugin sent with the streams.
 func (s *remoteSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
@@ -164,7 +210,7 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	if r.file != nil {
-		f, err := s.proc.fds.take(ctx, r.file.GetToken())
+		f, err := s.proc.fds.Take(ctx, r.file.GetToken())
 		if err != nil {
 			cancel()
 			return nil, s.proc.wrap(ctx, err)
@@ -349,7 +395,7 @@ func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWrit
 			return nil, s.proc.wrap(ctx, err)
 		}
 		if resp.GetFile() {
-			f, err := s.proc.fds.take(ctx, resp.GetToken())
+			f, err := s.proc.fds.Take(ctx, resp.GetToken())
 			if err != nil {
 				s.finishObject(resp.GetToken(), false)
 				return nil, s.proc.wrap(ctx, err)
@@ -568,6 +614,9 @@ func (w *fileWriter) finish(commit bool) error {
 	}
 	return w.s.finishObject(w.token, commit)
 }
+
+// File is the object's file: a source may write it itself (sdk.Fill).
+func (w *fileWriter) File() *os.File { return w.f }
 
 func (w *fileWriter) Commit(ctx context.Context) error { return w.finish(true) }
 func (w *fileWriter) Abort(ctx context.Context) error  { return w.finish(false) }

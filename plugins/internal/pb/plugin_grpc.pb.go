@@ -54,6 +54,7 @@ const (
 	Plugin_Remove_FullMethodName         = "/pipe.plugin.v1.Plugin/Remove"
 	Plugin_Flush_FullMethodName          = "/pipe.plugin.v1.Plugin/Flush"
 	Plugin_Prepare_FullMethodName        = "/pipe.plugin.v1.Plugin/Prepare"
+	Plugin_FillFile_FullMethodName       = "/pipe.plugin.v1.Plugin/FillFile"
 	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
 	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
 )
@@ -95,6 +96,13 @@ type PluginClient interface {
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.
 	Prepare(ctx context.Context, in *Prepare_Request, opts ...grpc.CallOption) (*Prepare_Response, error)
+	// FillFile writes a stream of a source into the file pipe sent under
+	// token on the descriptor socket (an empty regular file: a sink's
+	// object), at the stream's own offsets, parallel ranges of an object
+	// store each where it belongs. The plugin answers with the bytes written
+	// so far as it goes, then once with done set. Asked only of plugins
+	// whose GetSchema said fill_file, with a descriptor socket.
+	FillFile(ctx context.Context, in *FillFile_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FillFile_Response], error)
 	// Close releases an instance.
 	Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -251,6 +259,25 @@ func (c *pluginClient) Prepare(ctx context.Context, in *Prepare_Request, opts ..
 	return out, nil
 }
 
+func (c *pluginClient) FillFile(ctx context.Context, in *FillFile_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FillFile_Response], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[2], Plugin_FillFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FillFile_Request, FillFile_Response]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FillFileClient = grpc.ServerStreamingClient[FillFile_Response]
+
 func (c *pluginClient) Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Close_Response)
@@ -308,6 +335,13 @@ type PluginServer interface {
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.
 	Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error)
+	// FillFile writes a stream of a source into the file pipe sent under
+	// token on the descriptor socket (an empty regular file: a sink's
+	// object), at the stream's own offsets, parallel ranges of an object
+	// store each where it belongs. The plugin answers with the bytes written
+	// so far as it goes, then once with done set. Asked only of plugins
+	// whose GetSchema said fill_file, with a descriptor socket.
+	FillFile(*FillFile_Request, grpc.ServerStreamingServer[FillFile_Response]) error
 	// Close releases an instance.
 	Close(context.Context, *Close_Request) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -360,6 +394,9 @@ func (UnimplementedPluginServer) Flush(context.Context, *Flush_Request) (*Flush_
 }
 func (UnimplementedPluginServer) Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prepare not implemented")
+}
+func (UnimplementedPluginServer) FillFile(*FillFile_Request, grpc.ServerStreamingServer[FillFile_Response]) error {
+	return status.Error(codes.Unimplemented, "method FillFile not implemented")
 }
 func (UnimplementedPluginServer) Close(context.Context, *Close_Request) (*Close_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
@@ -604,6 +641,17 @@ func _Plugin_Prepare_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_FillFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FillFile_Request)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).FillFile(m, &grpc.GenericServerStream[FillFile_Request, FillFile_Response]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FillFileServer = grpc.ServerStreamingServer[FillFile_Response]
+
 func _Plugin_Close_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Close_Request)
 	if err := dec(in); err != nil {
@@ -710,6 +758,11 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WriteObject",
 			Handler:       _Plugin_WriteObject_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "FillFile",
+			Handler:       _Plugin_FillFile_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "pipe/plugin/v1/plugin.proto",

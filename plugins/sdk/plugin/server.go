@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pipebackup/pipe/plugins/internal/fdsock"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -30,7 +32,7 @@ type server struct {
 	secrets   map[uint64][]string
 	writes    sync.WaitGroup // WriteObject calls in progress
 
-	fds     *fdChannel                // nil: everything goes in messages
+	fds     *fdsock.Conn              // nil: everything goes in messages
 	tokens  atomic.Uint64             // for files handed over and objects made
 	reading map[uint64]chan bool      // files pipe reads, by token: whether it read to the end
 	objects map[uint64]*pendingObject // objects made by CreateObject, by token
@@ -103,7 +105,7 @@ func NewServer(p sdk.Plugin) (pb.PluginServer, error) { return newServer(p) }
 
 func newServer(p sdk.Plugin) (*server, error) {
 	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}, secrets: map[uint64][]string{},
-		fds: openFDChannel(), reading: map[uint64]chan bool{}, objects: map[uint64]*pendingObject{}}
+		fds: fdsock.FromEnv(wire.FDEnv), reading: map[uint64]chan bool{}, objects: map[uint64]*pendingObject{}}
 	add := func(kind pb.Kind, name string, schema sdk.Schema) error {
 		if err := schema.Validate(); err != nil {
 			return fmt.Errorf("%s %q: %w", kindName(kind), name, err)
@@ -138,7 +140,7 @@ func kindName(k pb.Kind) string {
 }
 
 func (s *server) GetSchema(ctx context.Context, _ *pb.GetSchema_Request) (*pb.GetSchema_Response, error) {
-	out := &pb.GetSchema_Response{Name: s.p.Name, Version: s.p.Version}
+	out := &pb.GetSchema_Response{Name: s.p.Name, Version: s.p.Version, FillFile: s.fds != nil}
 	keys := make([]string, 0, len(s.schemas))
 	for k := range s.schemas {
 		keys = append(keys, k)
@@ -312,13 +314,67 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	return out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_End{End: end}})
 }
 
+// fillProgress is how often FillFile reports the bytes written so far.
+const fillProgress = 100 * time.Millisecond
+
+// FillFile writes a source's stream into the file pipe handed over (see
+// sdk.Fill), reporting the bytes written as it goes. Pipe ending the call
+// cancels the context the stream was opened with.
+func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer) error {
+	h := req.GetHandle()
+	src, err := s.source(h)
+	if err != nil {
+		return err
+	}
+	if s.fds == nil {
+		return status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
+	}
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
+	f, err := s.fds.Take(ctx, req.GetToken())
+	if err != nil {
+		return s.status(h, err)
+	}
+	defer f.Close()
+	var (
+		written atomic.Int64
+		n       int64
+		ferr    error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		n, ferr = sdk.Fill(ctx, src, req.GetName(), f, func(k int64) { written.Add(k) })
+	}()
+	tick := time.NewTicker(fillProgress)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			if we := (*sdk.WriteError)(nil); errors.As(ferr, &we) {
+				return out.Send(&pb.FillFile_Response{Written: written.Load(), WriteError: status.Convert(s.status(h, ferr)).Message()})
+			}
+			if ferr != nil {
+				return s.status(h, ferr)
+			}
+			return out.Send(&pb.FillFile_Response{Written: n, Done: true})
+		case <-tick.C:
+			if err := out.Send(&pb.FillFile_Response{Written: written.Load()}); err != nil {
+				cancel()
+				<-done
+				return err
+			}
+		}
+	}
+}
+
 // readFile hands the stream's file to pipe, waits until pipe has read it
 // (FinishFile) or gave up (the call ends), then closes the stream and sends
 // the End.
 func (s *server) readFile(h uint64, fr sdk.FileReader, out pb.Plugin_ReadStreamServer) error {
 	done := make(chan bool, 1)
 	token := s.tokens.Add(1)
-	if err := s.fds.send(token, fr.File()); err != nil {
+	if err := s.fds.Send(token, fr.File()); err != nil {
 		fr.Close()
 		return s.status(h, err)
 	}
@@ -380,10 +436,10 @@ func (s *server) CreateObject(ctx context.Context, req *pb.CreateObject_Request)
 	resp := &pb.CreateObject_Response{Token: s.tokens.Add(1)}
 	if req.GetAcceptFd() && s.fds != nil {
 		if fw, ok := w.(sdk.FileWriter); ok {
-			resp.File = s.fds.send(resp.Token, fw.File()) == nil
+			resp.File = s.fds.Send(resp.Token, fw.File()) == nil
 		} else if po, pw, err := pipeObject(w); err == nil {
 			// No file: pipe writes the object through a pipe instead.
-			resp.File = s.fds.send(resp.Token, pw) == nil
+			resp.File = s.fds.Send(resp.Token, pw) == nil
 			pw.Close() // pipe holds the write end now
 			if resp.File {
 				go po.pump()

@@ -80,6 +80,9 @@ func (s *source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		// out does.
 		return io.NopCloser(io.MultiReader(io.LimitReader(pattern{}, s.size/3), failing{})), nil
 	}
+	if name == "ranges" {
+		return &ranges{size: s.size, crash: s.role == "crash"}, nil
+	}
 	if name != "data" {
 		return nil, fmt.Errorf("%q: %w", name, sdk.ErrNotFound)
 	}
@@ -91,6 +94,39 @@ func (s *source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return &crasher{r: r, after: s.size / 3}, nil
 	}
 	return io.NopCloser(r), nil
+}
+
+// ranges is a stream that can only write itself at offsets, last MiB
+// first, as an object store's parallel ranges land out of order: byte o is
+// o % 251. Read fails, so the stream cannot go through ReadStream.
+type ranges struct {
+	size  int64
+	crash bool
+}
+
+func (r *ranges) Read([]byte) (int, error) {
+	return 0, errors.New("ranges are only written at offsets")
+}
+func (r *ranges) Close() error { return nil }
+
+func (r *ranges) WriteAtTo(w io.WriterAt) (int64, error) {
+	const piece = 1 << 20
+	var n int64
+	for off := (r.size - 1) / piece * piece; off >= 0; off -= piece {
+		if r.crash && n > 0 {
+			panic("boom: index out of range")
+		}
+		b := make([]byte, min(piece, r.size-off))
+		for i := range b {
+			b[i] = byte((off + int64(i)) % 251)
+		}
+		k, err := w.WriteAt(b, off)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 type pattern struct{}

@@ -154,9 +154,6 @@ func Open(ctx context.Context, o Options) (io.ReadCloser, error) {
 		first = nil
 	}
 	r.first = first
-	for range o.Concurrency {
-		r.start()
-	}
 	return r, nil
 }
 
@@ -170,6 +167,7 @@ type Reader struct {
 	size   int64
 	first  io.ReadCloser // the first part's body, until that part starts
 
+	began bool    // the parts were started (the first Read), or WriteAtTo ran
 	next  int64   // offset of the next part to start
 	queue []*part // parts started and not yet handed out, in order
 	cur   *part   // the part being read
@@ -220,11 +218,31 @@ func (r *Reader) start() {
 
 // fetch fills p.buf; body, if not nil, is the answer to its first request.
 func (r *Reader) fetch(p *part, body io.ReadCloser) error {
+	return r.get(p.off, p.n, body, func(body io.Reader, got int64) (int64, error) {
+		k, err := io.ReadFull(body, p.buf[got:])
+		return int64(k), err
+	})
+}
+
+// writeError is a failed write of WriteAtTo: not worth asking the range
+// again for.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// get reads the range of n bytes at off: move copies what a body holds
+// from byte got of the range on, and returns how many bytes it moved (a
+// nil error once the range is complete). A body that breaks off is asked
+// again for the missing bytes, as the package says; body, if not nil, is
+// the answer to the first request.
+func (r *Reader) get(off, n int64, body io.ReadCloser, move func(body io.Reader, got int64) (int64, error)) error {
+	p := &part{off: off, n: n}
 	got := int64(0)
 	fails := 0
 	for {
 		var err error
-		k := 0
+		k := int64(0)
 		if body == nil {
 			body, err = r.o.Fetch(r.ctx, p.off+got, p.n-got)
 			if err != nil {
@@ -235,8 +253,12 @@ func (r *Reader) fetch(p *part, body io.ReadCloser) error {
 			}
 		}
 		if body != nil {
-			k, err = io.ReadFull(body, p.buf[got:])
-			got += int64(k)
+			k, err = move(body, got)
+			got += k
+			if werr := (*writeError)(nil); errors.As(err, &werr) {
+				body.Close()
+				return werr.err
+			}
 			if err == nil {
 				err = end(body, p.off+got)
 				if err != nil {
@@ -344,6 +366,110 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
+// fillBuffer bounds what WriteAtTo holds per range in flight.
+const fillBuffer = 1 << 20
+
+// WriteAtTo writes the whole object into w at its own offsets instead of
+// handing it out in order: Concurrency ranges at a time, each copied as it
+// arrives through a buffer of at most 1 MiB (not a part's buffer), in no
+// particular order, as a multi-threaded download into a file is written
+// (rclone's, say). It must come before any Read. A range that breaks off
+// is resumed as for Read; a failed write is not retried. It returns the
+// bytes of the ranges completed: the object's size, or less with the first
+// error, which also stops the other ranges.
+func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
+	if r.isClosed() {
+		return 0, r.o.Explain("reading", ErrClosed)
+	}
+	if r.began {
+		return 0, errors.New("ranged: WriteAtTo after Read")
+	}
+	r.began = true
+	r.mu.Lock()
+	first := r.first
+	r.first = nil
+	r.mu.Unlock()
+	defer func() {
+		if first != nil { // no range took it (a failure came first)
+			first.Close()
+		}
+	}()
+
+	var (
+		mu      sync.Mutex
+		next    int64
+		done    int64
+		failed  error
+		workers sync.WaitGroup
+	)
+	claim := func() (off, n int64, ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= r.size || failed != nil {
+			return 0, 0, false
+		}
+		off, n = next, min(r.o.PartSize, r.size-next)
+		next += n
+		return off, n, true
+	}
+	finish := func(n int64, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && failed == nil {
+			failed = err
+			r.cancel() // the other ranges stop
+		}
+		done += n
+	}
+	worker := func(off, n int64, body io.ReadCloser) {
+		defer workers.Done()
+		buf := make([]byte, min(r.o.PartSize, fillBuffer))
+		for {
+			err := r.get(off, n, body, func(body io.Reader, got int64) (int64, error) {
+				var moved int64
+				for got+moved < n {
+					k, err := io.ReadFull(body, buf[:min(int64(len(buf)), n-got-moved)])
+					if k > 0 {
+						at := off + got + moved
+						if _, werr := w.WriteAt(buf[:k], at); werr != nil {
+							return moved, &writeError{fmt.Errorf("writing bytes %d-%d: %w", at, at+int64(k)-1, werr)}
+						}
+						moved += int64(k)
+					}
+					if err != nil {
+						return moved, err
+					}
+				}
+				return moved, nil
+			})
+			body = nil
+			if err != nil {
+				finish(0, err)
+				return
+			}
+			finish(n, nil)
+			var ok bool
+			if off, n, ok = claim(); !ok {
+				return
+			}
+		}
+	}
+	for range r.o.Concurrency {
+		off, n, ok := claim()
+		if !ok {
+			break
+		}
+		var body io.ReadCloser
+		if off == 0 {
+			body, first = first, nil // the opening answer holds the first range
+		}
+		workers.Add(1)
+		go worker(off, n, body)
+	}
+	workers.Wait()
+	return done, failed
+}
+
 // unread returns the unread bytes of the current part, waiting for the
 // part when the one before was read to its end.
 func (r *Reader) unread() ([]byte, error) {
@@ -355,6 +481,12 @@ func (r *Reader) unread() ([]byte, error) {
 	}
 	if err := r.ctx.Err(); err != nil {
 		return nil, r.fail(r.o.Explain("reading", err))
+	}
+	if !r.began {
+		r.began = true
+		for range r.o.Concurrency {
+			r.start()
+		}
 	}
 	for r.cur == nil || r.off == len(r.cur.buf) {
 		if r.cur != nil {

@@ -202,11 +202,19 @@ func TestBoundedMemory(t *testing.T) {
 	r := open(t, f, Options{PartSize: part, Concurrency: conc})
 	defer r.Close()
 	time.Sleep(100 * time.Millisecond)
-	if n := f.count(); n != conc {
-		t.Fatalf("%d ranges fetched ahead of a consumer that reads nothing; want %d", n, conc)
+	if n := f.count(); n != 0 {
+		t.Fatalf("%d ranges fetched before the first Read; want none (WriteAtTo may come instead)", n)
 	}
-	buf := make([]byte, part) // one part consumed frees one buffer
-	if _, err := io.ReadFull(r, buf); err != nil {
+	buf := make([]byte, part)
+	if _, err := io.ReadFull(r, buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := f.count(); n != conc {
+		t.Fatalf("%d ranges fetched ahead of a consumer that read one byte; want %d", n, conc)
+	}
+	// One part consumed frees one buffer.
+	if _, err := io.ReadFull(r, buf[1:]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Read(buf[:1]); err != nil {
@@ -521,6 +529,7 @@ func TestFirst(t *testing.T) {
 	}
 	o.Fetch = (&fakeObject{data: data, block: true}).fetch
 	r, _ = Open(context.Background(), o)
+	go r.Read(make([]byte, 1)) // the first part reads the opening answer
 	<-blocked
 	closed := make(chan struct{})
 	go func() { r.Close(); close(closed) }()
@@ -585,5 +594,120 @@ func TestOptions(t *testing.T) {
 		if _, err := Open(context.Background(), o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
+	}
+}
+
+// memFile is an io.WriterAt in memory that records the writes it got and
+// fails the one that holds byte failAt (when set).
+type memFile struct {
+	mu       sync.Mutex
+	b        []byte
+	writes   int
+	largest  int
+	outOfSeq bool // a write did not start where the last one ended
+	end      int64
+	failAt   int64
+}
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failAt > 0 && off <= m.failAt && m.failAt < off+int64(len(p)) {
+		return 0, errors.New("no space left on device")
+	}
+	if need := off + int64(len(p)); need > int64(len(m.b)) {
+		m.b = append(m.b, make([]byte, need-int64(len(m.b)))...)
+	}
+	copy(m.b[off:], p)
+	m.writes++
+	m.largest = max(m.largest, len(p))
+	if off != m.end {
+		m.outOfSeq = true
+	}
+	m.end = off + int64(len(p))
+	return len(p), nil
+}
+
+// WriteAtTo puts every range where it belongs, in parallel, through
+// buffers of at most 1 MiB, resuming ranges that broke off; the first
+// range comes from the opening answer.
+func TestWriteAtTo(t *testing.T) {
+	const part = 3 << 20
+	data := randomBytes(11, 5*part+12345)
+	f := &fakeObject{data: data, fail: map[int64]int{part: 1, 3 * part: 1}, cut: 1 << 20}
+	o := Options{PartSize: part, Concurrency: 3, Retries: 1, Explain: explain, Backoff: noPause, Fetch: f.fetch,
+		First: func(ctx context.Context, n int64) (Start, error) {
+			return Start{Size: int64(len(data)), Body: io.NopCloser(bytes.NewReader(data[:n]))}, nil
+		}}
+	r, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var m memFile
+	n, err := r.(*Reader).WriteAtTo(&m)
+	if err != nil || n != int64(len(data)) || !bytes.Equal(m.b, data) {
+		t.Fatalf("wrote %d bytes (%d equal: %v), %v", n, len(m.b), bytes.Equal(m.b, data), err)
+	}
+	if m.largest > 1<<20 {
+		t.Errorf("a write of %d bytes: ranges should move through 1 MiB buffers", m.largest)
+	}
+	if f.asked("0-3145727") {
+		t.Errorf("the first range was fetched again: %v", f.requests)
+	}
+	// Two ranges broke off after 1 MiB: each was asked again from its
+	// first missing byte.
+	for _, want := range []string{fmt.Sprintf("%d-%d", part+1<<20, 2*part-1), fmt.Sprintf("%d-%d", 3*part+1<<20, 4*part-1)} {
+		if !f.asked(want) {
+			t.Errorf("no request %s among %v", want, f.requests)
+		}
+	}
+	if f.maxInFlight > 3 {
+		t.Errorf("%d requests at once; concurrency is 3", f.maxInFlight)
+	}
+	if !m.outOfSeq {
+		t.Error("every write followed the one before: the ranges were not written in parallel")
+	}
+
+	// Not after a Read.
+	r2 := open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 2})
+	defer r2.Close()
+	r2.Read(make([]byte, 1))
+	if _, err := r2.(*Reader).WriteAtTo(&memFile{}); err == nil {
+		t.Error("WriteAtTo after a Read succeeded")
+	}
+
+	// An empty object writes nothing.
+	r3, err := Open(context.Background(), Options{PartSize: part, Concurrency: 2, Fetch: f.fetch,
+		First: func(ctx context.Context, n int64) (Start, error) { return Start{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r3.Close()
+	if n, err := r3.(*Reader).WriteAtTo(&memFile{}); n != 0 || err != nil {
+		t.Errorf("empty object: %d, %v", n, err)
+	}
+}
+
+// A failed write fails WriteAtTo at once, with where it failed, without
+// asking the range again; the other ranges stop.
+func TestWriteAtToWriteFails(t *testing.T) {
+	const part = 1 << 20
+	data := randomBytes(12, 40*part)
+	f := &fakeObject{data: data}
+	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 3, Explain: explain, Backoff: noPause})
+	defer r.Close()
+	n, err := r.(*Reader).WriteAtTo(&memFile{failAt: 2*part + 10})
+	if err == nil || !strings.Contains(err.Error(), "writing bytes 2097152-3145727: no space left on device") {
+		t.Fatalf("err = %v", err)
+	}
+	if n > 3*part {
+		t.Errorf("%d bytes reported written", n)
+	}
+	if f.count() > 5 {
+		t.Errorf("%d ranges asked after the write failed: %v", f.count(), f.requests)
+	}
+	if f.asked("2097152-3145727") && strings.Count(strings.Join(f.requests, " "), "2097152-") > 1 {
+		t.Errorf("the range whose write failed was asked again: %v", f.requests)
 	}
 }

@@ -1,0 +1,101 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+)
+
+// WriterAtTo is implemented by a stream (what Source.Open returns) that can
+// write itself into w at its own offsets, in parallel and out of order (an
+// object store's ranged download writes each range where it belongs),
+// instead of being read in order. pipe uses it, before any Read, when a
+// stream goes unchanged into a file: a restore without stages into the fs
+// sink. It returns the bytes written; the stream is closed after it, as
+// after reading.
+type WriterAtTo interface {
+	WriteAtTo(w io.WriterAt) (int64, error)
+}
+
+// Filler is implemented by sources that write a stream into a file
+// themselves, as Fill does; pipe's stand-in for a plugin's source does, so
+// that the plugin writes the file pipe hands it.
+type Filler interface {
+	Fill(ctx context.Context, name string, f *os.File, progress func(n int64)) (int64, error)
+}
+
+// Fill writes the stream name of src into f, an empty regular file, from
+// its first byte: with WriteAtTo when the stream has it, else in order.
+// progress gets the size of every write as it is made, from several
+// goroutines at once. Writing starts the disk's writeback of what was
+// written (without waiting for it), so that the fsync of a commit finds
+// little left to do. It returns the bytes written.
+func Fill(ctx context.Context, src Source, name string, f *os.File, progress func(n int64)) (int64, error) {
+	if fl, ok := src.(Filler); ok {
+		return fl.Fill(ctx, name, f, progress)
+	}
+	rc, err := src.Open(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	return FillFrom(rc, f, progress)
+}
+
+// FillFrom is Fill of a stream already open, which it closes.
+func FillFrom(rc io.ReadCloser, f *os.File, progress func(n int64)) (int64, error) {
+	w := &fileAt{f: f, progress: progress}
+	var err error
+	var n int64
+	if wt, ok := rc.(WriterAtTo); ok {
+		n, err = wt.WriteAtTo(w)
+	} else {
+		// Through the buffer: a WriteTo of rc (an os.File's) would copy in 32 KiB.
+		n, err = io.CopyBuffer(io.NewOffsetWriter(w, 0), struct{ io.Reader }{rc}, make([]byte, fillPiece))
+		if fr, ok := rc.(FileReader); ok {
+			fr.Done(err == nil) // read to its end through Read, or not
+		}
+	}
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// fillPiece is the size of the writes of a stream filled in order.
+const fillPiece = 1 << 20
+
+// fileAt writes a file at offsets, reports each write and starts its
+// writeback.
+type fileAt struct {
+	f        *os.File
+	progress func(int64)
+}
+
+func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
+	n, err := w.f.WriteAt(p, off)
+	if n > 0 {
+		startWriteback(w.f, off, int64(n))
+		if w.progress != nil {
+			w.progress(int64(n))
+		}
+	}
+	if err != nil {
+		// The file's name here is no help (a descriptor pipe handed over):
+		// the caller names the object.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return n, &WriteError{Err: ExplainIO(err)}
+	}
+	return n, nil
+}
+
+// WriteError is a Fill that failed to write the file, not to read the
+// stream: the sink's failure (a full disk, say), which pipe reports as the
+// sink's.
+type WriteError struct{ Err error }
+
+func (e *WriteError) Error() string { return e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
