@@ -174,3 +174,131 @@ func TestFillFailureAborts(t *testing.T) {
 		t.Fatalf("left behind: %v", left)
 	}
 }
+
+// fileSource serves one regular file as an sdk.FileReader, as the fs
+// source does.
+type fileSource struct {
+	path string
+	done atomic.Int32 // 1: Done(true), 2: Done(false)
+}
+
+func (s *fileSource) Streams(context.Context) ([]sdk.StreamInfo, error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return nil, err
+	}
+	return []sdk.StreamInfo{{Name: "obj", Size: fi.Size()}}, nil
+}
+
+func (s *fileSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, err
+	}
+	return &osFileReader{f: f, s: s}, nil
+}
+
+type osFileReader struct {
+	f *os.File
+	s *fileSource
+}
+
+func (r *osFileReader) Read(p []byte) (int, error) { return r.f.Read(p) }
+func (r *osFileReader) Close() error               { return r.f.Close() }
+func (r *osFileReader) File() *os.File             { return r.f }
+func (r *osFileReader) Done(eof bool) {
+	if eof {
+		r.s.done.Store(1)
+	} else {
+		r.s.done.Store(2)
+	}
+}
+
+// atSink keeps objects in memory; its writers can take a file at once
+// (sdk.ReaderAtFrom) and count which way they were written.
+type atSink struct {
+	objects   map[string][]byte
+	fromFile  atomic.Int32
+	writes    atomic.Int32
+	failAfter int64 // ReadAtFrom fails after this many bytes, as an upload that broke off
+}
+
+func (s *atSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	return &atWriter{s: s, key: obj.Key}, nil
+}
+
+type atWriter struct {
+	s   *atSink
+	key string
+	b   []byte
+}
+
+func (w *atWriter) Write(p []byte) (int, error) {
+	w.s.writes.Store(1)
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func (w *atWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64)) (int64, error) {
+	w.s.fromFile.Store(1)
+	if w.s.failAfter > 0 {
+		return 0, errors.New("uploading part 2: connection reset by peer")
+	}
+	w.b = make([]byte, size)
+	n, err := r.ReadAt(w.b, 0)
+	progress(int64(n))
+	if err == io.EOF && int64(n) == size {
+		err = nil
+	}
+	return int64(n), err
+}
+
+func (w *atWriter) Commit(ctx context.Context) error { w.s.objects[w.key] = w.b; return nil }
+func (w *atWriter) Abort(ctx context.Context) error  { return nil }
+
+func sendJob(src *fileSource, snk *atSink, size int64) *Job {
+	return &Job{Source: src, ChunkSize: 4096, Parallel: 1, Depth: 1,
+		Sinks:   []Sink{{Name: "store", Sink: snk}},
+		Streams: []Stream{{Name: "obj", Size: size, Objects: []sdk.Object{{Key: "obj", Stream: "obj", Size: size}}}}}
+}
+
+// A regular file that goes unchanged into an object the sink can take from
+// a file is handed to the sink (sdk.SendFile); anything between them has it
+// written in order. A failed send fails the run with the sink's error.
+func TestSendHandsTheFile(t *testing.T) {
+	data := randBytes(23, 12_345)
+	path := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, snk := &fileSource{path: path}, &atSink{objects: map[string][]byte{}}
+	res, r, err := run(t, sendJob(src, snk, int64(len(data))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snk.objects["obj"], data) || snk.fromFile.Load() != 1 || snk.writes.Load() != 0 {
+		t.Fatalf("stored %d bytes; from the file %d, by Write %d", len(snk.objects["obj"]), snk.fromFile.Load(), snk.writes.Load())
+	}
+	if src.done.Load() != 1 || res.Streams[0].Read != int64(len(data)) || r.sinks[0].BytesIn() != int64(len(data)) {
+		t.Fatalf("done %d, read %d, sink meter %d", src.done.Load(), res.Streams[0].Read, r.sinks[0].BytesIn())
+	}
+
+	src, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}}
+	j := sendJob(src, snk, int64(len(data)))
+	j.Stages = []Stage{{Name: "rot", Proc: rot{by: 0}}}
+	if _, _, err := run(t, j); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snk.objects["obj"], data) || snk.fromFile.Load() != 0 || snk.writes.Load() != 1 {
+		t.Fatalf("with a stage: from the file %d, by Write %d", snk.fromFile.Load(), snk.writes.Load())
+	}
+
+	src, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}, failAfter: 1}
+	_, _, err = run(t, sendJob(src, snk, int64(len(data))))
+	if err == nil || !strings.Contains(err.Error(), `sink store: writing "obj": uploading part 2`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, ok := snk.objects["obj"]; ok || src.done.Load() != 2 {
+		t.Fatalf("a failed send committed, or told the source it read to the end (%d)", src.done.Load())
+	}
+}

@@ -37,8 +37,13 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	var err error
 	if f := r.fillTarget(st, writers); f != nil {
 		err = r.fill(ctx, st, res, f)
+	} else if r.direct(st, writers) {
+		var rc io.ReadCloser // opened, and not taken by the sink
+		if rc, err = r.send(ctx, st, res, writers[0]); err == nil && rc != nil {
+			err = r.pump(ctx, st, res, writers, rc)
+		}
 	} else {
-		err = r.pump(ctx, st, res, writers)
+		err = r.pump(ctx, st, res, writers, nil)
 	}
 	if err != nil {
 		abort(ctx, writers)
@@ -62,8 +67,9 @@ func (r *Run) stream(ctx context.Context, i int) error {
 }
 
 // pump moves the stream in chunks from the source through the stages and
-// checks to every sink's writer.
-func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers []sdk.ObjectWriter) error {
+// checks to every sink's writer; opened, if not nil, is the stream,
+// opened already.
+func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers []sdk.ObjectWriter, opened io.ReadCloser) error {
 	g, gctx := errgroup.WithContext(ctx)
 	var chans []chan *chunk
 	newCh := func() chan *chunk {
@@ -73,7 +79,7 @@ func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers [
 	}
 	cur := newCh()
 	src := cur
-	g.Go(func() error { return r.source.fail(gctx, r.read(gctx, st, res, src)) })
+	g.Go(func() error { return r.source.fail(gctx, r.read(gctx, st, res, src, opened)) })
 	for _, obs := range st.Checks {
 		in, out := cur, newCh()
 		g.Go(func() error {
@@ -120,12 +126,19 @@ func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers [
 	return err
 }
 
+// direct says whether the stream goes unchanged from the source to its
+// one object: no stage, no check, no rate limit, one sink. The source may
+// then write the object's file itself (fill), or the sink read the
+// stream's file itself (send).
+func (r *Run) direct(st *Stream, writers []sdk.ObjectWriter) bool {
+	return len(r.job.Stages) == 0 && len(st.Checks) == 0 && len(writers) == 1 && r.srcLimit == nil && r.sinkLimits[0] == nil
+}
+
 // fillTarget returns the file of the stream's one object when the source
-// may write it itself (sdk.Fill): nothing between them (no stage, no
-// check, no rate limit, one sink) and the object an empty regular file
-// (the fs sink's). Otherwise nil: the stream moves in chunks.
+// may write it itself (sdk.Fill): a direct stream, and the object an
+// empty regular file (the fs sink's). Otherwise nil.
 func (r *Run) fillTarget(st *Stream, writers []sdk.ObjectWriter) *os.File {
-	if len(r.job.Stages) > 0 || len(st.Checks) > 0 || len(writers) != 1 || r.srcLimit != nil || r.sinkLimits[0] != nil {
+	if !r.direct(st, writers) {
 		return nil
 	}
 	fw, ok := writers[0].(sdk.FileWriter)
@@ -192,15 +205,81 @@ func abort(ctx context.Context, ws []sdk.ObjectWriter) {
 	}
 }
 
-// read fills pooled chunks from the source.
-func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<- *chunk) error {
-	defer close(out)
-	m := r.source
+// open opens the stream.
+func (r *Run) open(ctx context.Context, st *Stream) (io.ReadCloser, error) {
 	t := time.Now()
 	rc, err := r.job.Source.Open(ctx, st.Name)
-	m.addBusy(t)
+	r.source.addBusy(t)
 	if err != nil {
-		return fmt.Errorf("source: opening: %w", err)
+		return nil, fmt.Errorf("source: opening: %w", err)
+	}
+	return rc, nil
+}
+
+// send has the sink's object take the stream's file itself, when the
+// stream is a regular file (the fs source's) and the object can
+// (sdk.SendFile): an upload's parts then go up from their places in the
+// file, without passing through chunks. Otherwise it returns the stream,
+// opened, for the chunks.
+func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.ObjectWriter) (io.ReadCloser, error) {
+	rc, err := r.open(ctx, st)
+	if err != nil {
+		return nil, r.source.fail(ctx, err)
+	}
+	fr, ok := rc.(sdk.FileReader)
+	if !ok {
+		return rc, nil
+	}
+	fi, err := fr.File().Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return rc, nil
+	}
+	src, snk := r.source, r.sinks[0]
+	var counted atomic.Int64
+	t := time.Now()
+	n, taken, err := sdk.SendFile(w, fr.File(), fi.Size(), func(k int64) {
+		counted.Add(k)
+		src.out.Add(k)
+		snk.in.Add(k)
+	})
+	if !taken {
+		return rc, nil
+	}
+	busy := time.Since(t)
+	src.busy.Add(int64(busy))
+	snk.busy.Add(int64(busy))
+	src.chunks.Add(1)
+	snk.chunks.Add(1)
+	fr.Done(err == nil)
+	cerr := rc.Close()
+	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
+		return nil, src.fail(ctx, fmt.Errorf("source: %w", err))
+	}
+	if err != nil {
+		return nil, snk.fail(ctx, fmt.Errorf("sink %s: writing %q: %w", r.job.Sinks[0].Name, st.Objects[0].Key, err))
+	}
+	if cerr != nil {
+		return nil, src.fail(ctx, fmt.Errorf("source: %w", cerr))
+	}
+	res.Read, res.Written = n, n
+	if d := n - counted.Load(); d > 0 {
+		src.out.Add(d)
+		snk.in.Add(d)
+	}
+	return nil, nil
+}
+
+// read fills pooled chunks from the source; opened, if not nil, is the
+// stream, opened already.
+func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<- *chunk, opened io.ReadCloser) error {
+	defer close(out)
+	m := r.source
+	rc := opened
+	if rc == nil {
+		var err error
+		if rc, err = r.open(ctx, st); err != nil {
+			return err
+		}
 	}
 	defer func() {
 		if rc != nil {
@@ -251,8 +330,8 @@ func (r *Run) read(ctx context.Context, st *Stream, res *StreamResult, out chan<
 	}
 	c := rc
 	rc = nil
-	t = time.Now()
-	err = c.Close()
+	t := time.Now()
+	err := c.Close()
 	m.addBusy(t)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)

@@ -370,11 +370,20 @@ func TestS3RoundTrip(t *testing.T) {
 
 		// Each object downloaded on its own, without stages: the s3
 		// plugin writes its ranges straight into the fs sink's file.
+		// And each file uploaded on its own, without stages: the s3
+		// plugin reads the file pipe hands it, its parts from their
+		// places in the file.
 		writeFile(t, filepath.Join(dir2, "raw.hcl"), []byte(s3Vars+`
 variable "key" {}
+variable "file" { default = "data" }
+variable "out" { default = "raw/" }
 pipeline "raw" {
   `+s3Block("source", `key = var.key`)+`
-  sink "fs" { path = "raw/" }
+  sink "fs" { path = var.out }
+}
+pipeline "up" {
+  source "fs" { path = var.file }
+  `+s3Block("sink", `key = var.key`)+`
 }
 `))
 		for _, k := range b.keys(t, bucket, "rt/") {
@@ -382,12 +391,26 @@ pipeline "raw" {
 			if name == "pipe-manifest.json" {
 				continue
 			}
-			mustPipe(t, dir2, b.env(bucket, b.m.Endpoint, "PIPE_VAR_key="+k), "run", "raw.hcl")
 			want, _ := os.ReadFile(filepath.Join(dir2, "data", name))
+			mustPipe(t, dir2, b.env(bucket, b.m.Endpoint, "PIPE_VAR_key="+k), "run", "raw.hcl", "--pipeline", "raw")
 			if got, err := os.ReadFile(filepath.Join(dir2, "raw", name)); err != nil || !bytes.Equal(got, want) {
 				t.Errorf("%s downloaded: %d bytes, want %d (%v)", k, len(got), len(want), err)
 			}
+			up := "up/" + name
+			mustPipe(t, dir2, b.env(bucket, b.m.Endpoint, "PIPE_VAR_key="+up, "PIPE_VAR_file=data/"+name), "run", "raw.hcl", "--pipeline", "up")
+			mustPipe(t, dir2, b.env(bucket, b.m.Endpoint, "PIPE_VAR_key="+up, "PIPE_VAR_out=raw-up/"), "run", "raw.hcl", "--pipeline", "raw")
+			if got, err := os.ReadFile(filepath.Join(dir2, "raw-up", name)); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s uploaded: %d bytes back, want %d (%v)", name, len(got), len(want), err)
+			}
+			head, err := b.client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: &up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if multipart, want := strings.Contains(aws.ToString(head.ETag), "-"), name == "part-plus-one"; multipart != want {
+				t.Errorf("%s uploaded: multipart %v", up, multipart)
+			}
 		}
+		b.noUploads(t, bucket)
 	})
 
 	t.Run("1GiB", func(t *testing.T) {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -425,5 +426,63 @@ func TestFill(t *testing.T) {
 	within(t, 5*time.Second, func() { _, _, _, err = fill("crash", "ranges", size) })
 	if err == nil || !strings.Contains(err.Error(), "plugin crash exited unexpectedly") {
 		t.Fatalf("a plugin that died: %v", err)
+	}
+}
+
+// An object through a plugin takes its bytes from a file pipe hands over
+// (SendFile) when its writer can (sdk.ReaderAtFrom); one that cannot is
+// untouched and is written through its pipe as always.
+func TestSendFile(t *testing.T) {
+	r := registry(t)
+	st, err := r.Sink("good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	snk, diags := st.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": dir}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	data := make([]byte, 3<<20+77)
+	for i := range data {
+		data[i] = byte(i % 253)
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"at-taken", "written"} {
+		w, err := snk.Create(context.Background(), sdk.Object{Key: key, Stream: key, Size: int64(len(data)), MaxSize: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var progress atomic.Int64
+		n, taken, err := sdk.SendFile(w, f, int64(len(data)), func(k int64) { progress.Add(k) })
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if want := key == "at-taken"; taken != want {
+			t.Fatalf("%s: taken %v", key, taken)
+		}
+		if taken && (n != int64(len(data)) || progress.Load() != n) {
+			t.Fatalf("%s: sent %d, progress %d", key, n, progress.Load())
+		}
+		if !taken {
+			// Untouched: the pipe still carries the object.
+			if _, err := w.Write(data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dir, key)); !bytes.Equal(got, data) {
+			t.Fatalf("%s: stored %d bytes, want %d", key, len(got), len(data))
+		}
 	}
 }

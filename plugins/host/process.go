@@ -53,6 +53,7 @@ type process struct {
 	started *exec.Cmd
 	fds     *fdsock.Conn  // nil: data travels in messages only
 	fill    bool          // the plugin serves FillFile
+	send    bool          // the plugin serves SendFile
 	tokens  atomic.Uint64 // of the files handed to the plugin
 	log     *slog.Logger
 }

@@ -78,7 +78,7 @@ func New(o Options) (*Registry, error) {
 	if o.BuiltinCmd != nil {
 		self, _ := os.Executable()
 		r.builtin = newProcess(o.Builtin.Name, self, o.BuiltinCmd, o.Log)
-		r.builtin.fill = true // built with this SDK
+		r.builtin.fill, r.builtin.send = true, true // built with this SDK
 	}
 	p := o.Builtin
 	for name, t := range p.Sources {
@@ -313,7 +313,7 @@ func (r *Registry) start(ext *external, pin Pin) {
 	if ext.err != nil {
 		return
 	}
-	ext.proc.fill = ext.info.GetFillFile()
+	ext.proc.fill, ext.proc.send = ext.info.GetFillFile(), ext.info.GetSendFile()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ep := range ext.info.GetEndpoints() {

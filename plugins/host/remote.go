@@ -149,25 +149,43 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 	if err != nil {
 		return 0, s.proc.wrap(ctx, err)
 	}
+	return s.proc.follow(ctx, "writing "+name, progress, func() (int64, bool, error, error) {
+		resp, err := st.Recv()
+		if msg := resp.GetWriteError(); msg != "" {
+			return resp.GetWritten(), true, &sdk.WriteError{Err: errors.New(msg)}, nil
+		}
+		return resp.GetWritten(), resp.GetDone(), nil, err
+	})
+}
+
+// errUnsupported is a plugin's answer that it cannot do what was asked,
+// and did nothing.
+var errUnsupported = errors.New("unsupported")
+
+// follow reads a plugin's answers to a call that reports progress, until
+// the last one: next returns the bytes done so far, whether the answer is
+// the last, the failure it reports, and the call's error. progress gets
+// what each answer adds.
+func (p *process) follow(ctx context.Context, what string, progress func(int64), next func() (done int64, last bool, failed, err error)) (int64, error) {
 	var reported int64
 	for {
-		resp, err := st.Recv()
+		done, last, failed, err := next()
 		if err == io.EOF {
-			return reported, fmt.Errorf("plugin %s ended writing %s without saying it was done", s.proc.name, name)
+			return reported, fmt.Errorf("plugin %s ended %s without saying it was done", p.name, what)
 		}
 		if err != nil {
-			return reported, s.proc.wrap(ctx, err)
+			return reported, p.wrap(ctx, err)
 		}
-		if k := resp.GetWritten() - reported; k > 0 {
+		if k := done - reported; k > 0 {
 			if progress != nil {
 				progress(k)
 			}
-			reported = resp.GetWritten()
+			reported = done
 		}
-		if msg := resp.GetWriteError(); msg != "" {
-			return reported, &sdk.WriteError{Err: errors.New(msg)}
+		if failed != nil {
+			return reported, failed
 		}
-		if resp.GetDone() {
+		if last {
 			return reported, nil
 		}
 	}
@@ -232,6 +250,14 @@ type fileReader struct {
 	endErr error
 	lost   bool // the plugin did not answer FinishFile (it died)
 }
+
+var _ sdk.FileReader = (*fileReader)(nil)
+
+// File is the stream's file, for whoever reads it otherwise than by Read
+// (sdk.SendFile hands it to a sink); Done then says whether it was read to
+// the end.
+func (r *fileReader) File() *os.File { return r.f }
+func (r *fileReader) Done(eof bool)  { r.eof = eof }
 
 func (r *fileReader) Read(p []byte) (int, error) {
 	if r.ended {
@@ -617,6 +643,41 @@ func (w *fileWriter) finish(commit bool) error {
 
 // File is the object's file: a source may write it itself (sdk.Fill).
 func (w *fileWriter) File() *os.File { return w.f }
+
+// SendFile has the plugin's object take its bytes from f itself (see
+// sdk.FileSender): pipe hands it the file, and it reports the bytes sent
+// as it goes. Only for an object written through a pipe (an upload), and
+// a plugin that serves SendFile; an object that cannot is untouched.
+func (w *fileWriter) SendFile(f *os.File, size int64, progress func(int64)) (int64, bool, error) {
+	proc := w.s.proc
+	if w.regular || !proc.send || proc.fds == nil || w.off > 0 {
+		return 0, false, nil
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	token := proc.tokens.Add(1)
+	if err := proc.fds.Send(token, f); err != nil {
+		return 0, false, nil // the file stays here: write the object as always
+	}
+	st, err := proc.rpc.SendFile(ctx, &pb.SendFile_Request{Token: w.token, File: token, Size: size})
+	if err != nil {
+		return 0, true, proc.wrap(ctx, err)
+	}
+	n, err := proc.follow(ctx, "sending "+w.key, progress, func() (int64, bool, error, error) {
+		resp, err := st.Recv()
+		switch {
+		case resp.GetUnsupported():
+			return 0, true, errUnsupported, nil
+		case resp.GetReadError() != "":
+			return resp.GetSent(), true, &sdk.ReadError{Err: errors.New(resp.GetReadError())}, nil
+		}
+		return resp.GetSent(), resp.GetDone(), nil, err
+	})
+	if err == errUnsupported {
+		return 0, false, nil
+	}
+	return n, true, err
+}
 
 func (w *fileWriter) Commit(ctx context.Context) error { return w.finish(true) }
 func (w *fileWriter) Abort(ctx context.Context) error  { return w.finish(false) }

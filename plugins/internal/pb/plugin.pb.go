@@ -914,6 +914,42 @@ func (*FillFile) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{11}
 }
 
+type SendFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendFile) Reset() {
+	*x = SendFile{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendFile) ProtoMessage() {}
+
+func (x *SendFile) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendFile.ProtoReflect.Descriptor instead.
+func (*SendFile) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
+}
+
 type FinishFile struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -922,7 +958,7 @@ type FinishFile struct {
 
 func (x *FinishFile) Reset() {
 	*x = FinishFile{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +970,7 @@ func (x *FinishFile) String() string {
 func (*FinishFile) ProtoMessage() {}
 
 func (x *FinishFile) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[12]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +983,7 @@ func (x *FinishFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishFile.ProtoReflect.Descriptor instead.
 func (*FinishFile) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 type CreateObject struct {
@@ -958,7 +994,7 @@ type CreateObject struct {
 
 func (x *CreateObject) Reset() {
 	*x = CreateObject{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1006,7 @@ func (x *CreateObject) String() string {
 func (*CreateObject) ProtoMessage() {}
 
 func (x *CreateObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[13]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1019,7 @@ func (x *CreateObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateObject.ProtoReflect.Descriptor instead.
 func (*CreateObject) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 type FinishObject struct {
@@ -994,7 +1030,7 @@ type FinishObject struct {
 
 func (x *FinishObject) Reset() {
 	*x = FinishObject{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1042,7 @@ func (x *FinishObject) String() string {
 func (*FinishObject) ProtoMessage() {}
 
 func (x *FinishObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[14]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1055,7 @@ func (x *FinishObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishObject.ProtoReflect.Descriptor instead.
 func (*FinishObject) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 type ObjectInfo struct {
@@ -1033,7 +1069,7 @@ type ObjectInfo struct {
 
 func (x *ObjectInfo) Reset() {
 	*x = ObjectInfo{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1081,7 @@ func (x *ObjectInfo) String() string {
 func (*ObjectInfo) ProtoMessage() {}
 
 func (x *ObjectInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[15]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1094,7 @@ func (x *ObjectInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectInfo.ProtoReflect.Descriptor instead.
 func (*ObjectInfo) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ObjectInfo) GetKey() string {
@@ -1090,7 +1126,7 @@ type ListObjects struct {
 
 func (x *ListObjects) Reset() {
 	*x = ListObjects{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1138,7 @@ func (x *ListObjects) String() string {
 func (*ListObjects) ProtoMessage() {}
 
 func (x *ListObjects) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[16]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1151,7 @@ func (x *ListObjects) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListObjects.ProtoReflect.Descriptor instead.
 func (*ListObjects) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 type EstimateMemory struct {
@@ -1126,7 +1162,7 @@ type EstimateMemory struct {
 
 func (x *EstimateMemory) Reset() {
 	*x = EstimateMemory{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1174,7 @@ func (x *EstimateMemory) String() string {
 func (*EstimateMemory) ProtoMessage() {}
 
 func (x *EstimateMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1187,7 @@ func (x *EstimateMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateMemory.ProtoReflect.Descriptor instead.
 func (*EstimateMemory) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 type Object struct {
@@ -1166,7 +1202,7 @@ type Object struct {
 
 func (x *Object) Reset() {
 	*x = Object{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1214,7 @@ func (x *Object) String() string {
 func (*Object) ProtoMessage() {}
 
 func (x *Object) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1227,7 @@ func (x *Object) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Object.ProtoReflect.Descriptor instead.
 func (*Object) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Object) GetKey() string {
@@ -1230,7 +1266,7 @@ type WriteObject struct {
 
 func (x *WriteObject) Reset() {
 	*x = WriteObject{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1278,7 @@ func (x *WriteObject) String() string {
 func (*WriteObject) ProtoMessage() {}
 
 func (x *WriteObject) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1291,7 @@ func (x *WriteObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject.ProtoReflect.Descriptor instead.
 func (*WriteObject) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 type Remove struct {
@@ -1266,7 +1302,7 @@ type Remove struct {
 
 func (x *Remove) Reset() {
 	*x = Remove{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1314,7 @@ func (x *Remove) String() string {
 func (*Remove) ProtoMessage() {}
 
 func (x *Remove) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1327,7 @@ func (x *Remove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove.ProtoReflect.Descriptor instead.
 func (*Remove) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 type Prepare struct {
@@ -1302,7 +1338,7 @@ type Prepare struct {
 
 func (x *Prepare) Reset() {
 	*x = Prepare{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1350,7 @@ func (x *Prepare) String() string {
 func (*Prepare) ProtoMessage() {}
 
 func (x *Prepare) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1363,7 @@ func (x *Prepare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
 func (*Prepare) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 type Flush struct {
@@ -1338,7 +1374,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1386,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1399,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 type Close struct {
@@ -1374,7 +1410,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1422,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1435,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 type Stop struct {
@@ -1410,7 +1446,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1458,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1471,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 type Value_StringList struct {
@@ -1447,7 +1483,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1495,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1527,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1539,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1570,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1582,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,13 +1604,14 @@ type GetSchema_Response struct {
 	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
 	Endpoints     []*Endpoint            `protobuf:"bytes,3,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	FillFile      bool                   `protobuf:"varint,4,opt,name=fill_file,json=fillFile,proto3" json:"fill_file,omitempty"` // serves FillFile (takes files from pipe)
+	SendFile      bool                   `protobuf:"varint,5,opt,name=send_file,json=sendFile,proto3" json:"send_file,omitempty"` // serves SendFile
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1623,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,6 +1667,13 @@ func (x *GetSchema_Response) GetFillFile() bool {
 	return false
 }
 
+func (x *GetSchema_Response) GetSendFile() bool {
+	if x != nil {
+		return x.SendFile
+	}
+	return false
+}
+
 type Configure_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          Kind                   `protobuf:"varint,1,opt,name=kind,proto3,enum=pipe.plugin.v1.Kind" json:"kind,omitempty"`
@@ -1641,7 +1685,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1697,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1749,7 @@ type Configure_Response struct {
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1761,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1828,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1840,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +1875,7 @@ type ListStreams_Response struct {
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1887,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1928,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +1940,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1947,7 +1991,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2003,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2086,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2098,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2132,7 @@ type FillFile_Request struct {
 
 func (x *FillFile_Request) Reset() {
 	*x = FillFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2144,7 @@ func (x *FillFile_Request) String() string {
 func (*FillFile_Request) ProtoMessage() {}
 
 func (x *FillFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2194,7 @@ type FillFile_Response struct {
 
 func (x *FillFile_Response) Reset() {
 	*x = FillFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2206,7 @@ func (x *FillFile_Response) String() string {
 func (*FillFile_Response) ProtoMessage() {}
 
 func (x *FillFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,6 +2243,134 @@ func (x *FillFile_Response) GetWriteError() string {
 	return ""
 }
 
+type SendFile_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"` // the object, from CreateObject
+	File          uint64                 `protobuf:"varint,2,opt,name=file,proto3" json:"file,omitempty"`   // the file, on the descriptor socket
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendFile_Request) Reset() {
+	*x = SendFile_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendFile_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendFile_Request) ProtoMessage() {}
+
+func (x *SendFile_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendFile_Request.ProtoReflect.Descriptor instead.
+func (*SendFile_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12, 0}
+}
+
+func (x *SendFile_Request) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *SendFile_Request) GetFile() uint64 {
+	if x != nil {
+		return x.File
+	}
+	return 0
+}
+
+func (x *SendFile_Request) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type SendFile_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sent          int64                  `protobuf:"varint,1,opt,name=sent,proto3" json:"sent,omitempty"` // bytes sent so far
+	Done          bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"` // the last answer: every byte is in the object
+	Unsupported   bool                   `protobuf:"varint,3,opt,name=unsupported,proto3" json:"unsupported,omitempty"`
+	ReadError     string                 `protobuf:"bytes,4,opt,name=read_error,json=readError,proto3" json:"read_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendFile_Response) Reset() {
+	*x = SendFile_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendFile_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendFile_Response) ProtoMessage() {}
+
+func (x *SendFile_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendFile_Response.ProtoReflect.Descriptor instead.
+func (*SendFile_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12, 1}
+}
+
+func (x *SendFile_Response) GetSent() int64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *SendFile_Response) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *SendFile_Response) GetUnsupported() bool {
+	if x != nil {
+		return x.Unsupported
+	}
+	return false
+}
+
+func (x *SendFile_Response) GetReadError() string {
+	if x != nil {
+		return x.ReadError
+	}
+	return ""
+}
+
 type FinishFile_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -2209,7 +2381,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2393,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2406,7 @@ func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishFile_Request.ProtoReflect.Descriptor instead.
 func (*FinishFile_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13, 0}
 }
 
 func (x *FinishFile_Request) GetToken() uint64 {
@@ -2259,7 +2431,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2443,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2456,7 @@ func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishFile_Response.ProtoReflect.Descriptor instead.
 func (*FinishFile_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{12, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13, 1}
 }
 
 type CreateObject_Request struct {
@@ -2298,7 +2470,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2482,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2495,7 @@ func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateObject_Request.ProtoReflect.Descriptor instead.
 func (*CreateObject_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14, 0}
 }
 
 func (x *CreateObject_Request) GetHandle() uint64 {
@@ -2357,7 +2529,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2541,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2554,7 @@ func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateObject_Response.ProtoReflect.Descriptor instead.
 func (*CreateObject_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{13, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14, 1}
 }
 
 func (x *CreateObject_Response) GetToken() uint64 {
@@ -2409,7 +2581,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2593,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2606,7 @@ func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishObject_Request.ProtoReflect.Descriptor instead.
 func (*FinishObject_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 0}
 }
 
 func (x *FinishObject_Request) GetToken() uint64 {
@@ -2459,7 +2631,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2643,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2656,7 @@ func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishObject_Response.ProtoReflect.Descriptor instead.
 func (*FinishObject_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{14, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{15, 1}
 }
 
 type ListObjects_Request struct {
@@ -2497,7 +2669,7 @@ type ListObjects_Request struct {
 
 func (x *ListObjects_Request) Reset() {
 	*x = ListObjects_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2681,7 @@ func (x *ListObjects_Request) String() string {
 func (*ListObjects_Request) ProtoMessage() {}
 
 func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2694,7 @@ func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListObjects_Request.ProtoReflect.Descriptor instead.
 func (*ListObjects_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 0}
 }
 
 func (x *ListObjects_Request) GetHandle() uint64 {
@@ -2548,7 +2720,7 @@ type ListObjects_Response struct {
 
 func (x *ListObjects_Response) Reset() {
 	*x = ListObjects_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2732,7 @@ func (x *ListObjects_Response) String() string {
 func (*ListObjects_Response) ProtoMessage() {}
 
 func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2745,7 @@ func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListObjects_Response.ProtoReflect.Descriptor instead.
 func (*ListObjects_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{16, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 1}
 }
 
 func (x *ListObjects_Response) GetObjects() []*ObjectInfo {
@@ -2595,7 +2767,7 @@ type EstimateMemory_Request struct {
 
 func (x *EstimateMemory_Request) Reset() {
 	*x = EstimateMemory_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2779,7 @@ func (x *EstimateMemory_Request) String() string {
 func (*EstimateMemory_Request) ProtoMessage() {}
 
 func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2792,7 @@ func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateMemory_Request.ProtoReflect.Descriptor instead.
 func (*EstimateMemory_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 0}
 }
 
 func (x *EstimateMemory_Request) GetKind() Kind {
@@ -2660,7 +2832,7 @@ type EstimateMemory_Response struct {
 
 func (x *EstimateMemory_Response) Reset() {
 	*x = EstimateMemory_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2844,7 @@ func (x *EstimateMemory_Response) String() string {
 func (*EstimateMemory_Response) ProtoMessage() {}
 
 func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2857,7 @@ func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateMemory_Response.ProtoReflect.Descriptor instead.
 func (*EstimateMemory_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{17, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{18, 1}
 }
 
 func (x *EstimateMemory_Response) GetBytes() int64 {
@@ -2709,7 +2881,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2893,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2906,7 @@ func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Request.ProtoReflect.Descriptor instead.
 func (*WriteObject_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 0}
 }
 
 func (x *WriteObject_Request) GetMsg() isWriteObject_Request_Msg {
@@ -2804,7 +2976,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2988,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +3001,7 @@ func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Open.ProtoReflect.Descriptor instead.
 func (*WriteObject_Open) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 1}
 }
 
 func (x *WriteObject_Open) GetHandle() uint64 {
@@ -2862,7 +3034,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +3046,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +3059,7 @@ func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Finish.ProtoReflect.Descriptor instead.
 func (*WriteObject_Finish) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 2}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 2}
 }
 
 func (x *WriteObject_Finish) GetCommit() bool {
@@ -2905,7 +3077,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3089,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3102,7 @@ func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteObject_Response.ProtoReflect.Descriptor instead.
 func (*WriteObject_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{19, 3}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 3}
 }
 
 type Remove_Request struct {
@@ -2943,7 +3115,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3127,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3140,7 @@ func (x *Remove_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove_Request.ProtoReflect.Descriptor instead.
 func (*Remove_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 0}
 }
 
 func (x *Remove_Request) GetHandle() uint64 {
@@ -2993,7 +3165,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3177,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3190,7 @@ func (x *Remove_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remove_Response.ProtoReflect.Descriptor instead.
 func (*Remove_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{20, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
 }
 
 type Prepare_Request struct {
@@ -3031,7 +3203,7 @@ type Prepare_Request struct {
 
 func (x *Prepare_Request) Reset() {
 	*x = Prepare_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3215,7 @@ func (x *Prepare_Request) String() string {
 func (*Prepare_Request) ProtoMessage() {}
 
 func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3228,7 @@ func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare_Request.ProtoReflect.Descriptor instead.
 func (*Prepare_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
 }
 
 func (x *Prepare_Request) GetHandle() uint64 {
@@ -3081,7 +3253,7 @@ type Prepare_Response struct {
 
 func (x *Prepare_Response) Reset() {
 	*x = Prepare_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3265,7 @@ func (x *Prepare_Response) String() string {
 func (*Prepare_Response) ProtoMessage() {}
 
 func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3278,7 @@ func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare_Response.ProtoReflect.Descriptor instead.
 func (*Prepare_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
 }
 
 type Flush_Request struct {
@@ -3118,7 +3290,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3302,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3315,7 @@ func (x *Flush_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Request.ProtoReflect.Descriptor instead.
 func (*Flush_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 0}
 }
 
 func (x *Flush_Request) GetHandle() uint64 {
@@ -3161,7 +3333,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3345,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3358,7 @@ func (x *Flush_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Response.ProtoReflect.Descriptor instead.
 func (*Flush_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
 }
 
 type Close_Request struct {
@@ -3198,7 +3370,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3382,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3395,7 @@ func (x *Close_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Request.ProtoReflect.Descriptor instead.
 func (*Close_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
 }
 
 func (x *Close_Request) GetHandle() uint64 {
@@ -3241,7 +3413,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3253,7 +3425,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3266,7 +3438,7 @@ func (x *Close_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Response.ProtoReflect.Descriptor instead.
 func (*Close_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
 }
 
 type Stop_Request struct {
@@ -3277,7 +3449,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3461,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3474,7 @@ func (x *Stop_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Request.ProtoReflect.Descriptor instead.
 func (*Stop_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 0}
 }
 
 type Stop_Response struct {
@@ -3313,7 +3485,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3497,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3510,7 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3392,14 +3564,15 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bEndpoint\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12.\n" +
-	"\x06schema\x18\x03 \x01(\v2\x16.pipe.plugin.v1.SchemaR\x06schema\"\xa6\x01\n" +
+	"\x06schema\x18\x03 \x01(\v2\x16.pipe.plugin.v1.SchemaR\x06schema\"\xc3\x01\n" +
 	"\tGetSchema\x1a\t\n" +
-	"\aRequest\x1a\x8d\x01\n" +
+	"\aRequest\x1a\xaa\x01\n" +
 	"\bResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\x12\x1b\n" +
-	"\tfill_file\x18\x04 \x01(\bR\bfillFile\"\xbb\x03\n" +
+	"\tfill_file\x18\x04 \x01(\bR\bfillFile\x12\x1b\n" +
+	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xbb\x03\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -3453,7 +3626,18 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\awritten\x18\x01 \x01(\x03R\awritten\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x12\x1f\n" +
 	"\vwrite_error\x18\x03 \x01(\tR\n" +
-	"writeError\"K\n" +
+	"writeError\"\xc8\x01\n" +
+	"\bSendFile\x1aG\n" +
+	"\aRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04file\x18\x02 \x01(\x04R\x04file\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x1as\n" +
+	"\bResponse\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\x03R\x04sent\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done\x12 \n" +
+	"\vunsupported\x18\x03 \x01(\bR\vunsupported\x12\x1d\n" +
+	"\n" +
+	"read_error\x18\x04 \x01(\tR\treadError\"K\n" +
 	"\n" +
 	"FinishFile\x1a1\n" +
 	"\aRequest\x12\x14\n" +
@@ -3554,8 +3738,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xce\n" +
-	"\n" +
+	"\rTYPE_DURATION\x10\a2\xa1\v\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -3572,7 +3755,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06Remove\x12\x1e.pipe.plugin.v1.Remove.Request\x1a\x1f.pipe.plugin.v1.Remove.Response\x12F\n" +
 	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12L\n" +
 	"\aPrepare\x12\x1f.pipe.plugin.v1.Prepare.Request\x1a .pipe.plugin.v1.Prepare.Response\x12Q\n" +
-	"\bFillFile\x12 .pipe.plugin.v1.FillFile.Request\x1a!.pipe.plugin.v1.FillFile.Response0\x01\x12F\n" +
+	"\bFillFile\x12 .pipe.plugin.v1.FillFile.Request\x1a!.pipe.plugin.v1.FillFile.Response0\x01\x12Q\n" +
+	"\bSendFile\x12 .pipe.plugin.v1.SendFile.Request\x1a!.pipe.plugin.v1.SendFile.Response0\x01\x12F\n" +
 	"\x05Close\x12\x1d.pipe.plugin.v1.Close.Request\x1a\x1e.pipe.plugin.v1.Close.Response\x12C\n" +
 	"\x04Stop\x12\x1c.pipe.plugin.v1.Stop.Request\x1a\x1d.pipe.plugin.v1.Stop.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
 
@@ -3589,7 +3773,7 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
 	(Type)(0),                       // 1: pipe.plugin.v1.Type
@@ -3606,123 +3790,128 @@ var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(*ReadStream)(nil),              // 12: pipe.plugin.v1.ReadStream
 	(*FileRef)(nil),                 // 13: pipe.plugin.v1.FileRef
 	(*FillFile)(nil),                // 14: pipe.plugin.v1.FillFile
-	(*FinishFile)(nil),              // 15: pipe.plugin.v1.FinishFile
-	(*CreateObject)(nil),            // 16: pipe.plugin.v1.CreateObject
-	(*FinishObject)(nil),            // 17: pipe.plugin.v1.FinishObject
-	(*ObjectInfo)(nil),              // 18: pipe.plugin.v1.ObjectInfo
-	(*ListObjects)(nil),             // 19: pipe.plugin.v1.ListObjects
-	(*EstimateMemory)(nil),          // 20: pipe.plugin.v1.EstimateMemory
-	(*Object)(nil),                  // 21: pipe.plugin.v1.Object
-	(*WriteObject)(nil),             // 22: pipe.plugin.v1.WriteObject
-	(*Remove)(nil),                  // 23: pipe.plugin.v1.Remove
-	(*Prepare)(nil),                 // 24: pipe.plugin.v1.Prepare
-	(*Flush)(nil),                   // 25: pipe.plugin.v1.Flush
-	(*Close)(nil),                   // 26: pipe.plugin.v1.Close
-	(*Stop)(nil),                    // 27: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),        // 28: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),         // 29: pipe.plugin.v1.Value.StringMap
-	nil,                             // 30: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),       // 31: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),      // 32: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),       // 33: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),      // 34: pipe.plugin.v1.Configure.Response
-	nil,                             // 35: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),     // 36: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),    // 37: pipe.plugin.v1.ListStreams.Response
-	nil,                             // 38: pipe.plugin.v1.ListStreams.Response.FactsEntry
-	(*ReadStream_Request)(nil),      // 39: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),     // 40: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),          // 41: pipe.plugin.v1.ReadStream.End
-	(*FillFile_Request)(nil),        // 42: pipe.plugin.v1.FillFile.Request
-	(*FillFile_Response)(nil),       // 43: pipe.plugin.v1.FillFile.Response
-	(*FinishFile_Request)(nil),      // 44: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),     // 45: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),    // 46: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil),   // 47: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),    // 48: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil),   // 49: pipe.plugin.v1.FinishObject.Response
-	(*ListObjects_Request)(nil),     // 50: pipe.plugin.v1.ListObjects.Request
-	(*ListObjects_Response)(nil),    // 51: pipe.plugin.v1.ListObjects.Response
-	(*EstimateMemory_Request)(nil),  // 52: pipe.plugin.v1.EstimateMemory.Request
-	(*EstimateMemory_Response)(nil), // 53: pipe.plugin.v1.EstimateMemory.Response
-	nil,                             // 54: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	(*WriteObject_Request)(nil),     // 55: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),        // 56: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),      // 57: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),    // 58: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),          // 59: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),         // 60: pipe.plugin.v1.Remove.Response
-	(*Prepare_Request)(nil),         // 61: pipe.plugin.v1.Prepare.Request
-	(*Prepare_Response)(nil),        // 62: pipe.plugin.v1.Prepare.Response
-	(*Flush_Request)(nil),           // 63: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),          // 64: pipe.plugin.v1.Flush.Response
-	(*Close_Request)(nil),           // 65: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),          // 66: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),            // 67: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),           // 68: pipe.plugin.v1.Stop.Response
+	(*SendFile)(nil),                // 15: pipe.plugin.v1.SendFile
+	(*FinishFile)(nil),              // 16: pipe.plugin.v1.FinishFile
+	(*CreateObject)(nil),            // 17: pipe.plugin.v1.CreateObject
+	(*FinishObject)(nil),            // 18: pipe.plugin.v1.FinishObject
+	(*ObjectInfo)(nil),              // 19: pipe.plugin.v1.ObjectInfo
+	(*ListObjects)(nil),             // 20: pipe.plugin.v1.ListObjects
+	(*EstimateMemory)(nil),          // 21: pipe.plugin.v1.EstimateMemory
+	(*Object)(nil),                  // 22: pipe.plugin.v1.Object
+	(*WriteObject)(nil),             // 23: pipe.plugin.v1.WriteObject
+	(*Remove)(nil),                  // 24: pipe.plugin.v1.Remove
+	(*Prepare)(nil),                 // 25: pipe.plugin.v1.Prepare
+	(*Flush)(nil),                   // 26: pipe.plugin.v1.Flush
+	(*Close)(nil),                   // 27: pipe.plugin.v1.Close
+	(*Stop)(nil),                    // 28: pipe.plugin.v1.Stop
+	(*Value_StringList)(nil),        // 29: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 30: pipe.plugin.v1.Value.StringMap
+	nil,                             // 31: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 32: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 33: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 34: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 35: pipe.plugin.v1.Configure.Response
+	nil,                             // 36: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 37: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 38: pipe.plugin.v1.ListStreams.Response
+	nil,                             // 39: pipe.plugin.v1.ListStreams.Response.FactsEntry
+	(*ReadStream_Request)(nil),      // 40: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 41: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 42: pipe.plugin.v1.ReadStream.End
+	(*FillFile_Request)(nil),        // 43: pipe.plugin.v1.FillFile.Request
+	(*FillFile_Response)(nil),       // 44: pipe.plugin.v1.FillFile.Response
+	(*SendFile_Request)(nil),        // 45: pipe.plugin.v1.SendFile.Request
+	(*SendFile_Response)(nil),       // 46: pipe.plugin.v1.SendFile.Response
+	(*FinishFile_Request)(nil),      // 47: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 48: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 49: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 50: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 51: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 52: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 53: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 54: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 55: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 56: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 57: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 58: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 59: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 60: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 61: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 62: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 63: pipe.plugin.v1.Remove.Response
+	(*Prepare_Request)(nil),         // 64: pipe.plugin.v1.Prepare.Request
+	(*Prepare_Response)(nil),        // 65: pipe.plugin.v1.Prepare.Response
+	(*Flush_Request)(nil),           // 66: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 67: pipe.plugin.v1.Flush.Response
+	(*Close_Request)(nil),           // 68: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 69: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 70: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 71: pipe.plugin.v1.Stop.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	28, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	29, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	29, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	30, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	30, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	31, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	35, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	36, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	38, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
-	41, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	39, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
+	42, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
 	13, // 17: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
-	21, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
-	18, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
+	22, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
+	19, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
 	0,  // 20: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
-	54, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	57, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
 	3,  // 22: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
-	56, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	57, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
-	21, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
-	21, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
-	31, // 27: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	33, // 28: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	36, // 29: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	39, // 30: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	55, // 31: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	44, // 32: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	46, // 33: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	48, // 34: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	50, // 35: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
-	52, // 36: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
-	59, // 37: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	63, // 38: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	61, // 39: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
-	42, // 40: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
-	65, // 41: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	67, // 42: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	32, // 43: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	34, // 44: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	37, // 45: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	40, // 46: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	58, // 47: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	45, // 48: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	47, // 49: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	49, // 50: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	51, // 51: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
-	53, // 52: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
-	60, // 53: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	64, // 54: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	62, // 55: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
-	43, // 56: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
-	66, // 57: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	68, // 58: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	43, // [43:59] is the sub-list for method output_type
-	27, // [27:43] is the sub-list for method input_type
+	59, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	60, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	22, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
+	22, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
+	32, // 27: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	34, // 28: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	37, // 29: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	40, // 30: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	58, // 31: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	47, // 32: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	49, // 33: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	51, // 34: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	53, // 35: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	55, // 36: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	62, // 37: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	66, // 38: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	64, // 39: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
+	43, // 40: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
+	45, // 41: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
+	68, // 42: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	70, // 43: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	33, // 44: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	35, // 45: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	38, // 46: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	41, // 47: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	61, // 48: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	48, // 49: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	50, // 50: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	52, // 51: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	54, // 52: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	56, // 53: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	63, // 54: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	67, // 55: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	65, // 56: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
+	44, // 57: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
+	46, // 58: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
+	69, // 59: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	71, // 60: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -3741,12 +3930,12 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[37].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[38].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[52].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[55].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
@@ -3757,7 +3946,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   66,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,6 +55,7 @@ const (
 	Plugin_Flush_FullMethodName          = "/pipe.plugin.v1.Plugin/Flush"
 	Plugin_Prepare_FullMethodName        = "/pipe.plugin.v1.Plugin/Prepare"
 	Plugin_FillFile_FullMethodName       = "/pipe.plugin.v1.Plugin/FillFile"
+	Plugin_SendFile_FullMethodName       = "/pipe.plugin.v1.Plugin/SendFile"
 	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
 	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
 )
@@ -103,6 +104,16 @@ type PluginClient interface {
 	// so far as it goes, then once with done set. Asked only of plugins
 	// whose GetSchema said fill_file, with a descriptor socket.
 	FillFile(ctx context.Context, in *FillFile_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FillFile_Response], error)
+	// SendFile has an object made by CreateObject take all its bytes from
+	// the file pipe sent under file on the descriptor socket (a regular file
+	// of size bytes), read in sections in parallel (a multipart upload's
+	// parts), instead of from the pipe handed over with the object. The
+	// plugin answers with the bytes sent so far as it goes, then once with
+	// done set; or at once with unsupported (nothing was read or changed:
+	// write the object as always); or with read_error when the file could
+	// not be read. FinishObject commits or aborts the object as always.
+	// Asked only of plugins whose GetSchema said send_file.
+	SendFile(ctx context.Context, in *SendFile_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendFile_Response], error)
 	// Close releases an instance.
 	Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -278,6 +289,25 @@ func (c *pluginClient) FillFile(ctx context.Context, in *FillFile_Request, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_FillFileClient = grpc.ServerStreamingClient[FillFile_Response]
 
+func (c *pluginClient) SendFile(ctx context.Context, in *SendFile_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SendFile_Response], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[3], Plugin_SendFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SendFile_Request, SendFile_Response]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_SendFileClient = grpc.ServerStreamingClient[SendFile_Response]
+
 func (c *pluginClient) Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Close_Response)
@@ -342,6 +372,16 @@ type PluginServer interface {
 	// so far as it goes, then once with done set. Asked only of plugins
 	// whose GetSchema said fill_file, with a descriptor socket.
 	FillFile(*FillFile_Request, grpc.ServerStreamingServer[FillFile_Response]) error
+	// SendFile has an object made by CreateObject take all its bytes from
+	// the file pipe sent under file on the descriptor socket (a regular file
+	// of size bytes), read in sections in parallel (a multipart upload's
+	// parts), instead of from the pipe handed over with the object. The
+	// plugin answers with the bytes sent so far as it goes, then once with
+	// done set; or at once with unsupported (nothing was read or changed:
+	// write the object as always); or with read_error when the file could
+	// not be read. FinishObject commits or aborts the object as always.
+	// Asked only of plugins whose GetSchema said send_file.
+	SendFile(*SendFile_Request, grpc.ServerStreamingServer[SendFile_Response]) error
 	// Close releases an instance.
 	Close(context.Context, *Close_Request) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
@@ -397,6 +437,9 @@ func (UnimplementedPluginServer) Prepare(context.Context, *Prepare_Request) (*Pr
 }
 func (UnimplementedPluginServer) FillFile(*FillFile_Request, grpc.ServerStreamingServer[FillFile_Response]) error {
 	return status.Error(codes.Unimplemented, "method FillFile not implemented")
+}
+func (UnimplementedPluginServer) SendFile(*SendFile_Request, grpc.ServerStreamingServer[SendFile_Response]) error {
+	return status.Error(codes.Unimplemented, "method SendFile not implemented")
 }
 func (UnimplementedPluginServer) Close(context.Context, *Close_Request) (*Close_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Close not implemented")
@@ -652,6 +695,17 @@ func _Plugin_FillFile_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_FillFileServer = grpc.ServerStreamingServer[FillFile_Response]
 
+func _Plugin_SendFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SendFile_Request)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).SendFile(m, &grpc.GenericServerStream[SendFile_Request, SendFile_Response]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_SendFileServer = grpc.ServerStreamingServer[SendFile_Response]
+
 func _Plugin_Close_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Close_Request)
 	if err := dec(in); err != nil {
@@ -762,6 +816,11 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "FillFile",
 			Handler:       _Plugin_FillFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SendFile",
+			Handler:       _Plugin_SendFile_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -147,8 +148,9 @@ type pipedObject struct {
 	done chan struct{} // pump returned
 	once sync.Once
 
-	mu  sync.Mutex
-	err error // a failed Write: set before the pipe is closed
+	mu    sync.Mutex
+	err   error // a failed Write: set before the pipe is closed
+	moved int64 // bytes the pump wrote, read after done is closed
 }
 
 var _ sdk.ObjectWriter = (*pipedObject)(nil)
@@ -173,6 +175,7 @@ func (o *pipedObject) pump() {
 	for {
 		n, err := o.r.Read(buf)
 		if n > 0 {
+			o.moved += int64(n)
 			if _, werr := o.w.Write(buf[:n]); werr != nil {
 				o.fail(werr)
 				return
@@ -191,6 +194,22 @@ func (o *pipedObject) pump() {
 }
 
 func (o *pipedObject) closeRead() { o.once.Do(func() { o.r.Close() }) }
+
+// detach stops the pump before pipe wrote anything, so that the writer
+// can take its bytes from elsewhere (SendFile); pipe's write end stays
+// open until it finishes the object. It fails when the pump had moved
+// bytes already.
+func (o *pipedObject) detach() (sdk.ObjectWriter, error) {
+	o.closeRead()
+	<-o.done
+	if err := o.failure(); err != nil {
+		return nil, err
+	}
+	if o.moved > 0 {
+		return nil, fmt.Errorf("%d bytes were written through the pipe already", o.moved)
+	}
+	return o.w, nil
+}
 
 // fail records why the pump stopped, unless Abort stopped it.
 func (o *pipedObject) fail(err error) {

@@ -140,7 +140,7 @@ func kindName(k pb.Kind) string {
 }
 
 func (s *server) GetSchema(ctx context.Context, _ *pb.GetSchema_Request) (*pb.GetSchema_Response, error) {
-	out := &pb.GetSchema_Response{Name: s.p.Name, Version: s.p.Version, FillFile: s.fds != nil}
+	out := &pb.GetSchema_Response{Name: s.p.Name, Version: s.p.Version, FillFile: s.fds != nil, SendFile: s.fds != nil}
 	keys := make([]string, 0, len(s.schemas))
 	for k := range s.schemas {
 		keys = append(keys, k)
@@ -336,33 +336,89 @@ func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer
 		return s.status(h, err)
 	}
 	defer f.Close()
+	var written atomic.Int64
+	n, err := report(cancel, func() (int64, error) {
+		return sdk.Fill(ctx, src, req.GetName(), f, func(k int64) { written.Add(k) })
+	}, func() error { return out.Send(&pb.FillFile_Response{Written: written.Load()}) })
+	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
+		return out.Send(&pb.FillFile_Response{Written: written.Load(), WriteError: status.Convert(s.status(h, err)).Message()})
+	}
+	if err != nil {
+		return s.status(h, err)
+	}
+	return out.Send(&pb.FillFile_Response{Written: n, Done: true})
+}
+
+// SendFile has an object take its bytes from the file pipe handed over
+// (sdk.ReaderAtFrom), reporting the bytes sent as it goes; an object that
+// cannot is left as it was, and pipe writes it as always.
+func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer) error {
+	if s.fds == nil {
+		return status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
+	}
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
+	f, err := s.fds.Take(ctx, req.GetFile())
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer f.Close()
+	s.mu.Lock()
+	obj, ok := s.objects[req.GetToken()]
+	s.mu.Unlock()
+	if !ok {
+		return status.Errorf(codes.NotFound, "no object %d is being written", req.GetToken())
+	}
+	w := obj.w
+	po, piped := w.(*pipedObject)
+	if piped {
+		w = po.w
+	}
+	if _, ok := w.(sdk.ReaderAtFrom); !ok {
+		return out.Send(&pb.SendFile_Response{Unsupported: true})
+	}
+	if piped {
+		if _, err := po.detach(); err != nil {
+			return s.status(obj.handle, err)
+		}
+	}
+	var sent atomic.Int64
+	n, err := report(cancel, func() (int64, error) {
+		n, _, err := sdk.SendFile(w, f, req.GetSize(), func(k int64) { sent.Add(k) })
+		return n, err
+	}, func() error { return out.Send(&pb.SendFile_Response{Sent: sent.Load()}) })
+	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
+		return out.Send(&pb.SendFile_Response{Sent: sent.Load(), ReadError: status.Convert(s.status(obj.handle, re.Err)).Message()})
+	}
+	if err != nil {
+		return s.status(obj.handle, err)
+	}
+	return out.Send(&pb.SendFile_Response{Sent: n, Done: true})
+}
+
+// report runs work, calling tell every fillProgress until it returns; a
+// failed tell (pipe went away) cancels the work's context and waits for it.
+func report(cancel context.CancelFunc, work func() (int64, error), tell func() error) (int64, error) {
 	var (
-		written atomic.Int64
-		n       int64
-		ferr    error
-		done    = make(chan struct{})
+		n    int64
+		err  error
+		done = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
-		n, ferr = sdk.Fill(ctx, src, req.GetName(), f, func(k int64) { written.Add(k) })
+		n, err = work()
 	}()
 	tick := time.NewTicker(fillProgress)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
-			if we := (*sdk.WriteError)(nil); errors.As(ferr, &we) {
-				return out.Send(&pb.FillFile_Response{Written: written.Load(), WriteError: status.Convert(s.status(h, ferr)).Message()})
-			}
-			if ferr != nil {
-				return s.status(h, ferr)
-			}
-			return out.Send(&pb.FillFile_Response{Written: n, Done: true})
+			return n, err
 		case <-tick.C:
-			if err := out.Send(&pb.FillFile_Response{Written: written.Load()}); err != nil {
+			if terr := tell(); terr != nil {
 				cancel()
 				<-done
-				return err
+				return n, terr
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -655,5 +656,97 @@ func TestS3ReadCancelled(t *testing.T) {
 	rc.Close()
 	if time.Since(start) > 2*time.Second {
 		t.Fatalf("cancellation took %s", time.Since(start))
+	}
+}
+
+// closable is a file that cannot be read once closed.
+type closable struct {
+	r      io.ReaderAt
+	closed atomic.Bool
+}
+
+func (c *closable) ReadAt(p []byte, off int64) (int, error) {
+	if c.closed.Load() {
+		return 0, os.ErrClosed
+	}
+	return c.r.ReadAt(p, off)
+}
+
+// failingAt reads like r up to byte at, then fails as a file that cannot
+// be read does.
+type failingAt struct {
+	r  io.ReaderAt
+	at int64
+}
+
+func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.at {
+		return 0, &sdk.ReadError{Err: errors.New("input/output error")}
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// An object taken from a file at once (ReadAtFrom) goes up without part
+// buffers: one part in one PutObject at Commit, more as parts read from
+// their places in the file, with the checksums the store verifies (the
+// fake checks them); nothing is visible before Commit.
+func TestS3ReadAtFrom(t *testing.T) {
+	f := newFake(t)
+	ctx := context.Background()
+	for _, algo := range []string{"crc32c", "none"} {
+		snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(3), "checksum": algo})
+		for i, n := range []int{0, 1, int(5 * mib), int(5*mib) + 1, int(17*mib) + 3} {
+			key := fmt.Sprintf("file-%s-%d", algo, n)
+			data := randBytes(uint64(40+i), n)
+			w, err := snk.Create(ctx, sdk.Object{Key: key, Size: int64(n), MaxSize: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var progress atomic.Int64
+			file := &closable{r: bytes.NewReader(data)}
+			sent, err := w.(sdk.ReaderAtFrom).ReadAtFrom(file, int64(n), func(k int64) { progress.Add(k) })
+			file.closed.Store(true) // the file may be closed once ReadAtFrom returned
+			if err != nil || sent != int64(n) || progress.Load() != int64(n) {
+				t.Fatalf("%s: sent %d, progress %d: %v", key, sent, progress.Load(), err)
+			}
+			if ow := w.(*objectWriter); int64(n) > 5*mib && ow.bufs != 0 {
+				t.Errorf("%s: %d part buffers taken by a multipart upload", key, ow.bufs)
+			}
+			if _, ok := f.object(key); ok {
+				t.Fatalf("%s visible before Commit", key)
+			}
+			if err := w.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := f.object(key); !ok || !bytes.Equal(got, data) {
+				t.Fatalf("%s: stored %d bytes, want %d", key, len(got), n)
+			}
+			if multipart := f.count("POST "+key+"?uploads") > 0; multipart != (int64(n) > 5*mib) {
+				t.Errorf("%s: multipart %v for %d bytes", key, multipart, n)
+			}
+		}
+	}
+
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	data := randBytes(50, int(12*mib))
+	// Not after a Write.
+	w := written(t, snk, "written", data[:10], true, 10)
+	if _, err := w.(sdk.ReaderAtFrom).ReadAtFrom(bytes.NewReader(data), int64(len(data)), nil); err == nil {
+		t.Error("ReadAtFrom after a Write succeeded")
+	}
+	w.Abort(ctx)
+	// A file that fails to read fails the object with the file's error,
+	// and its abort leaves no upload behind.
+	w, _ = snk.Create(ctx, sdk.Object{Key: "unreadable", Size: int64(len(data)), MaxSize: -1})
+	_, err := w.(sdk.ReaderAtFrom).ReadAtFrom(failingAt{bytes.NewReader(data), 7 * mib}, int64(len(data)), nil)
+	var re *sdk.ReadError
+	if !errors.As(err, &re) {
+		t.Fatalf("err = %v, want the file's read error", err)
+	}
+	if err := w.Commit(ctx); err == nil {
+		t.Fatal("Commit after a failed ReadAtFrom succeeded")
+	}
+	if _, ok := f.object("unreadable"); ok || f.openUploads() != 0 {
+		t.Fatalf("left behind: object %v, %d uploads", ok, f.openUploads())
 	}
 }

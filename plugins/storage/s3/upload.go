@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"time"
@@ -68,6 +69,8 @@ type objectWriter struct {
 	uploadID string
 	next     int32 // parts started
 	parts    sync.WaitGroup
+
+	fromFile bool // ReadAtFrom sent every part: Commit only completes
 
 	mu   sync.Mutex // guards what part uploads report
 	done []types.CompletedPart
@@ -249,6 +252,131 @@ func (w *objectWriter) uploadPart(num int32, b []byte, sums *runningSums) {
 	w.done = append(w.done, part)
 }
 
+// ReadAtFrom takes the whole object from r (see sdk.ReaderAtFrom). An
+// object of one part is read into its buffer and summed now, and Commit
+// sends it in one PutObject, as a written one. A larger one goes up as a
+// multipart upload of sections of r, concurrency of them at once, each
+// read twice (summed, then sent); it returns when every part is up, and
+// Commit completes the upload. A failure, or Abort meanwhile, stops the
+// parts, and the object is aborted as after a failed Write.
+func (w *objectWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64)) (int64, error) {
+	w.lock.Lock()
+	defer w.lock.Unlock()
+	if w.state != writing || w.written > 0 || w.buf != nil || w.next > 0 {
+		return 0, fmt.Errorf("%s: ReadAtFrom after the object was written to", w.st.url(w.key))
+	}
+	if err := w.failure(); err != nil {
+		return 0, err
+	}
+	if progress == nil {
+		progress = func(int64) {}
+	}
+	if size <= w.partSize {
+		// One part: read into its buffer as a written one is (Commit
+		// sends it, and the file may be closed by then), summed as it
+		// fills.
+		b, err := w.buffer()
+		if err != nil {
+			return 0, err
+		}
+		if int64(cap(b)) < size {
+			b = hugepage.Alloc(int(size))
+		}
+		b = b[:size]
+		if k, err := r.ReadAt(b, 0); err != nil && !(err == io.EOF && int64(k) == size) {
+			w.buf = b[:0]
+			if err == io.EOF {
+				err = fmt.Errorf("the file ended at byte %d, before its %d bytes: it shrank while it was read", k, size)
+			}
+			return 0, err
+		}
+		w.buf, w.sums, w.written = b, w.s.sum.of(b, w.st.signed), size
+		progress(size)
+		return size, nil
+	}
+	parts := (size + w.partSize - 1) / w.partSize
+	if parts > maxParts {
+		return 0, fmt.Errorf("%s: %s needs more than %d parts of %s: set part_size larger, e.g. %q", w.st.url(w.key), sdk.FormatSize(size), maxParts, sdk.FormatSize(w.partSize), sdk.FormatSize((size+maxParts-1)/maxParts))
+	}
+	if err := w.create(); err != nil {
+		return 0, err
+	}
+	slots := make(chan struct{}, w.st.cfg.Concurrency)
+	for off := int64(0); off < size; off += w.partSize {
+		select {
+		case slots <- struct{}{}:
+		case <-w.ctx.Done():
+		}
+		if w.ctx.Err() != nil {
+			break
+		}
+		w.next++
+		w.parts.Add(1)
+		go func(num int32, off, n int64) {
+			defer func() { <-slots }()
+			w.uploadSection(num, r, off, n, progress)
+		}(w.next, off, min(w.partSize, size-off))
+	}
+	w.parts.Wait()
+	if err := w.failure(); err != nil {
+		return 0, err
+	}
+	w.written, w.fromFile = size, true
+	return size, nil
+}
+
+// sumSection feeds n bytes of r from off to sums (nil: nothing to sum).
+func sumSection(sums *runningSums, r io.ReaderAt, off, n int64) error {
+	if sums == nil {
+		return nil
+	}
+	buf := make([]byte, min(n, mib))
+	for done := int64(0); done < n; {
+		k, err := r.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
+		sums.write(buf[:k])
+		done += int64(k)
+		if err != nil && done < n {
+			if err == io.EOF {
+				err = fmt.Errorf("the file ended at byte %d, before its %d bytes: it shrank while it was read", off+done, off+n)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// uploadSection sends n bytes of r from off as part num.
+func (w *objectWriter) uploadSection(num int32, r io.ReaderAt, off, n int64, progress func(int64)) {
+	defer w.parts.Done()
+	sums := w.s.sum.running(w.st.signed)
+	err := sumSection(sums, r, off, n)
+	var out *s3.UploadPartOutput
+	var part types.CompletedPart
+	if err == nil {
+		in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
+			Body: io.NewSectionReader(r, off, n), ContentLength: aws.Int64(n)}
+		var opts []func(*s3.Options)
+		part, opts = sums.part(in)
+		out, err = w.st.client.UploadPart(w.ctx, in, opts...)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil && w.ctx.Err() == nil {
+			if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
+				w.err = re // the file's failure, not the store's
+			} else {
+				w.err = w.st.fail(fmt.Sprintf("uploading part %d of", num), w.key, err)
+			}
+			w.cancel(w.err)
+		}
+		return
+	}
+	part.ETag = out.ETag
+	w.done = append(w.done, part)
+	progress(n)
+}
+
 // Commit uploads what is left and completes the upload; on any failure
 // it aborts the object.
 func (w *objectWriter) Commit(ctx context.Context) error {
@@ -302,8 +430,10 @@ func (w *objectWriter) put(ctx context.Context) error {
 
 // complete uploads the last part, waits for all, and completes the upload.
 func (w *objectWriter) complete(ctx context.Context) error {
-	if err := w.flush(); err != nil {
-		return err
+	if !w.fromFile {
+		if err := w.flush(); err != nil {
+			return err
+		}
 	}
 	w.parts.Wait()
 	if err := w.failure(); err != nil {

@@ -176,7 +176,30 @@ type sink struct {
 }
 
 func (s *sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	return &writer{s: s, key: obj.Key, ctx: ctx}, nil
+	w := &writer{s: s, key: obj.Key, ctx: ctx}
+	if strings.HasPrefix(obj.Key, "at-") {
+		return &atWriter{w}, nil
+	}
+	return w, nil
+}
+
+// atWriter is the writer of a key starting "at-": it can also take the
+// object from a file at once (sdk.ReaderAtFrom), reading it from its end
+// backwards, as parts in parallel may.
+type atWriter struct{ *writer }
+
+func (w *atWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64)) (int64, error) {
+	b := make([]byte, size)
+	const piece = 1 << 20
+	for off := (size - 1) / piece * piece; off >= 0; off -= piece {
+		n, err := r.ReadAt(b[off:min(off+piece, size)], off)
+		if err != nil && !(err == io.EOF && off+int64(n) == size) {
+			return 0, err
+		}
+		progress(int64(n))
+	}
+	w.buf.Write(b)
+	return size, nil
 }
 
 type writer struct {
