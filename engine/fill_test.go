@@ -179,6 +179,7 @@ func TestFillFailureAborts(t *testing.T) {
 // source does.
 type fileSource struct {
 	path string
+	skip int64        // the stream starts this far into the file (a header read already)
 	done atomic.Int32 // 1: Done(true), 2: Done(false)
 }
 
@@ -193,6 +194,9 @@ func (s *fileSource) Streams(context.Context) ([]sdk.StreamInfo, error) {
 func (s *fileSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	f, err := os.Open(s.path)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(s.skip, io.SeekStart); err != nil {
 		return nil, err
 	}
 	return &osFileReader{f: f, s: s}, nil
@@ -220,7 +224,8 @@ type atSink struct {
 	objects   map[string][]byte
 	fromFile  atomic.Int32
 	writes    atomic.Int32
-	failAfter int64 // ReadAtFrom fails after this many bytes, as an upload that broke off
+	failAfter int64  // ReadAtFrom fails after this many bytes, as an upload that broke off
+	grow      string // ReadAtFrom appends to this file meanwhile, as a log still written
 }
 
 func (s *atSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
@@ -243,6 +248,14 @@ func (w *atWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64)) (
 	w.s.fromFile.Store(1)
 	if w.s.failAfter > 0 {
 		return 0, errors.New("uploading part 2: connection reset by peer")
+	}
+	if w.s.grow != "" {
+		f, err := os.OpenFile(w.s.grow, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return 0, err
+		}
+		f.Write([]byte("one more line\n"))
+		f.Close()
 	}
 	w.b = make([]byte, size)
 	n, err := r.ReadAt(w.b, 0)
@@ -300,5 +313,27 @@ func TestSendHandsTheFile(t *testing.T) {
 	}
 	if _, ok := snk.objects["obj"]; ok || src.done.Load() != 2 {
 		t.Fatalf("a failed send committed, or told the source it read to the end (%d)", src.done.Load())
+	}
+
+	// A file written to while it is sent is not committed cut: the
+	// source's failure, named so.
+	src, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}, grow: path}
+	_, _, err = run(t, sendJob(src, snk, int64(len(data))))
+	if err == nil || !strings.Contains(err.Error(), "source: reading the file: the file changed while it was uploaded") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, ok := snk.objects["obj"]; ok {
+		t.Fatal("a file that changed during the send was committed")
+	}
+
+	// A stream that does not start at the file's first byte goes through
+	// the chunks, from where it starts.
+	src, snk = &fileSource{path: path, skip: 100}, &atSink{objects: map[string][]byte{}}
+	if _, _, err := run(t, sendJob(src, snk, int64(len(data)))); err != nil {
+		t.Fatal(err)
+	}
+	grown, _ := os.ReadFile(path)
+	if snk.fromFile.Load() != 0 || !bytes.Equal(snk.objects["obj"], grown[100:]) {
+		t.Fatalf("a stream from byte 100: from the file %d, stored %d bytes", snk.fromFile.Load(), len(snk.objects["obj"]))
 	}
 }

@@ -230,8 +230,14 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 	if !ok {
 		return rc, nil
 	}
+	// A regular file with bytes, read from its start: the sink reads
+	// [0, size) by offsets. Others (an empty-looking /proc file, a file a
+	// source has read into already) go through the chunks, read to EOF.
 	fi, err := fr.File().Stat()
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return rc, nil
+	}
+	if pos, err := fr.File().Seek(0, io.SeekCurrent); err != nil || pos != 0 {
 		return rc, nil
 	}
 	src, snk := r.source, r.sinks[0]
@@ -250,6 +256,14 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 	snk.busy.Add(int64(busy))
 	src.chunks.Add(1)
 	snk.chunks.Add(1)
+	if err == nil {
+		// The sink read the size the file had when it began: a file that
+		// changed meanwhile (a log still being written) would be stored
+		// cut or mixed, so the object is not committed.
+		if now, serr := fr.File().Stat(); serr != nil || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
+			err = &sdk.ReadError{Err: fmt.Errorf("the file changed while it was uploaded (%d bytes when it began): back it up once nothing writes to it", fi.Size())}
+		}
+	}
 	fr.Done(err == nil)
 	cerr := rc.Close()
 	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {

@@ -412,9 +412,9 @@ func TestFill(t *testing.T) {
 	}
 
 	// A stream without WriteAtTo is written in order.
-	f, n, _, err = fill("good", "data", size)
-	if fi, _ := f.Stat(); err != nil || n != size || fi.Size() != size {
-		t.Fatalf("data: %d bytes, %v", n, err)
+	f, n, progress, err = fill("good", "data", size)
+	if fi, _ := f.Stat(); err != nil || n != size || fi.Size() != size || progress != size {
+		t.Fatalf("data: %d bytes, progress %d, %v", n, progress, err)
 	}
 
 	if _, _, _, err := fill("good", "nope", size); !isNotFound(err) {

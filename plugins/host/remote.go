@@ -137,7 +137,7 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 		if err != nil {
 			return 0, err
 		}
-		return sdk.FillFrom(rc, f, progress)
+		return sdk.FillFrom(ctx, rc, f, progress)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the plugin's side too, however this ends

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"time"
 )
 
 // WriterAtTo is implemented by a stream (what Source.Open returns) that can
@@ -39,11 +40,16 @@ func Fill(ctx context.Context, src Source, name string, f *os.File, progress fun
 	if err != nil {
 		return 0, err
 	}
-	return FillFrom(rc, f, progress)
+	return FillFrom(ctx, rc, f, progress)
 }
 
-// FillFrom is Fill of a stream already open, which it closes.
-func FillFrom(rc io.ReadCloser, f *os.File, progress func(n int64)) (int64, error) {
+// FillFrom is Fill of a stream already open (with ctx), which it closes.
+func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n int64)) (int64, error) {
+	if fr, ok := rc.(FileReader); ok {
+		// A read of a pipe or FIFO that ctx ended must return: it may
+		// not look at ctx itself.
+		defer context.AfterFunc(ctx, func() { fr.File().SetReadDeadline(time.Now()) })()
+	}
 	w := &fileAt{f: f, progress: progress}
 	var err error
 	var n int64

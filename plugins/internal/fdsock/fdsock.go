@@ -23,10 +23,11 @@ type Conn struct {
 	conn *net.UnixConn
 	send sync.Mutex
 
-	mu      sync.Mutex
-	files   map[uint64]*os.File
-	waiting map[uint64]chan *os.File
-	err     error // the socket is closed
+	mu        sync.Mutex
+	files     map[uint64]*os.File
+	waiting   map[uint64]chan *os.File
+	abandoned map[uint64]bool // given up on by Take: closed when they arrive
+	err       error           // the socket is closed
 }
 
 // Pair makes the socket pair: the Conn stays in this process, child goes
@@ -70,7 +71,7 @@ func open(f *os.File) (*Conn, error) {
 		nc.Close()
 		return nil, errors.New("the descriptor socket is not a Unix socket")
 	}
-	c := &Conn{conn: uc, files: map[uint64]*os.File{}, waiting: map[uint64]chan *os.File{}}
+	c := &Conn{conn: uc, files: map[uint64]*os.File{}, waiting: map[uint64]chan *os.File{}, abandoned: map[uint64]bool{}}
 	go c.loop()
 	return c, nil
 }
@@ -111,13 +112,14 @@ func (c *Conn) loop() {
 			c.fail(err)
 			return
 		}
-		msgs, err := syscall.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			continue
+		msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
+		var fds []int
+		for i := range msgs {
+			got, _ := syscall.ParseUnixRights(&msgs[i])
+			fds = append(fds, got...)
 		}
-		fds, err := syscall.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 || n != 8 {
-			for _, fd := range fds {
+		if len(fds) != 1 || n != 8 {
+			for _, fd := range fds { // not a message of ours: nothing leaks
 				syscall.Close(fd)
 			}
 			continue
@@ -126,13 +128,17 @@ func (c *Conn) loop() {
 		syscall.CloseOnExec(fds[0])
 		f := os.NewFile(uintptr(fds[0]), fmt.Sprintf("handed-over-%d", token))
 		c.mu.Lock()
-		if ch, ok := c.waiting[token]; ok {
+		switch ch, ok := c.waiting[token]; {
+		case ok:
 			delete(c.waiting, token)
 			ch <- f
-		} else if old, ok := c.files[token]; ok {
-			old.Close() // a token used twice: the later file wins
-			c.files[token] = f
-		} else {
+		case c.abandoned[token] || c.err != nil:
+			delete(c.abandoned, token)
+			f.Close()
+		default:
+			if old, ok := c.files[token]; ok {
+				old.Close() // a token used twice: the later file wins
+			}
 			c.files[token] = f
 		}
 		c.mu.Unlock()
@@ -172,7 +178,10 @@ func (c *Conn) Take(ctx context.Context, token uint64) (*os.File, error) {
 		return f, nil
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.waiting, token)
+		if _, still := c.waiting[token]; still {
+			delete(c.waiting, token)
+			c.abandoned[token] = true // closed when it arrives
+		}
 		c.mu.Unlock()
 		select { // it may have arrived meanwhile
 		case f, ok := <-ch:
@@ -190,6 +199,9 @@ func (c *Conn) Close() {
 	c.conn.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = net.ErrClosed // a file the loop still reads is closed
+	}
 	for t, f := range c.files {
 		f.Close()
 		delete(c.files, t)

@@ -322,20 +322,21 @@ const fillProgress = 100 * time.Millisecond
 // cancels the context the stream was opened with.
 func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer) error {
 	h := req.GetHandle()
-	src, err := s.source(h)
-	if err != nil {
-		return err
-	}
 	if s.fds == nil {
 		return status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
 	}
 	ctx, cancel := context.WithCancel(out.Context())
 	defer cancel()
+	// The file first, whatever follows: one left on the socket stays open.
 	f, err := s.fds.Take(ctx, req.GetToken())
 	if err != nil {
-		return s.status(h, err)
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer f.Close()
+	src, err := s.source(h)
+	if err != nil {
+		return err
+	}
 	var written atomic.Int64
 	n, err := report(cancel, func() (int64, error) {
 		return sdk.Fill(ctx, src, req.GetName(), f, func(k int64) { written.Add(k) })
@@ -382,6 +383,10 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 			return s.status(obj.handle, err)
 		}
 	}
+	// Pipe ending the call early (cancelled) stops the upload here too:
+	// the object is aborted at once, not only by FinishObject later.
+	stop := context.AfterFunc(ctx, func() { w.Abort(context.Background()) })
+	defer stop()
 	var sent atomic.Int64
 	n, err := report(cancel, func() (int64, error) {
 		n, _, err := sdk.SendFile(w, f, req.GetSize(), func(k int64) { sent.Add(k) })

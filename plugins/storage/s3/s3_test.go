@@ -749,4 +749,17 @@ func TestS3ReadAtFrom(t *testing.T) {
 	if _, ok := f.object("unreadable"); ok || f.openUploads() != 0 {
 		t.Fatalf("left behind: object %v, %d uploads", ok, f.openUploads())
 	}
+	// A file that ends before its size (it shrank) is the file's failure
+	// too, for one part and for several.
+	for _, size := range []int64{3 * mib, 12 * mib} {
+		w, _ = snk.Create(ctx, sdk.Object{Key: "shrank", Size: size, MaxSize: -1})
+		_, err = w.(sdk.ReaderAtFrom).ReadAtFrom(bytes.NewReader(data[:size-mib]), size, nil)
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "it shrank while it was read") {
+			t.Fatalf("%d bytes: err = %v, want the file's read error", size, err)
+		}
+		w.Abort(ctx)
+	}
+	if f.openUploads() != 0 {
+		t.Fatalf("%d uploads left", f.openUploads())
+	}
 }

@@ -286,7 +286,7 @@ func (w *objectWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64
 		if k, err := r.ReadAt(b, 0); err != nil && !(err == io.EOF && int64(k) == size) {
 			w.buf = b[:0]
 			if err == io.EOF {
-				err = fmt.Errorf("the file ended at byte %d, before its %d bytes: it shrank while it was read", k, size)
+				err = shrank(int64(k), size)
 			}
 			return 0, err
 		}
@@ -325,19 +325,28 @@ func (w *objectWriter) ReadAtFrom(r io.ReaderAt, size int64, progress func(int64
 	return size, nil
 }
 
-// sumSection feeds n bytes of r from off to sums (nil: nothing to sum).
-func sumSection(sums *runningSums, r io.ReaderAt, off, n int64) error {
+// shrank is the error of a file that ended at byte at, before its size.
+func shrank(at, size int64) error {
+	return &sdk.ReadError{Err: fmt.Errorf("the file ended at byte %d, before its %d bytes: it shrank while it was read", at, size)}
+}
+
+// sumSection feeds n bytes of r from off to sums (nil: nothing to sum),
+// until ctx ends.
+func sumSection(ctx context.Context, sums *runningSums, r io.ReaderAt, off, n int64) error {
 	if sums == nil {
 		return nil
 	}
 	buf := make([]byte, min(n, mib))
 	for done := int64(0); done < n; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		k, err := r.ReadAt(buf[:min(int64(len(buf)), n-done)], off+done)
 		sums.write(buf[:k])
 		done += int64(k)
 		if err != nil && done < n {
 			if err == io.EOF {
-				err = fmt.Errorf("the file ended at byte %d, before its %d bytes: it shrank while it was read", off+done, off+n)
+				err = shrank(off+done, off+n)
 			}
 			return err
 		}
@@ -349,7 +358,7 @@ func sumSection(sums *runningSums, r io.ReaderAt, off, n int64) error {
 func (w *objectWriter) uploadSection(num int32, r io.ReaderAt, off, n int64, progress func(int64)) {
 	defer w.parts.Done()
 	sums := w.s.sum.running(w.st.signed)
-	err := sumSection(sums, r, off, n)
+	err := sumSection(w.ctx, sums, r, off, n)
 	var out *s3.UploadPartOutput
 	var part types.CompletedPart
 	if err == nil {

@@ -422,6 +422,7 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 		done += n
 	}
 	worker := func(off, n int64, body io.ReadCloser) {
+		defer r.wg.Done() // Close waits for them, as for parts
 		defer workers.Done()
 		buf := make([]byte, min(r.o.PartSize, fillBuffer))
 		for {
@@ -464,6 +465,7 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 			body, first = first, nil // the opening answer holds the first range
 		}
 		workers.Add(1)
+		r.wg.Add(1)
 		go worker(off, n, body)
 	}
 	workers.Wait()
