@@ -71,6 +71,15 @@ func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n
 // fillPiece is the size of the writes of a stream filled in order.
 const fillPiece = 1 << 20
 
+// unwrapPath drops the name of a descriptor handed over from err.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // fileAt writes a file at offsets, reports each write and starts its
 // writeback.
 type fileAt struct {
@@ -89,11 +98,7 @@ func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		// The file's name here is no help (a descriptor pipe handed over):
 		// the caller names the object.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return n, &WriteError{Err: ExplainIO(err)}
+		return n, &WriteError{Err: ExplainIO(unwrapPath(err))}
 	}
 	return n, nil
 }

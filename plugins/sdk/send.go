@@ -1,7 +1,6 @@
 package sdk
 
 import (
-	"errors"
 	"io"
 	"os"
 )
@@ -46,11 +45,7 @@ type fileAtReader struct{ f *os.File }
 func (r fileAtReader) ReadAt(p []byte, off int64) (int, error) {
 	n, err := r.f.ReadAt(p, off)
 	if err != nil && err != io.EOF {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the name of a descriptor handed over is no help
-		}
-		return n, &ReadError{Err: ExplainIO(err)}
+		return n, &ReadError{Err: ExplainIO(unwrapPath(err))}
 	}
 	return n, err
 }

@@ -1,0 +1,61 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+)
+
+// fileStream is a FileReader over an OS file, as the fs source's streams
+// are; it records what Done was told.
+type fileStream struct {
+	f    *os.File
+	done atomic.Int32 // 1: true, 2: false
+}
+
+func (s *fileStream) Read(p []byte) (int, error) { return s.f.Read(p) }
+func (s *fileStream) Close() error               { return s.f.Close() }
+func (s *fileStream) File() *os.File             { return s.f }
+func (s *fileStream) Done(eof bool) {
+	if eof {
+		s.done.Store(1)
+	} else {
+		s.done.Store(2)
+	}
+}
+
+// A stream of a file is copied into the target in order, from where it
+// starts in its file, with progress, and Done tells it was read to the
+// end (without Done, a command's stream would count as given up).
+func TestFillFromFile(t *testing.T) {
+	dir := t.TempDir()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 700_000) // 11.2 MB: several pieces
+	in := filepath.Join(dir, "in")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, skip := range []int64{0, 5} {
+		src, err := os.Open(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Seek(skip, io.SeekStart)
+		out, err := os.Create(filepath.Join(dir, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &fileStream{f: src}
+		var progress atomic.Int64
+		n, err := FillFrom(context.Background(), s, out, func(k int64) { progress.Add(k) })
+		out.Close()
+		want := data[skip:]
+		got, _ := os.ReadFile(out.Name())
+		if err != nil || n != int64(len(want)) || progress.Load() != n || !bytes.Equal(got, want) || s.done.Load() != 1 {
+			t.Fatalf("from byte %d: %d bytes (progress %d, file %d, equal %v, done %d): %v", skip, n, progress.Load(), len(got), bytes.Equal(got, want), s.done.Load(), err)
+		}
+	}
+}
