@@ -600,13 +600,11 @@ func TestOptions(t *testing.T) {
 // memFile is an io.WriterAt in memory that records the writes it got and
 // fails the one that holds byte failAt (when set).
 type memFile struct {
-	mu       sync.Mutex
-	b        []byte
-	writes   int
-	largest  int
-	outOfSeq bool // a write did not start where the last one ended
-	end      int64
-	failAt   int64
+	mu      sync.Mutex
+	b       []byte
+	writes  int
+	largest int
+	failAt  int64
 }
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
@@ -621,10 +619,6 @@ func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
 	copy(m.b[off:], p)
 	m.writes++
 	m.largest = max(m.largest, len(p))
-	if off != m.end {
-		m.outOfSeq = true
-	}
-	m.end = off + int64(len(p))
 	return len(p), nil
 }
 
@@ -635,7 +629,24 @@ func TestWriteAtTo(t *testing.T) {
 	const part = 3 << 20
 	data := randomBytes(11, 5*part+12345)
 	f := &fakeObject{data: data, fail: map[int64]int{part: 1, 3 * part: 1}, cut: 1 << 20}
-	o := Options{PartSize: part, Concurrency: 3, Retries: 1, Explain: explain, Backoff: noPause, Fetch: f.fetch,
+	// Ranges 1 and 2 answer only once both were asked: WriteAtTo that did
+	// not keep them in flight together would fail here.
+	var together sync.WaitGroup
+	together.Add(2)
+	both := make(chan struct{})
+	go func() { together.Wait(); close(both) }()
+	fetch := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		if off == part || off == 2*part {
+			together.Done()
+			select {
+			case <-both:
+			case <-time.After(5 * time.Second):
+				return nil, errors.New("ranges 1 and 2 were not in flight together")
+			}
+		}
+		return f.fetch(ctx, off, n)
+	}
+	o := Options{PartSize: part, Concurrency: 3, Retries: 1, Explain: explain, Backoff: noPause, Fetch: fetch,
 		First: func(ctx context.Context, n int64) (Start, error) {
 			return Start{Size: int64(len(data)), Body: io.NopCloser(bytes.NewReader(data[:n]))}, nil
 		}}
@@ -665,9 +676,6 @@ func TestWriteAtTo(t *testing.T) {
 	if f.maxInFlight > 3 {
 		t.Errorf("%d requests at once; concurrency is 3", f.maxInFlight)
 	}
-	if !m.outOfSeq {
-		t.Error("every write followed the one before: the ranges were not written in parallel")
-	}
 
 	// Not after a Read.
 	r2 := open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 2})
@@ -690,24 +698,32 @@ func TestWriteAtTo(t *testing.T) {
 }
 
 // A failed write fails WriteAtTo at once, with where it failed, without
-// asking the range again; the other ranges stop.
+// asking the range again; no range starts after it, and only whole
+// ranges count as written.
 func TestWriteAtToWriteFails(t *testing.T) {
 	const part = 1 << 20
 	data := randomBytes(12, 40*part)
-	f := &fakeObject{data: data}
-	r := open(t, f, Options{PartSize: part, Concurrency: 2, Retries: 3, Explain: explain, Backoff: noPause})
-	defer r.Close()
-	n, err := r.(*Reader).WriteAtTo(&memFile{failAt: 2*part + 10})
-	if err == nil || !strings.Contains(err.Error(), "writing bytes 2097152-3145727: no space left on device") {
-		t.Fatalf("err = %v", err)
-	}
-	if n > 3*part {
-		t.Errorf("%d bytes reported written", n)
-	}
-	if f.count() > 5 {
-		t.Errorf("%d ranges asked after the write failed: %v", f.count(), f.requests)
-	}
-	if f.asked("2097152-3145727") && strings.Count(strings.Join(f.requests, " "), "2097152-") > 1 {
-		t.Errorf("the range whose write failed was asked again: %v", f.requests)
+	for _, conc := range []int{1, 2} {
+		f := &fakeObject{data: data}
+		r := open(t, f, Options{PartSize: part, Concurrency: conc, Retries: 3, Explain: explain, Backoff: noPause})
+		n, err := r.(*Reader).WriteAtTo(&memFile{failAt: 2*part + 10})
+		r.Close()
+		if err == nil || !strings.Contains(err.Error(), "writing bytes 2097152-3145727: no space left on device") {
+			t.Fatalf("concurrency %d: err = %v", conc, err)
+		}
+		if strings.Count(strings.Join(f.requests, " "), "2097152-") != 1 {
+			t.Errorf("concurrency %d: the range whose write failed was not asked exactly once: %v", conc, f.requests)
+		}
+		if n%part != 0 || n > int64(len(data))-part {
+			t.Errorf("concurrency %d: %d bytes reported written: not whole ranges without the failed one", conc, n)
+		}
+		switch {
+		case conc == 1 && (f.count() != 3 || n != 2*part):
+			// One at a time, the order is fixed: ranges 0 and 1, then
+			// the failure, then nothing.
+			t.Errorf("one range at a time: %d bytes written, requests %v", n, f.requests)
+		case f.count() == 40:
+			t.Errorf("concurrency %d: every range was asked after the failure: %v", conc, f.requests)
+		}
 	}
 }
