@@ -35,15 +35,18 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	}
 
 	var err error
-	if f := r.fillTarget(st, writers); f != nil {
-		err = r.fill(ctx, st, res, f)
-	} else if r.direct(st, writers) {
-		var rc io.ReadCloser // opened, and not taken by the sink
-		if rc, err = r.send(ctx, st, res, writers[0]); err == nil && rc != nil {
-			err = r.pump(ctx, st, res, writers, rc)
+	chunks := true           // the stream moves through pipe's chunks
+	var opened io.ReadCloser // by send, when the sink did not take the file
+	if r.direct(st, writers) {
+		if f := fillTarget(writers[0]); f != nil {
+			chunks, err = false, r.fill(ctx, st, res, f)
+		} else {
+			opened, err = r.send(ctx, st, res, writers[0])
+			chunks = opened != nil
 		}
-	} else {
-		err = r.pump(ctx, st, res, writers, nil)
+	}
+	if chunks {
+		err = r.pump(ctx, st, res, writers, opened)
 	}
 	if err != nil {
 		abort(ctx, writers)
@@ -134,58 +137,6 @@ func (r *Run) direct(st *Stream, writers []sdk.ObjectWriter) bool {
 	return len(r.job.Stages) == 0 && len(st.Checks) == 0 && len(writers) == 1 && r.srcLimit == nil && r.sinkLimits[0] == nil
 }
 
-// fillTarget returns the file of the stream's one object when the source
-// may write it itself (sdk.Fill): a direct stream, and the object an
-// empty regular file (the fs sink's). Otherwise nil.
-func (r *Run) fillTarget(st *Stream, writers []sdk.ObjectWriter) *os.File {
-	if !r.direct(st, writers) {
-		return nil
-	}
-	fw, ok := writers[0].(sdk.FileWriter)
-	if !ok {
-		return nil
-	}
-	f := fw.File()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
-		return nil // a command's input, say
-	}
-	return f
-}
-
-// fill has the source write the stream into f: an object store's ranges
-// go in parallel straight to where they belong in the file, instead of
-// being reassembled in order and copied through chunks (see sdk.Fill).
-// The source's and the sink's meters count each write as it lands.
-func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
-	src, snk := r.source, r.sinks[0]
-	var counted atomic.Int64 // this stream's bytes in the meters
-	t := time.Now()
-	n, err := sdk.Fill(ctx, r.job.Source, st.Name, f, func(k int64) {
-		counted.Add(k)
-		src.out.Add(k)
-		snk.in.Add(k)
-	})
-	busy := time.Since(t)
-	src.busy.Add(int64(busy))
-	snk.busy.Add(int64(busy))
-	src.chunks.Add(1)
-	snk.chunks.Add(1)
-	res.Read, res.Written = n, n
-	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
-		return snk.fail(ctx, fmt.Errorf("sink %s: writing %q: %w", r.job.Sinks[0].Name, st.Objects[0].Key, err))
-	}
-	if err != nil {
-		return src.fail(ctx, fmt.Errorf("source: %w", err))
-	}
-	// Progress may have been reported short of the end (a plugin's last
-	// report): the meters end at the stream's size.
-	if d := n - counted.Load(); d > 0 {
-		src.out.Add(d)
-		snk.in.Add(d)
-	}
-	return nil
-}
-
 func wrap(s *Stage, err error) error {
 	if err == nil {
 		return nil
@@ -203,6 +154,31 @@ func abort(ctx context.Context, ws []sdk.ObjectWriter) {
 	for _, w := range ws {
 		_ = w.Abort(ctx)
 	}
+}
+
+// fillTarget returns the file of a direct stream's object when the source
+// may write it itself (sdk.Fill): an empty regular file (the fs sink's).
+// Otherwise nil (a command's input, say).
+func fillTarget(w sdk.ObjectWriter) *os.File {
+	fw, ok := w.(sdk.FileWriter)
+	if !ok {
+		return nil
+	}
+	f := fw.File()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		return nil
+	}
+	return f
+}
+
+// fill has the source write the stream into f: an object store's ranges
+// go in parallel straight to where they belong in the file, instead of
+// being reassembled in order and copied through chunks (see sdk.Fill).
+func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
+	h := r.handover()
+	n, err := sdk.Fill(ctx, r.job.Source, st.Name, f, h.progress)
+	res.Read, res.Written = n, n // what landed, also when it failed
+	return h.end(ctx, st, res, n, err, r.source)
 }
 
 // open opens the stream.
@@ -240,22 +216,11 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 	if pos, err := fr.File().Seek(0, io.SeekCurrent); err != nil || pos != 0 {
 		return rc, nil
 	}
-	src, snk := r.source, r.sinks[0]
-	var counted atomic.Int64
-	t := time.Now()
-	n, taken, err := sdk.SendFile(w, fr.File(), fi.Size(), func(k int64) {
-		counted.Add(k)
-		src.out.Add(k)
-		snk.in.Add(k)
-	})
+	h := r.handover()
+	n, taken, err := sdk.SendFile(w, fr.File(), fi.Size(), h.progress)
 	if !taken {
 		return rc, nil
 	}
-	busy := time.Since(t)
-	src.busy.Add(int64(busy))
-	snk.busy.Add(int64(busy))
-	src.chunks.Add(1)
-	snk.chunks.Add(1)
 	if err == nil {
 		// The sink read the size the file had when it began: a file that
 		// changed meanwhile (a log still being written) would be stored
@@ -265,22 +230,60 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 		}
 	}
 	fr.Done(err == nil)
-	cerr := rc.Close()
+	blame := r.sinks[0]
+	if cerr := rc.Close(); err == nil && cerr != nil {
+		err, blame = cerr, r.source // what the stream's end reported
+	}
+	return nil, h.end(ctx, st, res, n, err, blame)
+}
+
+// handover meters a direct stream that one endpoint moves to the other
+// itself (fill, send): the source's and the sink's meters count each
+// write as it lands, and the move counts as one chunk, busy throughout.
+type handover struct {
+	r       *Run
+	start   time.Time
+	counted atomic.Int64 // this stream's bytes in the meters
+}
+
+func (r *Run) handover() *handover { return &handover{r: r, start: time.Now()} }
+
+func (h *handover) progress(k int64) {
+	h.counted.Add(k)
+	h.r.source.out.Add(k)
+	h.r.sinks[0].in.Add(k)
+}
+
+// end books the move of n bytes (in res when it succeeded) and says whose
+// failure err is: a file that could not be read is the source's
+// (sdk.ReadError), one that could not be written the sink's
+// (sdk.WriteError), any other blame's.
+func (h *handover) end(ctx context.Context, st *Stream, res *StreamResult, n int64, err error, blame *Meter) error {
+	src, snk := h.r.source, h.r.sinks[0]
+	busy := int64(time.Since(h.start))
+	src.busy.Add(busy)
+	snk.busy.Add(busy)
+	src.chunks.Add(1)
+	snk.chunks.Add(1)
 	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
-		return nil, src.fail(ctx, fmt.Errorf("source: %w", err))
+		blame = src
+	} else if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
+		blame = snk
 	}
-	if err != nil {
-		return nil, snk.fail(ctx, fmt.Errorf("sink %s: writing %q: %w", r.job.Sinks[0].Name, st.Objects[0].Key, err))
-	}
-	if cerr != nil {
-		return nil, src.fail(ctx, fmt.Errorf("source: %w", cerr))
+	switch {
+	case err != nil && blame == src:
+		return src.fail(ctx, fmt.Errorf("source: %w", err))
+	case err != nil:
+		return snk.fail(ctx, fmt.Errorf("sink %s: writing %q: %w", h.r.job.Sinks[0].Name, st.Objects[0].Key, err))
 	}
 	res.Read, res.Written = n, n
-	if d := n - counted.Load(); d > 0 {
+	// Progress may have been reported short of the end (a plugin's last
+	// report): the meters end at the stream's size.
+	if d := n - h.counted.Load(); d > 0 {
 		src.out.Add(d)
 		snk.in.Add(d)
 	}
-	return nil, nil
+	return nil
 }
 
 // read fills pooled chunks from the source; opened, if not nil, is the

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -618,7 +616,7 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if w.regular && w.off-w.started >= 4<<20 {
-		_ = unix.SyncFileRange(int(w.f.Fd()), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+		sdk.StartWriteback(w.f, w.started, w.off-w.started)
 		w.started = w.off
 	}
 	return written, nil

@@ -90,7 +90,7 @@ type fileAt struct {
 func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 	n, err := w.f.WriteAt(p, off)
 	if n > 0 {
-		startWriteback(w.f, off, int64(n))
+		StartWriteback(w.f, off, int64(n))
 		if w.progress != nil {
 			w.progress(int64(n))
 		}

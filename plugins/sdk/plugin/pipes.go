@@ -199,16 +199,16 @@ func (o *pipedObject) closeRead() { o.once.Do(func() { o.r.Close() }) }
 // can take its bytes from elsewhere (SendFile); pipe's write end stays
 // open until it finishes the object. It fails when the pump had moved
 // bytes already.
-func (o *pipedObject) detach() (sdk.ObjectWriter, error) {
+func (o *pipedObject) detach() error {
 	o.closeRead()
 	<-o.done
 	if err := o.failure(); err != nil {
-		return nil, err
+		return err
 	}
 	if o.moved > 0 {
-		return nil, fmt.Errorf("%d bytes were written through the pipe already", o.moved)
+		return fmt.Errorf("%d bytes were written through the pipe already", o.moved)
 	}
-	return o.w, nil
+	return nil
 }
 
 // fail records why the pump stopped, unless Abort stopped it.

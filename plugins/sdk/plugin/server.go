@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -314,35 +315,45 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	return out.Send(&pb.ReadStream_Response{Msg: &pb.ReadStream_Response_End{End: end}})
 }
 
-// fillProgress is how often FillFile reports the bytes written so far.
-const fillProgress = 100 * time.Millisecond
+// progressEvery is how often FillFile and SendFile report the bytes moved
+// so far.
+const progressEvery = 100 * time.Millisecond
+
+// handedFile takes the file pipe sent under token for a call that
+// ctx belongs to.
+func (s *server) handedFile(ctx context.Context, token uint64) (*os.File, error) {
+	if s.fds == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
+	}
+	f, err := s.fds.Take(ctx, token)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return f, nil
+}
 
 // FillFile writes a source's stream into the file pipe handed over (see
 // sdk.Fill), reporting the bytes written as it goes. Pipe ending the call
 // cancels the context the stream was opened with.
 func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer) error {
 	h := req.GetHandle()
-	if s.fds == nil {
-		return status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
-	}
 	ctx, cancel := context.WithCancel(out.Context())
 	defer cancel()
 	// The file first, whatever follows: one left on the socket stays open.
-	f, err := s.fds.Take(ctx, req.GetToken())
+	f, err := s.handedFile(ctx, req.GetToken())
 	if err != nil {
-		return status.Error(codes.Unavailable, err.Error())
+		return err
 	}
 	defer f.Close()
 	src, err := s.source(h)
 	if err != nil {
 		return err
 	}
-	var written atomic.Int64
-	n, err := report(cancel, func() (int64, error) {
-		return sdk.Fill(ctx, src, req.GetName(), f, func(k int64) { written.Add(k) })
-	}, func() error { return out.Send(&pb.FillFile_Response{Written: written.Load()}) })
+	n, written, err := report(cancel, func(progress func(int64)) (int64, error) {
+		return sdk.Fill(ctx, src, req.GetName(), f, progress)
+	}, func(written int64) error { return out.Send(&pb.FillFile_Response{Written: written}) })
 	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
-		return out.Send(&pb.FillFile_Response{Written: written.Load(), WriteError: status.Convert(s.status(h, err)).Message()})
+		return out.Send(&pb.FillFile_Response{Written: written, WriteError: status.Convert(s.status(h, err)).Message()})
 	}
 	if err != nil {
 		return s.status(h, err)
@@ -354,14 +365,11 @@ func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer
 // (sdk.ReaderAtFrom), reporting the bytes sent as it goes; an object that
 // cannot is left as it was, and pipe writes it as always.
 func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer) error {
-	if s.fds == nil {
-		return status.Error(codes.FailedPrecondition, "this plugin process has no descriptor socket to take the file from")
-	}
 	ctx, cancel := context.WithCancel(out.Context())
 	defer cancel()
-	f, err := s.fds.Take(ctx, req.GetFile())
+	f, err := s.handedFile(ctx, req.GetFile())
 	if err != nil {
-		return status.Error(codes.Unavailable, err.Error())
+		return err
 	}
 	defer f.Close()
 	s.mu.Lock()
@@ -379,7 +387,7 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 		return out.Send(&pb.SendFile_Response{Unsupported: true})
 	}
 	if piped {
-		if _, err := po.detach(); err != nil {
+		if err := po.detach(); err != nil {
 			return s.status(obj.handle, err)
 		}
 	}
@@ -387,13 +395,12 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 	// the object is aborted at once, not only by FinishObject later.
 	stop := context.AfterFunc(ctx, func() { w.Abort(context.Background()) })
 	defer stop()
-	var sent atomic.Int64
-	n, err := report(cancel, func() (int64, error) {
-		n, _, err := sdk.SendFile(w, f, req.GetSize(), func(k int64) { sent.Add(k) })
+	n, sent, err := report(cancel, func(progress func(int64)) (int64, error) {
+		n, _, err := sdk.SendFile(w, f, req.GetSize(), progress)
 		return n, err
-	}, func() error { return out.Send(&pb.SendFile_Response{Sent: sent.Load()}) })
+	}, func(sent int64) error { return out.Send(&pb.SendFile_Response{Sent: sent}) })
 	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
-		return out.Send(&pb.SendFile_Response{Sent: sent.Load(), ReadError: status.Convert(s.status(obj.handle, re.Err)).Message()})
+		return out.Send(&pb.SendFile_Response{Sent: sent, ReadError: status.Convert(s.status(obj.handle, re.Err)).Message()})
 	}
 	if err != nil {
 		return s.status(obj.handle, err)
@@ -401,29 +408,28 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 	return out.Send(&pb.SendFile_Response{Sent: n, Done: true})
 }
 
-// report runs work, calling tell every fillProgress until it returns; a
-// failed tell (pipe went away) cancels the work's context and waits for it.
-func report(cancel context.CancelFunc, work func() (int64, error), tell func() error) (int64, error) {
-	var (
-		n    int64
-		err  error
-		done = make(chan struct{})
-	)
+// report runs work, which reports the bytes it moves to progress, and
+// tells the total so far every progressEvery until work returns; it
+// returns work's answer and the bytes moved. A failed tell (pipe went
+// away) cancels the work's context and waits for it.
+func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, error), tell func(moved int64) error) (n, moved int64, err error) {
+	var counted atomic.Int64
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n, err = work()
+		n, err = work(func(k int64) { counted.Add(k) })
 	}()
-	tick := time.NewTicker(fillProgress)
+	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-done:
-			return n, err
+			return n, counted.Load(), err
 		case <-tick.C:
-			if terr := tell(); terr != nil {
+			if terr := tell(counted.Load()); terr != nil {
 				cancel()
 				<-done
-				return n, terr
+				return n, counted.Load(), terr
 			}
 		}
 	}

@@ -184,7 +184,7 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 	}
 	if w.off-w.started >= writebackEvery {
 		// Only a hint: a filesystem without it still gets the fsync.
-		_ = unix.SyncFileRange(int(w.f.Fd()), w.started, w.off-w.started, unix.SYNC_FILE_RANGE_WRITE)
+		sdk.StartWriteback(w.f, w.started, w.off-w.started)
 		w.started = w.off
 	}
 	return written, nil

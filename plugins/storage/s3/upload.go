@@ -231,25 +231,48 @@ func (w *objectWriter) create() error {
 // uploadPart sends part num; sums, if not nil, were computed as it filled.
 func (w *objectWriter) uploadPart(num int32, b []byte, sums *runningSums) {
 	defer w.parts.Done()
-	in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
-		Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b)))}
 	if sums == nil || sums.n != len(b) {
 		sums = w.s.sum.of(b, w.st.signed)
 	}
+	err := w.sendPart(num, bytes.NewReader(b), int64(len(b)), sums)
+	w.free <- b // never blocks: it has room for every buffer
+	if err != nil {
+		w.partFailed(num, err)
+	}
+}
+
+// sendPart sends part num, n bytes of body summed in sums, and keeps it
+// for the completion.
+func (w *objectWriter) sendPart(num int32, body io.ReadSeeker, n int64, sums *runningSums) error {
+	in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
+		Body: body, ContentLength: aws.Int64(n)}
 	part, opts := sums.part(in)
 	out, err := w.st.client.UploadPart(w.ctx, in, opts...)
-	w.free <- b // never blocks: it has room for every buffer
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil {
-		if w.err == nil && w.ctx.Err() == nil {
-			w.err = w.st.fail(fmt.Sprintf("uploading part %d of", num), w.key, err)
-			w.cancel(w.err)
-		}
-		return
+		return err
 	}
 	part.ETag = out.ETag
+	w.mu.Lock()
 	w.done = append(w.done, part)
+	w.mu.Unlock()
+	return nil
+}
+
+// partFailed makes part num's failure the object's, which stops it,
+// unless the object failed or ended already. A file that could not be
+// read (sdk.ReadError) stays the file's failure, not the store's.
+func (w *objectWriter) partFailed(num int32, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.ctx.Err() != nil {
+		return
+	}
+	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
+		w.err = re
+	} else {
+		w.err = w.st.fail(fmt.Sprintf("uploading part %d of", num), w.key, err)
+	}
+	w.cancel(w.err)
 }
 
 // ReadAtFrom takes the whole object from r (see sdk.ReaderAtFrom). An
@@ -359,30 +382,13 @@ func (w *objectWriter) uploadSection(num int32, r io.ReaderAt, off, n int64, pro
 	defer w.parts.Done()
 	sums := w.s.sum.running(w.st.signed)
 	err := sumSection(w.ctx, sums, r, off, n)
-	var out *s3.UploadPartOutput
-	var part types.CompletedPart
 	if err == nil {
-		in := &s3.UploadPartInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID, PartNumber: aws.Int32(num),
-			Body: io.NewSectionReader(r, off, n), ContentLength: aws.Int64(n)}
-		var opts []func(*s3.Options)
-		part, opts = sums.part(in)
-		out, err = w.st.client.UploadPart(w.ctx, in, opts...)
+		err = w.sendPart(num, io.NewSectionReader(r, off, n), n, sums)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil {
-		if w.err == nil && w.ctx.Err() == nil {
-			if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
-				w.err = re // the file's failure, not the store's
-			} else {
-				w.err = w.st.fail(fmt.Sprintf("uploading part %d of", num), w.key, err)
-			}
-			w.cancel(w.err)
-		}
+		w.partFailed(num, err)
 		return
 	}
-	part.ETag = out.ETag
-	w.done = append(w.done, part)
 	progress(n)
 }
 
