@@ -29,9 +29,9 @@ type Filler interface {
 // Fill writes the stream name of src into f, an empty regular file, from
 // its first byte: with WriteAtTo when the stream has it, else in order.
 // progress gets the size of every write as it is made, from several
-// goroutines at once. Writing starts the disk's writeback of what was
-// written (without waiting for it), so that the fsync of a commit finds
-// little left to do. It returns the bytes written.
+// goroutines at once. Writing starts the disk's writeback of every 8 MiB
+// block written (without waiting for it), so that the fsync of a commit
+// finds little left to do. It returns the bytes written.
 func Fill(ctx context.Context, src Source, name string, f *os.File, progress func(n int64)) (int64, error) {
 	if fl, ok := src.(Filler); ok {
 		return fl.Fill(ctx, name, f, progress)
@@ -68,8 +68,32 @@ func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n
 	return n, err
 }
 
-// fillPiece is the size of the writes of a stream filled in order.
-const fillPiece = 1 << 20
+// fillPiece is the size of the writes of a stream filled in order: small
+// enough that what was just read into the buffer is still in the core's L2
+// cache when the write copies it into the page cache (see the ranged
+// reader's fillBuffer, which is the same size for the same reason).
+const fillPiece = 512 << 10
+
+// writebackBlock is the unit of the writeback a fill starts: file-aligned
+// blocks, each started once a write reaches its end. One sync_file_range
+// per write made the disk's queue take a request (and this process a
+// virtio kick) for every half MiB. A range's writes are in order, so the
+// write that reaches a block's end completes it when the block lies in one
+// range; a block shared by two ranges (ranges under 8 MiB) may start
+// before the other's bytes are in, which leaves them to the fsync.
+const writebackBlock = 8 << 20
+
+// completedBlocks is the run of writeback blocks that a write of n bytes
+// at off completes: from the block it starts in to the last block boundary
+// it reaches (n == 0 when it reaches none).
+func completedBlocks(off, n int64) (start, length int64) {
+	start = off / writebackBlock * writebackBlock
+	end := (off + n) / writebackBlock * writebackBlock
+	if end <= start {
+		return 0, 0
+	}
+	return start, end - start
+}
 
 // unwrapPath drops the name of a descriptor handed over from err.
 func unwrapPath(err error) error {
@@ -80,8 +104,8 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// fileAt writes a file at offsets, reports each write and starts its
-// writeback.
+// fileAt writes a file at offsets, reports each write and starts the
+// writeback of each block it completes.
 type fileAt struct {
 	f        *os.File
 	progress func(int64)
@@ -90,7 +114,9 @@ type fileAt struct {
 func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 	n, err := w.f.WriteAt(p, off)
 	if n > 0 {
-		StartWriteback(w.f, off, int64(n))
+		if start, length := completedBlocks(off, int64(n)); length > 0 {
+			StartWriteback(w.f, start, length)
+		}
 		if w.progress != nil {
 			w.progress(int64(n))
 		}

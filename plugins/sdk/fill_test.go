@@ -59,3 +59,23 @@ func TestFillFromFile(t *testing.T) {
 		}
 	}
 }
+
+// A fill starts the writeback of each 8 MiB block once a write reaches its
+// end, and of nothing else.
+func TestCompletedBlocks(t *testing.T) {
+	const b, k = writebackBlock, fillPiece
+	for _, c := range []struct{ off, n, start, length int64 }{
+		{0, k, 0, 0},                 // inside the first block
+		{b - k, k, 0, b},             // the first block's last piece
+		{b - k, 2 * k, 0, b},         // across the boundary: only the full block
+		{b, k, 0, 0},                 // the second block's first piece
+		{3*b - k, k, 2 * b, b},       // the third block's end
+		{b - 10, 2*b + 20, 0, 3 * b}, // a write spanning several blocks
+		{5 * b, 0, 0, 0},             // nothing written
+	} {
+		start, length := completedBlocks(c.off, c.n)
+		if start != c.start || length != c.length {
+			t.Errorf("a write of %d at %d: writeback %d+%d, want %d+%d", c.n, c.off, start, length, c.start, c.length)
+		}
+	}
+}

@@ -366,12 +366,19 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// fillBuffer bounds what WriteAtTo holds per range in flight.
-const fillBuffer = 1 << 20
+// fillBuffer bounds what WriteAtTo holds per range in flight. It is small
+// enough to stay in a core's L2 cache (512 KiB on this project's AMD EPYC
+// machines) between the socket's copy into it and the page cache's copy
+// out of it: with 1 MiB, the second copy read it back from memory and took
+// six times as long (perf of a 2 GiB download: 1.24 s in
+// copy_folio_from_iter_atomic against rclone's 0.21 s, whose buffer is
+// 128 KiB). It is no smaller because the HTTP transport's read buffer is
+// 256 KiB: a read at least that large goes straight from the socket.
+const fillBuffer = 512 << 10
 
 // WriteAtTo writes the whole object into w at its own offsets instead of
 // handing it out in order: Concurrency ranges at a time, each copied as it
-// arrives through a buffer of at most 1 MiB (not a part's buffer), in no
+// arrives through a buffer of at most 512 KiB (not a part's buffer), in no
 // particular order, as a multi-threaded download into a file is written
 // (rclone's, say). It must come before any Read. A range that breaks off
 // is resumed as for Read; a failed write is not retried. It returns the

@@ -623,7 +623,7 @@ func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // WriteAtTo puts every range where it belongs, in parallel, through
-// buffers of at most 1 MiB, resuming ranges that broke off; the first
+// buffers of at most fillBuffer, resuming ranges that broke off; the first
 // range comes from the opening answer.
 func TestWriteAtTo(t *testing.T) {
 	const part = 3 << 20
@@ -660,8 +660,8 @@ func TestWriteAtTo(t *testing.T) {
 	if err != nil || n != int64(len(data)) || !bytes.Equal(m.b, data) {
 		t.Fatalf("wrote %d bytes (%d equal: %v), %v", n, len(m.b), bytes.Equal(m.b, data), err)
 	}
-	if m.largest > 1<<20 {
-		t.Errorf("a write of %d bytes: ranges should move through 1 MiB buffers", m.largest)
+	if m.largest > fillBuffer {
+		t.Errorf("a write of %d bytes: ranges should move through %d-byte buffers", m.largest, fillBuffer)
 	}
 	if f.asked("0-3145727") {
 		t.Errorf("the first range was fetched again: %v", f.requests)
@@ -708,7 +708,8 @@ func TestWriteAtToWriteFails(t *testing.T) {
 		r := open(t, f, Options{PartSize: part, Concurrency: conc, Retries: 3, Explain: explain, Backoff: noPause})
 		n, err := r.(*Reader).WriteAtTo(&memFile{failAt: 2*part + 10})
 		r.Close()
-		if err == nil || !strings.Contains(err.Error(), "writing bytes 2097152-3145727: no space left on device") {
+		want := fmt.Sprintf("writing bytes %d-%d: no space left on device", 2*part, 2*part+fillBuffer-1)
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("concurrency %d: err = %v", conc, err)
 		}
 		if strings.Count(strings.Join(f.requests, " "), "2097152-") != 1 {
