@@ -217,16 +217,6 @@ func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 		// The shared config files are broken; say so without their contents.
 		return nil, sdk.AttrError("", "cannot load the AWS configuration", fmt.Sprintf("%v: fix ~/.aws/config or AWS_CONFIG_FILE, or set the credentials in the block", err))
 	}
-	// The S3 client gets a transport of its own (a plain *http.Client,
-	// which the SDK leaves alone), trusting what the SDK was told to trust
-	// (AWS_CA_BUNDLE, ca_bundle in the shared config).
-	tr := newTransport(c)
-	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
-		if tls := b.GetTransport().TLSClientConfig; tls != nil && tls.RootCAs != nil {
-			tr.TLSClientConfig.RootCAs = tls.RootCAs
-		}
-	}
-	awsCfg.HTTPClient = &http.Client{Transport: tr}
 	st := &store{bucket: c.Bucket, cfg: c, endpoint: "AWS"}
 	endpoint := c.Endpoint
 	if endpoint == "" && awsCfg.BaseEndpoint != nil {
@@ -236,6 +226,19 @@ func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 		st.endpoint = endpoint
 		st.signed = strings.HasPrefix(strings.ToLower(endpoint), "http://")
 	}
+	// The S3 client gets a transport of its own (a plain *http.Client,
+	// which the SDK leaves alone), trusting what the SDK was told to trust
+	// (AWS_CA_BUNDLE, ca_bundle in the shared config). Not over plain
+	// HTTP: no certificate is checked there, and building the SDK's
+	// transport parses the whole bundle (4-9 ms of a 16 MiB upload's
+	// run here, for a 220 KB bundle).
+	tr := newTransport(c)
+	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok && !st.signed {
+		if tls := b.GetTransport().TLSClientConfig; tls != nil && tls.RootCAs != nil {
+			tr.TLSClientConfig.RootCAs = tls.RootCAs
+		}
+	}
+	awsCfg.HTTPClient = &http.Client{Transport: tr}
 	if awsCfg.Region == "" {
 		if endpoint == "" {
 			return nil, sdk.AttrError("region", "no region", `set region to the bucket's AWS region (e.g. "eu-west-1"), or AWS_REGION`)

@@ -3,13 +3,17 @@ package s3
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -761,5 +765,37 @@ func TestS3ReadAtFrom(t *testing.T) {
 	}
 	if f.openUploads() != 0 {
 		t.Fatalf("%d uploads left", f.openUploads())
+	}
+}
+
+// An HTTPS endpoint is trusted through AWS_CA_BUNDLE, as the SDK's own
+// transport would trust it: the sink's transport takes the bundle's roots.
+func TestS3TrustsCABundle(t *testing.T) {
+	f := &fakeS3{t: t, objects: map[string][]byte{}, uploads: map[string]map[int][]byte{}}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+	if err := os.WriteFile(bundle, cert, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(21, 1000)
+	upload := func() error {
+		w := written(t, newSink(t, f, map[string]any{"retries": int64(0)}), "trusted", data, true, 100)
+		return w.Commit(context.Background())
+	}
+	// Without the bundle the test server's certificate is unknown.
+	t.Setenv("AWS_CA_BUNDLE", "")
+	if err := upload(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA bundle: %v", err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	if err := upload(); err != nil {
+		t.Fatalf("with the CA bundle: %v", err)
+	}
+	if !bytes.Equal(f.objects["trusted"], data) {
+		t.Error("the object did not land")
 	}
 }
