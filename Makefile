@@ -4,6 +4,11 @@ GO      ?= go
 BIN     := bin/pipe
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X github.com/pipebackup/pipe/runner.Version=$(VERSION)
+# disable_grpc_modules: cloud.google.com/go/storage's documented opt-out of
+# its gRPC API (pipe's gcs endpoint uses the JSON API), which drops grpc/xds
+# and ~100 packages of Envoy protos from the binary: 83 -> 63 MB, and ~7 ms
+# less start-up for pipe and again for its plugin process.
+TAGS    ?= disable_grpc_modules
 
 .PHONY: help build run test test-short fuzz bench proto docs clean
 
@@ -15,7 +20,7 @@ help:
 	@echo "make bench   benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
 
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
+	$(GO) build -trimpath -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
 
 run: build
 	$(GO) run ./examples/sampledata -out examples/data
@@ -26,11 +31,11 @@ run: build
 	diff -r examples/data out/restored && echo "restored bytes are identical to examples/data"
 
 test:
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) vet -tags "$(TAGS)" ./...
+	$(GO) test -tags "$(TAGS)" -count=1 -timeout 30m ./...
 
 test-short:
-	$(GO) test -short -count=1 ./...
+	$(GO) test -tags "$(TAGS)" -short -count=1 ./...
 
 FUZZTIME ?= 60s
 fuzz:
