@@ -85,7 +85,7 @@ const writebackBlock = 8 << 20
 
 // completedBlocks is the run of writeback blocks that a write of n bytes
 // at off completes: from the block it starts in to the last block boundary
-// it reaches (n == 0 when it reaches none).
+// it reaches (length 0 when it reaches none).
 func completedBlocks(off, n int64) (start, length int64) {
 	start = off / writebackBlock * writebackBlock
 	end := (off + n) / writebackBlock * writebackBlock
