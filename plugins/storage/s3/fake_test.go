@@ -40,8 +40,15 @@ type fakeS3 struct {
 }
 
 func newFake(t *testing.T) *fakeS3 {
+	f := unstartedFake(t)
+	f.srv.Start()
+	return f
+}
+
+// unstartedFake is a fake whose server the caller starts (with TLS, say).
+func unstartedFake(t *testing.T) *fakeS3 {
 	f := &fakeS3{t: t, objects: map[string][]byte{}, uploads: map[string]map[int][]byte{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
 }

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -771,11 +770,9 @@ func TestS3ReadAtFrom(t *testing.T) {
 // An HTTPS endpoint is trusted through AWS_CA_BUNDLE, as the SDK's own
 // transport would trust it: the sink's transport takes the bundle's roots.
 func TestS3TrustsCABundle(t *testing.T) {
-	f := &fakeS3{t: t, objects: map[string][]byte{}, uploads: map[string]map[int][]byte{}}
-	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f := unstartedFake(t)
 	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
 	f.srv.StartTLS()
-	t.Cleanup(f.srv.Close)
 	bundle := filepath.Join(t.TempDir(), "ca.pem")
 	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
 	if err := os.WriteFile(bundle, cert, 0o600); err != nil {
