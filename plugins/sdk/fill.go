@@ -29,9 +29,9 @@ type Filler interface {
 // Fill writes the stream name of src into f, an empty regular file, from
 // its first byte: with WriteAtTo when the stream has it, else in order.
 // progress gets the size of every write as it is made, from several
-// goroutines at once. Writing starts the disk's writeback of every 8 MiB
-// block written (without waiting for it), so that the fsync of a commit
-// finds little left to do. It returns the bytes written.
+// goroutines at once. Writing starts the disk's writeback of every whole
+// 8 MiB block written (without waiting for it; a last partial block is
+// left to it), so that the fsync of a commit finds little left to do. It returns the bytes written.
 func Fill(ctx context.Context, src Source, name string, f *os.File, progress func(n int64)) (int64, error) {
 	if fl, ok := src.(Filler); ok {
 		return fl.Fill(ctx, name, f, progress)

@@ -228,12 +228,15 @@ func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 	}
 	// The S3 client gets a transport of its own (a plain *http.Client,
 	// which the SDK leaves alone), trusting what the SDK was told to trust
-	// (AWS_CA_BUNDLE, ca_bundle in the shared config). Not over plain
-	// HTTP: no certificate is checked there, and building the SDK's
-	// transport parses the whole bundle (4-9 ms of a 16 MiB upload's
-	// run here, for a 220 KB bundle).
+	// (AWS_CA_BUNDLE, ca_bundle in the shared config). Building the SDK's
+	// transport parses the whole bundle (4-9 ms of a 16 MiB upload's run
+	// here, for a 220 KB bundle), so it is skipped when nothing can check
+	// a certificate with it: the block's own endpoint (which the client
+	// uses whatever the environment says) is plain HTTP, reached without a
+	// proxy. (An http:// endpoint that redirects to https:// would then
+	// be checked against the system's roots only.)
 	tr := newTransport(c)
-	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok && !st.signed {
+	if b, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok && !plainHTTP(c.Endpoint) {
 		if tls := b.GetTransport().TLSClientConfig; tls != nil && tls.RootCAs != nil {
 			tr.TLSClientConfig.RootCAs = tls.RootCAs
 		}
@@ -254,6 +257,17 @@ func newStore(ctx context.Context, c connConfig) (*store, sdk.Diagnostics) {
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	return st, nil
+}
+
+// plainHTTP says whether endpoint is an http:// URL that the transport
+// reaches directly (no proxy from the environment applies to it).
+func plainHTTP(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") || u.Host == "" {
+		return false
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	return err == nil && proxy == nil
 }
 
 // url names an object for messages.

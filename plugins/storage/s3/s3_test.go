@@ -778,6 +778,8 @@ func TestS3TrustsCABundle(t *testing.T) {
 	if err := os.WriteFile(bundle, cert, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Only the bundle under test: no shared config's ca_bundle.
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	data := randBytes(21, 1000)
 	upload := func() error {
 		w := written(t, newSink(t, f, map[string]any{"retries": int64(0)}), "trusted", data, true, 100)
@@ -792,7 +794,26 @@ func TestS3TrustsCABundle(t *testing.T) {
 	if err := upload(); err != nil {
 		t.Fatalf("with the CA bundle: %v", err)
 	}
-	if !bytes.Equal(f.objects["trusted"], data) {
+	if got, _ := f.object("trusted"); !bytes.Equal(got, data) {
 		t.Error("the object did not land")
+	}
+}
+
+// Only a plain-HTTP endpoint skips the CA bundle: any other scheme, or an
+// endpoint that is not a URL, keeps it.
+func TestS3PlainHTTP(t *testing.T) {
+	for endpoint, want := range map[string]bool{
+		"http://127.0.0.1:9000":     true,
+		"HTTP://localhost:9000":     true,
+		"https://127.0.0.1:9000":    false,
+		"https://s3.amazonaws.com":  false,
+		"":                          false,
+		"localhost:9000":            false,
+		"http://":                   false,
+		"http://[::1]:9000/minio/x": true,
+	} {
+		if got := plainHTTP(endpoint); got != want {
+			t.Errorf("plainHTTP(%q) = %v, want %v", endpoint, got, want)
+		}
 	}
 }
