@@ -9,6 +9,9 @@ LDFLAGS := -X main.version=$(VERSION) -X github.com/pipebackup/pipe/runner.Versi
 # and ~100 packages of Envoy protos from the binary: 83 -> 63 MB, and ~7 ms
 # less start-up for pipe and again for its plugin process.
 TAGS    ?= disable_grpc_modules
+# Through GOFLAGS, so that the binaries tests build (integration/, examples)
+# are built the same way.
+export GOFLAGS += -tags=$(TAGS)
 
 .PHONY: help build run test test-short fuzz bench proto docs clean
 
@@ -20,7 +23,7 @@ help:
 	@echo "make bench   benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
 
 build:
-	$(GO) build -trimpath -tags "$(TAGS)" -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
 
 run: build
 	$(GO) run ./examples/sampledata -out examples/data
@@ -31,11 +34,11 @@ run: build
 	diff -r examples/data out/restored && echo "restored bytes are identical to examples/data"
 
 test:
-	$(GO) vet -tags "$(TAGS)" ./...
-	$(GO) test -tags "$(TAGS)" -count=1 -timeout 30m ./...
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 test-short:
-	$(GO) test -tags "$(TAGS)" -short -count=1 ./...
+	$(GO) test -short -count=1 ./...
 
 FUZZTIME ?= 60s
 fuzz:

@@ -55,8 +55,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	pipeBin = filepath.Join(dir, "pipe")
-	// Built as make build builds it (see the Makefile's TAGS).
-	if out, err := exec.Command("go", "build", "-tags", "disable_grpc_modules", "-o", pipeBin, "../cmd/pipe").CombinedOutput(); err != nil {
+	// With the build tags of GOFLAGS, which make test sets as make build does.
+	if out, err := exec.Command("go", "build", "-o", pipeBin, "../cmd/pipe").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building pipe: %v\n%s", err, out)
 		os.Exit(1)
 	}

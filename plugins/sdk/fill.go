@@ -30,8 +30,9 @@ type Filler interface {
 // its first byte: with WriteAtTo when the stream has it, else in order.
 // progress gets the size of every write as it is made, from several
 // goroutines at once. Writing starts the disk's writeback of every whole
-// 8 MiB block written (without waiting for it; a last partial block is
-// left to it), so that the fsync of a commit finds little left to do. It returns the bytes written.
+// 8 MiB block written, without waiting for it, so that the fsync of a
+// commit finds little left to do (a last partial block is left to the
+// fsync). It returns the bytes written.
 func Fill(ctx context.Context, src Source, name string, f *os.File, progress func(n int64)) (int64, error) {
 	if fl, ok := src.(Filler); ok {
 		return fl.Fill(ctx, name, f, progress)
@@ -68,10 +69,15 @@ func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n
 	return n, err
 }
 
-// fillPiece is the size of the writes of a stream filled in order: small
-// enough that what was just read into the buffer is still in the core's L2
-// cache when the write copies it into the page cache (see the ranged
-// reader's fillBuffer, which is the same size for the same reason).
+// fillPiece is the most a fill moves through its buffer at a time: small
+// enough that what was just read into the buffer is still in a core's L2
+// cache (512 KiB on this project's AMD EPYC machines) when the write copies
+// it into the page cache. With 1 MiB that copy read it back from memory:
+// in perf of a 2 GiB S3 download, 1.24 s in copy_folio_from_iter_atomic
+// against rclone's 0.21 s, whose buffer is 128 KiB. The ranged reader's
+// fillBuffer (one range of a WriterAtTo) is the same size for the same
+// reason; it keeps its own, as the storage helpers import nothing of
+// pipe's.
 const fillPiece = 512 << 10
 
 // writebackBlock is the unit of the writeback a fill starts: file-aligned
