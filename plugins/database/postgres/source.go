@@ -377,8 +377,8 @@ func (s *Source) prefetch(ctx context.Context, name string) *prefetched {
 	c := command.New(ctx, s.conn.spec(s.sectionDump(name), nil))
 	c.Cmd().Stdout = f
 	go func() {
-		defer close(p.done)
 		p.err = c.Run()
+		close(p.done)
 	}()
 	return p
 }
@@ -421,7 +421,6 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 	r := &copyReader{r: pr, cancel: cancel, done: make(chan struct{})}
 	id := pgx.Identifier{schema, tbl}.Sanitize()
 	go func() {
-		defer close(r.done)
 		// pgx writes a row at a time: batch them into pipe-sized writes.
 		bw := bufio.NewWriterSize(pw, 1<<20)
 		_, err := pc.PgConn().CopyTo(ctx, bw, "COPY "+id+" TO STDOUT")
@@ -433,6 +432,7 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 		}
 		pw.Close()
 		s.workers.put(pc)
+		close(r.done) // not deferred: a panic must end the process, not the table's stream
 	}()
 	return r, nil
 }

@@ -169,8 +169,12 @@ func pipeObject(w sdk.ObjectWriter) (*pipedObject, *os.File, error) {
 // Write closes the read end, so pipe's next write fails at once (EPIPE)
 // and it asks, through Abort, what went wrong.
 func (o *pipedObject) pump() {
-	defer close(o.done)
-	defer o.closeRead()
+	o.copy()
+	o.closeRead()
+	close(o.done) // not deferred: a Write that panics must end the process, not the object
+}
+
+func (o *pipedObject) copy() {
 	buf := make([]byte, wire.MaxData)
 	for {
 		n, err := o.r.Read(buf)

@@ -416,8 +416,8 @@ func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, e
 	var counted atomic.Int64
 	done := make(chan struct{})
 	go func() {
-		defer close(done)
 		n, err = work(func(k int64) { counted.Add(k) })
+		close(done) // not deferred: a panic must kill the process, not look done
 	}()
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()

@@ -210,9 +210,11 @@ func (r *Reader) start() {
 	r.first = nil
 	r.wg.Add(1)
 	go func() {
-		defer r.wg.Done()
-		defer close(p.done)
+		// Not deferred: a fetch that panics must end the process, not
+		// look like a part that arrived.
 		p.err = r.fetch(p, body)
+		close(p.done)
+		r.wg.Done()
 	}()
 }
 
@@ -429,8 +431,6 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 		done += n
 	}
 	worker := func(off, n int64, body io.ReadCloser) {
-		defer r.wg.Done() // Close waits for them, as for parts
-		defer workers.Done()
 		buf := make([]byte, min(r.o.PartSize, fillBuffer))
 		for {
 			err := r.get(off, n, body, func(body io.Reader, got int64) (int64, error) {
@@ -472,8 +472,14 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 			body, first = first, nil // the opening answer holds the first range
 		}
 		workers.Add(1)
-		r.wg.Add(1)
-		go worker(off, n, body)
+		r.wg.Add(1) // Close waits for them, as for parts
+		go func() {
+			worker(off, n, body)
+			// Not deferred: a worker that panics must end the process,
+			// not let WriteAtTo return what was written as all.
+			workers.Done()
+			r.wg.Done()
+		}()
 	}
 	workers.Wait()
 	return done, failed

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -726,5 +727,63 @@ func TestWriteAtToWriteFails(t *testing.T) {
 		case f.count() == 40:
 			t.Errorf("concurrency %d: every range was asked after the failure: %v", conc, f.requests)
 		}
+	}
+}
+
+// returnsWithin reports whether f returns within d.
+func returnsWithin(d time.Duration, f func()) bool {
+	returned := make(chan struct{})
+	go func() {
+		f()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// vanishingAt is a memFile whose write at off never returns.
+type vanishingAt struct {
+	memFile
+	off int64
+}
+
+func (v *vanishingAt) WriteAt(p []byte, off int64) (int, error) {
+	if off == v.off {
+		runtime.Goexit()
+	}
+	return v.memFile.WriteAt(p, off)
+}
+
+// A range whose fetch or write does not return (a panic, which ends the
+// process a moment later; here runtime.Goexit, which runs the same
+// deferred calls without ending it) must not look arrived: Read would
+// hand on a part of zeros, WriteAtTo report a short object as written.
+func TestVanishedRangeIsNotDone(t *testing.T) {
+	const part = 1 << 20
+	data := randomBytes(13, 4*part)
+	f := &fakeObject{data: data}
+	fetch := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		if off == 2*part {
+			runtime.Goexit()
+		}
+		return f.fetch(ctx, off, n)
+	}
+	r, err := Open(context.Background(), Options{Size: int64(len(data)), PartSize: part, Concurrency: 2, Fetch: fetch, Backoff: noPause, Explain: explain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if returnsWithin(300*time.Millisecond, func() { got, _ = io.ReadAll(r) }) {
+		t.Fatalf("Read returned %d bytes though range 2 never arrived", len(got))
+	}
+
+	r = open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 2})
+	var n int64
+	if returnsWithin(300*time.Millisecond, func() { n, err = r.(*Reader).WriteAtTo(&vanishingAt{off: 2 * part}) }) {
+		t.Fatalf("WriteAtTo returned %d, %v though the write at range 2 never did", n, err)
 	}
 }
