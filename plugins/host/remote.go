@@ -12,6 +12,7 @@ import (
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/ospipe"
 )
 
 // remoteType is an endpoint type served by a plugin process.
@@ -231,7 +232,13 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 			cancel()
 			return nil, s.proc.wrap(ctx, err)
 		}
-		return &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })}, nil
+		fr := &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })}
+		if ospipe.IsPipe(f) {
+			// A program's output (pg_dump's) or a plugin's pump: read in
+			// batches, outside the poller (see ospipe).
+			fr.pipe = ospipe.NewReader(ctx, f)
+		}
+		return fr, nil
 	}
 	return r, nil
 }
@@ -246,7 +253,8 @@ type fileReader struct {
 	eof    bool
 	ended  bool
 	endErr error
-	lost   bool // the plugin did not answer FinishFile (it died)
+	lost   bool           // the plugin did not answer FinishFile (it died)
+	pipe   *ospipe.Reader // f, when it is a pipe
 }
 
 var _ sdk.FileReader = (*fileReader)(nil)
@@ -267,7 +275,13 @@ func (r *fileReader) Read(p []byte) (int, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, context.Cause(r.ctx)
 	}
-	n, err := r.f.Read(p)
+	var n int
+	var err error
+	if r.pipe != nil {
+		n, err = r.pipe.Read(p)
+	} else {
+		n, err = r.f.Read(p)
+	}
 	switch {
 	case err == io.EOF:
 		// The file's end is the stream's only if the plugin says so. A

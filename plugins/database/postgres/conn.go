@@ -122,9 +122,18 @@ func (c conn) spec(argv []string, settings map[string]string) command.Spec {
 
 // connect opens a Go connection with the session settings.
 func (c conn) connect(ctx context.Context, settings map[string]string) (*pgx.Conn, error) {
+	return c.connectWith(ctx, settings, nil)
+}
+
+// connectWith is connect, with tweak applied to the connection's
+// configuration.
+func (c conn) connectWith(ctx context.Context, settings map[string]string, tweak func(*pgx.ConnConfig)) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(c.info)
 	if err != nil {
 		return nil, fmt.Errorf("connection string: %w", err)
+	}
+	if tweak != nil {
+		tweak(cfg)
 	}
 	if c.password != "" {
 		cfg.Password = c.password

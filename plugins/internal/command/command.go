@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/ospipe"
 )
 
 // Spec is a program to run.
@@ -177,11 +178,10 @@ func Output(ctx context.Context, s Spec, stdin string) (string, error) {
 // stops the program.
 func Read(ctx context.Context, s Spec) (*Reader, error) {
 	c := New(ctx, s)
-	pr, pw, err := os.Pipe()
+	pr, pw, err := ospipe.New()
 	if err != nil {
 		return nil, err
 	}
-	growPipe(pr)
 	c.cmd.Stdout = pw
 	err = c.Start()
 	pw.Close() // the program holds the write end now
@@ -189,13 +189,14 @@ func Read(ctx context.Context, s Spec) (*Reader, error) {
 		pr.Close()
 		return nil, err
 	}
-	return &Reader{c: c, r: pr}, nil
+	return &Reader{c: c, r: pr, in: ospipe.NewReader(ctx, pr)}, nil
 }
 
 // Reader is a program's standard output.
 type Reader struct {
 	c    *Cmd
 	r    *os.File
+	in   *ospipe.Reader // r, in batches
 	eof  bool
 	once sync.Once
 	err  error
@@ -209,7 +210,7 @@ func (r *Reader) File() *os.File { return r.r }
 func (r *Reader) Done(eof bool)  { r.eof = eof }
 
 func (r *Reader) Read(b []byte) (int, error) {
-	n, err := r.r.Read(b)
+	n, err := r.in.Read(b)
 	if err == io.EOF {
 		r.eof = true
 	}
@@ -323,9 +324,8 @@ func (w *Writer) Abort(ctx context.Context) error {
 }
 
 // growPipe raises a pipe's buffer to 1 MiB (Linux's default is 64 KiB), so
-// a program that writes or reads in small pieces (pg_dump's and
-// pg_restore's 4 KiB stdio) runs on while pipe is busy, and pipe moves more
-// per wakeup. Best effort.
+// a program that reads in small pieces (pg_restore's 4 KiB stdio) runs on
+// while pipe is busy, and pipe moves more per wakeup. Best effort.
 func growPipe(f *os.File) {
 	if rc, err := f.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })

@@ -1,0 +1,86 @@
+package ospipe
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// New returns a pipe with a buffer of Size (or what the system grants)
+// whose ends are not registered with this process's poller: blocking
+// descriptors, for a program, for another process (handed over) or for
+// Reader. A goroutine writing the write end blocks in the write.
+func New() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, Size)
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+// Read reads what the pipe holds, up to len(p), after waiting Pause when
+// the previous read found little. It waits for data without the poller, in
+// poll(2), looking at its context every 100 ms; a read whose context ended
+// returns the context's cause. At the pipe's end it returns io.EOF.
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if r.short {
+		t := time.NewTimer(Pause)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
+		}
+	}
+	rc, err := r.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var rerr error
+	// Inside Read's callback the descriptor stays open (a Close waits).
+	cerr := rc.Read(func(fd uintptr) bool {
+		n, rerr = r.read(int(fd), p)
+		return true
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	r.short = n < Batch
+	return n, rerr
+}
+
+func (r *Reader) read(fd int, p []byte) (int, error) {
+	for {
+		if err := r.ctx.Err(); err != nil {
+			return 0, context.Cause(r.ctx)
+		}
+		// Wait until the pipe holds something (or its writers are gone),
+		// so that the read below does not block past the context.
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		k, err := unix.Poll(fds, int(poll/time.Millisecond))
+		if errors.Is(err, unix.EINTR) || k == 0 {
+			continue
+		}
+		if err != nil {
+			return 0, os.NewSyscallError("poll", err)
+		}
+		n, err := unix.Read(fd, p)
+		switch {
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+			continue
+		case err != nil:
+			return 0, &os.PathError{Op: "read", Path: r.f.Name(), Err: err}
+		case n == 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package ospipe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestNew(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	// Not Fd(), which would make the descriptor blocking.
+	fdOf := func(f *os.File) (fd uintptr) {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Control(func(d uintptr) { fd = d })
+		return fd
+	}
+	for _, f := range []struct {
+		name string
+		fd   uintptr
+	}{{"read end", fdOf(r)}, {"write end", fdOf(w)}} {
+		fl, err := unix.FcntlInt(f.fd, unix.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A non-blocking descriptor is what os.NewFile registers with
+		// the poller.
+		if fl&unix.O_NONBLOCK != 0 {
+			t.Errorf("%s is non-blocking", f.name)
+		}
+		if fd, err := unix.FcntlInt(f.fd, unix.F_GETFD, 0); err != nil || fd&unix.FD_CLOEXEC == 0 {
+			t.Errorf("%s is inherited by programs started later", f.name)
+		}
+	}
+	if n, err := unix.FcntlInt(fdOf(r), unix.F_GETPIPE_SZ, 0); err != nil || n != Size {
+		t.Errorf("pipe buffer %d, %v; want %d", n, err, Size)
+	}
+	if !IsPipe(r) {
+		t.Error("IsPipe of a pipe is false")
+	}
+}
+
+// Every byte arrives, however the writer cuts them, then EOF.
+func TestReaderReadsAll(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := make([]byte, 3<<20+17)
+	for i := range want {
+		want[i] = byte(i % 253)
+	}
+	go func() {
+		for off := 0; off < len(want); off += 4096 {
+			w.Write(want[off:min(off+4096, len(want))])
+		}
+		w.Close()
+	}()
+	got, err := io.ReadAll(NewReader(context.Background(), r))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes (equal %v), %v", len(got), bytes.Equal(got, want), err)
+	}
+}
+
+// After a read that found less than Batch, the next read waits Pause
+// first, even when the pipe holds bytes already: the writer's next small
+// writes gather meanwhile.
+func TestReaderPausesAfterLittle(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	rd := NewReader(context.Background(), r)
+	buf := make([]byte, Size)
+	w.Write(make([]byte, 100))
+	if n, err := rd.Read(buf); n != 100 || err != nil {
+		t.Fatalf("first read: %d, %v", n, err)
+	}
+	w.Write(make([]byte, 100))
+	start := time.Now()
+	if n, err := rd.Read(buf); n != 100 || err != nil {
+		t.Fatalf("second read: %d, %v", n, err)
+	}
+	if took := time.Since(start); took < Pause {
+		t.Errorf("the read after a short one took %s, no pause", took)
+	}
+}
+
+// A read waiting for a writer that writes nothing returns once its
+// context ends, with the context's cause.
+func TestReaderCancel(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	why := errors.New("the run was stopped")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewReader(ctx, r).Read(make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel(why)
+	select {
+	case err := <-done:
+		if !errors.Is(err, why) {
+			t.Fatalf("read ended with %v, want %v", err, why)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read did not end with its context")
+	}
+}
