@@ -594,6 +594,7 @@ type fileWriter struct {
 	started int64
 	stop    func() bool
 	done    bool
+	pipe    *ospipe.Writer // f, when it is a pipe
 }
 
 func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File, key string) *fileWriter {
@@ -602,6 +603,11 @@ func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File,
 		w.regular = true
 	}
 	w.stop = context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	if ospipe.IsPipe(f) {
+		// A program's input (pg_restore's) or a plugin's pump: written
+		// in batches (see ospipe).
+		w.pipe = ospipe.NewWriter(ctx, f)
+	}
 	return w
 }
 
@@ -611,7 +617,13 @@ func (w *fileWriter) Write(p []byte) (int, error) {
 		if err := w.ctx.Err(); err != nil {
 			return written, context.Cause(w.ctx)
 		}
-		n, err := w.f.Write(p[:min(len(p), wire.MaxData)])
+		var n int
+		var err error
+		if w.pipe != nil {
+			n, err = w.pipe.Write(p)
+		} else {
+			n, err = w.f.Write(p[:min(len(p), wire.MaxData)])
+		}
 		written += n
 		w.off += int64(n)
 		p = p[n:]

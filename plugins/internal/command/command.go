@@ -237,11 +237,10 @@ func (r *Reader) Close() error {
 // What the program prints on stdout is kept for errors.
 func Write(ctx context.Context, s Spec) (*Writer, error) {
 	c := New(ctx, s)
-	pr, pw, err := os.Pipe()
+	pr, pw, err := ospipe.New()
 	if err != nil {
 		return nil, err
 	}
-	growPipe(pw)
 	c.cmd.Stdin = pr
 	c.cmd.Stdout = c.tail
 	err = c.Start()
@@ -250,13 +249,14 @@ func Write(ctx context.Context, s Spec) (*Writer, error) {
 		pw.Close()
 		return nil, err
 	}
-	return &Writer{c: c, w: pw}, nil
+	return &Writer{c: c, w: pw, out: ospipe.NewWriter(ctx, pw)}, nil
 }
 
 // Writer is a program's standard input.
 type Writer struct {
 	c    *Cmd
 	w    *os.File
+	out  *ospipe.Writer // w, in batches
 	mu   sync.Mutex
 	done bool // committed, aborted or failed
 }
@@ -277,7 +277,7 @@ func (w *Writer) finish() bool {
 }
 
 func (w *Writer) Write(b []byte) (int, error) {
-	n, err := w.w.Write(b)
+	n, err := w.out.Write(b)
 	if err != nil {
 		// The program stopped reading (or was aborted): its exit status
 		// says why.
@@ -321,15 +321,6 @@ func (w *Writer) Abort(ctx context.Context) error {
 	w.w.Close()
 	w.c.Wait()
 	return nil
-}
-
-// growPipe raises a pipe's buffer to 1 MiB (Linux's default is 64 KiB), so
-// a program that reads in small pieces (pg_restore's 4 KiB stdio) runs on
-// while pipe is busy, and pipe moves more per wakeup. Best effort.
-func growPipe(f *os.File) {
-	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
-	}
 }
 
 // readerGone reports whether the read end of the pipe f writes to is

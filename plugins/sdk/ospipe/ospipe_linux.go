@@ -53,7 +53,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	if cerr != nil {
 		return 0, cerr
 	}
-	r.short = n < Batch
+	r.short = n < min(len(p), Batch) // a read of less than it asked for
 	return n, rerr
 }
 
@@ -83,4 +83,75 @@ func (r *Reader) read(fd int, p []byte) (int, error) {
 		}
 		return n, nil
 	}
+}
+
+// Write writes all of p, or returns why it could not: the context's cause,
+// or the error of a write (EPIPE once the reader is gone).
+func (w *Writer) Write(p []byte) (int, error) {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var werr error
+	cerr := rc.Write(func(fd uintptr) bool {
+		n, werr = w.write(int(fd), p)
+		return true
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	return n, werr
+}
+
+func (w *Writer) write(fd int, p []byte) (int, error) {
+	if !w.set {
+		// Partial writes: a blocking write of more than the room waits
+		// for the reader to take it all, a wakeup per read.
+		if err := unix.SetNonblock(fd, true); err != nil {
+			return 0, os.NewSyscallError("fcntl", err)
+		}
+		w.size, _ = unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
+		w.set = true
+	}
+	written := 0
+	for len(p) > 0 {
+		if err := w.ctx.Err(); err != nil {
+			return written, context.Cause(w.ctx)
+		}
+		n, err := unix.Write(fd, p)
+		if n > 0 {
+			written += n
+			p = p[n:]
+			continue
+		}
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			// Full: wait for room (looking at the context every 100 ms),
+			// then let the reader take a batch.
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(fds, int(poll/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
+				return written, os.NewSyscallError("poll", err)
+			}
+			if fds[0].Revents&unix.POLLOUT != 0 && w.room(fd) < Batch {
+				time.Sleep(Pause)
+			}
+		case err != nil:
+			return written, &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
+		default:
+			return written, io.ErrShortWrite
+		}
+	}
+	return written, nil
+}
+
+// room is how many bytes the pipe can take now (Batch when unknown: a
+// FIFO's other end, say, is not always a pipe buffer of known size).
+func (w *Writer) room(fd int) int {
+	queued, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
+	if err != nil || w.size <= 0 {
+		return Batch
+	}
+	return w.size - queued
 }

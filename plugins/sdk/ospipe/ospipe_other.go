@@ -14,3 +14,11 @@ func (r *Reader) Read(p []byte) (int, error) {
 	}
 	return r.f.Read(p)
 }
+
+// Write writes f as it is.
+func (w *Writer) Write(p []byte) (int, error) {
+	if err := w.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return w.f.Write(p)
+}

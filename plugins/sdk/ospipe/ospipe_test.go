@@ -102,6 +102,12 @@ func TestReaderPausesAfterLittle(t *testing.T) {
 	if took := time.Since(start); took < Pause {
 		t.Errorf("the read after a short one took %s, no pause", took)
 	}
+	// A read that got all it asked for (pgx asks 64 KiB at a time) is
+	// not short, however small: the writer keeps up.
+	w.Write(make([]byte, 300))
+	if n, err := rd.Read(buf[:300]); n != 300 || err != nil || rd.short {
+		t.Errorf("a read of all it asked for: %d, %v, short %v", n, err, rd.short)
+	}
 }
 
 // A read waiting for a writer that writes nothing returns once its
@@ -129,5 +135,74 @@ func TestReaderCancel(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the read did not end with its context")
+	}
+}
+
+// Every byte reaches a reader that takes 4 KiB at a time, as pg_restore
+// does, whatever the writer's pieces.
+func TestWriterWritesAll(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := make([]byte, 5<<20+3)
+	for i := range want {
+		want[i] = byte(i % 241)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		var b bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			b.Write(buf[:n])
+			if err != nil {
+				got <- b.Bytes()
+				return
+			}
+		}
+	}()
+	wr := NewWriter(context.Background(), w)
+	for _, piece := range [][]byte{want[:3<<20], want[3<<20 : 3<<20+1], want[3<<20+1:]} {
+		if n, err := wr.Write(piece); n != len(piece) || err != nil {
+			t.Fatalf("wrote %d of %d: %v", n, len(piece), err)
+		}
+	}
+	w.Close()
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the reader got %d bytes (equal %v), want %d", len(b), bytes.Equal(b, want), len(want))
+	}
+}
+
+// A write to a pipe whose reader is gone fails with EPIPE; one to a full
+// pipe nobody reads returns once its context ends, with the cause.
+func TestWriterFails(t *testing.T) {
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	why := errors.New("the run was stopped")
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewWriter(ctx, w).Write(make([]byte, 2*Size))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel(why)
+	select {
+	case err := <-done:
+		if !errors.Is(err, why) {
+			t.Fatalf("the write ended with %v, want %v", err, why)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write did not end with its context")
+	}
+
+	r.Close()
+	if _, err := NewWriter(context.Background(), w).Write([]byte("x")); !errors.Is(err, unix.EPIPE) {
+		t.Fatalf("a write without a reader: %v, want EPIPE", err)
 	}
 }
