@@ -15,6 +15,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/internal/command"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/ospipe"
 )
 
 // defaultSettings give index builds more memory than the server's default
@@ -289,6 +290,7 @@ func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter
 		s.endData(err)
 		return nil, err
 	}
+	ospipe.Grow(pw) // pipe writes a MiB per wakeup, pgx reads 64 KiB at a time
 	w := &copyWriter{w: pw, done: make(chan struct{}), s: s, table: id}
 	in := &abortable{r: pr, aborted: &w.aborted}
 	go func() {

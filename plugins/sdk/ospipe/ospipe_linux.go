@@ -134,7 +134,7 @@ func (w *Writer) write(fd int, p []byte) (int, error) {
 			if _, err := unix.Poll(fds, int(poll/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
 				return written, os.NewSyscallError("poll", err)
 			}
-			if fds[0].Revents&unix.POLLOUT != 0 && w.room(fd) < Batch {
+			if fds[0].Revents&unix.POLLOUT != 0 && w.room(fd) < w.batch() {
 				time.Sleep(Pause)
 			}
 		case err != nil:
@@ -146,6 +146,15 @@ func (w *Writer) write(fd int, p []byte) (int, error) {
 	return written, nil
 }
 
+// batch is the room worth a write without waiting: Batch, or half the
+// pipe when that is less (a 64 KiB pipe never has Batch free).
+func (w *Writer) batch() int {
+	if w.size > 0 {
+		return min(Batch, w.size/2)
+	}
+	return Batch
+}
+
 // room is how many bytes the pipe can take now (Batch when unknown: a
 // FIFO's other end, say, is not always a pipe buffer of known size).
 func (w *Writer) room(fd int) int {
@@ -154,4 +163,12 @@ func (w *Writer) room(fd int) int {
 		return Batch
 	}
 	return w.size - queued
+}
+
+// Grow asks for a buffer of Size for a pipe made otherwise (os.Pipe's are
+// 64 KiB); a system that grants less is fine.
+func Grow(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, Size) })
+	}
 }

@@ -206,3 +206,34 @@ func TestWriterFails(t *testing.T) {
 		t.Fatalf("a write without a reader: %v, want EPIPE", err)
 	}
 }
+
+// The room a Writer waits for fits the pipe: half of a 64 KiB pipe (the
+// size of an os.Pipe), else it would pause before every write.
+func TestWriterBatchFitsThePipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	wr := NewWriter(context.Background(), w)
+	if _, err := wr.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if wr.size != 64<<10 || wr.batch() != 32<<10 {
+		t.Errorf("a %d-byte pipe waits for %d bytes of room", wr.size, wr.batch())
+	}
+	r2, w2, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	wr = NewWriter(context.Background(), w2)
+	if _, err := wr.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if wr.batch() != Batch {
+		t.Errorf("a %d-byte pipe waits for %d bytes of room, want %d", wr.size, wr.batch(), Batch)
+	}
+}
