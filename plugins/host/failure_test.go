@@ -341,6 +341,46 @@ func TestBackpressureAcrossProcesses(t *testing.T) {
 	}
 }
 
+// Abort stops an object whose Write is held back by a plugin whose upload
+// hangs, with the run's context still live (sdk.ObjectWriter: "Abort may
+// be called while a Write is blocked"), and the Write returns.
+func TestAbortWhileWriting(t *testing.T) {
+	r := registry(t)
+	kt, _ := r.Sink("slow")
+	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	w, err := snk.Create(context.Background(), sdk.Object{Key: "stuck-k", Stream: "s", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 4<<20)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+		}
+	}()
+	// The plugin takes 1 MiB, then nothing: the writer waits for room.
+	time.Sleep(500 * time.Millisecond)
+	aborted := make(chan error, 1)
+	go func() { aborted <- w.Abort(context.Background()) }()
+	select {
+	case <-aborted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Abort of an object whose Write is stuck did not return")
+	}
+	select {
+	case <-wrote:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Write held back by the plugin did not end with Abort")
+	}
+}
+
 // Plugin processes do not outlive pipe, even when pipe is killed.
 func TestPluginDiesWithHost(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")

@@ -15,7 +15,7 @@ func TestBatchedSocket(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i % 251)
 	}
-	// The socket returns at most 3000 bytes a read (each short: a pause
+	// The socket returns at most 6000 bytes a read (each short: a pause
 	// after it), pgx asks 7 bytes at a time.
 	b := &batchedSocket{r: iotest.HalfReader(&pieces{r: bytes.NewReader(want), max: 6000}), buf: make([]byte, batchedSocketBuffer)}
 	var got bytes.Buffer

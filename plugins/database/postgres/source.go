@@ -535,10 +535,15 @@ type batchedSocket struct {
 	buf    []byte
 	rp, wp int
 	short  bool
+	err    error // the socket's, to return once buf is drained
 }
 
 func (b *batchedSocket) Read(p []byte) (int, error) {
 	if b.rp == b.wp {
+		if err := b.err; err != nil {
+			b.err = nil // once: a deadline's timeout passes
+			return 0, err
+		}
 		if b.short {
 			time.Sleep(ospipe.Pause)
 		}
@@ -547,6 +552,7 @@ func (b *batchedSocket) Read(p []byte) (int, error) {
 		if n == 0 {
 			return 0, err
 		}
+		b.err = err // after the n bytes
 	}
 	n := copy(p, b.buf[b.rp:b.wp])
 	b.rp += n

@@ -40,8 +40,10 @@ const (
 // again.
 const poll = 100 * time.Millisecond
 
-// Reader reads a pipe's read end made by New (or any pipe, FIFO or file
-// outside the poller) in batches, until ctx ends.
+// Reader reads a pipe's read end made by New (or any pipe or FIFO) in
+// batches, until ctx ends. It must be the end's only reader: it polls,
+// then reads, and a read another reader emptied the pipe for would wait
+// past ctx.
 type Reader struct {
 	ctx   context.Context
 	f     *os.File

@@ -45,7 +45,9 @@ func (r *Reader) Read(p []byte) (int, error) {
 	}
 	var n int
 	var rerr error
-	// Inside Read's callback the descriptor stays open (a Close waits).
+	// Inside Read's callback the descriptor stays open: a Close of a
+	// pollable file waits for it, and one of another file closes it only
+	// after it. End ctx first to stop a read in progress.
 	cerr := rc.Read(func(fd uintptr) bool {
 		n, rerr = r.read(int(fd), p)
 		return true

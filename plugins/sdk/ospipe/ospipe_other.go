@@ -2,23 +2,26 @@
 
 package ospipe
 
-import "os"
+import (
+	"context"
+	"os"
+)
 
 // New returns an os.Pipe: only Linux's pipes are tuned.
 func New() (r, w *os.File, err error) { return os.Pipe() }
 
 // Read reads f as it is.
 func (r *Reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
+	if r.ctx.Err() != nil {
+		return 0, context.Cause(r.ctx)
 	}
 	return r.f.Read(p)
 }
 
 // Write writes f as it is.
 func (w *Writer) Write(p []byte) (int, error) {
-	if err := w.ctx.Err(); err != nil {
-		return 0, err
+	if w.ctx.Err() != nil {
+		return 0, context.Cause(w.ctx)
 	}
 	return w.f.Write(p)
 }

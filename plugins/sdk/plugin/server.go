@@ -541,6 +541,11 @@ func (s *server) FinishObject(ctx context.Context, req *pb.FinishObject_Request)
 		return nil, err
 	}
 	defer o.cancel()
+	if !req.GetCommit() {
+		// Given up: a Write stuck in the store (a hung upload) ends with
+		// the object's context, and Abort waits for it.
+		o.cancel()
+	}
 	return &pb.FinishObject_Response{}, s.status(o.handle, finish(ctx, o.w, req.GetCommit()))
 }
 

@@ -217,6 +217,10 @@ func (w *writer) Write(p []byte) (int, error) {
 			return 0, w.ctx.Err()
 		}
 	}
+	if strings.HasPrefix(w.key, "stuck-") && w.buf.Len() >= 1<<20 {
+		<-w.ctx.Done() // an upload that hangs until the object is given up
+		return 0, w.ctx.Err()
+	}
 	if strings.HasPrefix(w.key, "refuse-") && w.buf.Len() >= 3<<20 {
 		return 0, errors.New("the store refused the part")
 	}
@@ -225,7 +229,8 @@ func (w *writer) Write(p []byte) (int, error) {
 
 // Commit stores the object; a key starting "lost-" is stored and then
 // reported as failed, as when a store's answer gets lost. (Write refuses
-// more than 3 MiB to a key starting "refuse-".)
+// more than 3 MiB to a key starting "refuse-", and hangs after 1 MiB to
+// one starting "stuck-".)
 func (w *writer) Commit(context.Context) error {
 	if err := os.WriteFile(filepath.Join(w.s.dir, w.key), w.buf.Bytes(), 0o600); err != nil {
 		return err
