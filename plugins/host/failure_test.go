@@ -61,6 +61,22 @@ func hostHelper(dir string) {
 	select {}
 }
 
+// createObject configures role's sink with a fresh dir and creates an
+// object of unknown size under key with ctx.
+func createObject(t *testing.T, r *Registry, role string, ctx context.Context, key string) sdk.ObjectWriter {
+	t.Helper()
+	kt, _ := r.Sink(role)
+	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	w, err := snk.Create(ctx, sdk.Object{Key: key, Stream: "s", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func registry(t *testing.T) *Registry {
 	t.Helper()
 	r, err := New(Options{Dirs: []string{pluginDir}})
@@ -191,15 +207,8 @@ func TestPipedErrors(t *testing.T) {
 		t.Fatalf("a stream that broke off after %d bytes: %v", n, err)
 	}
 
-	kt, _ := r.Sink("good")
-	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	w, err := snk.Create(context.Background(), sdk.Object{Key: "refuse-me", Stream: "s", Size: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := createObject(t, r, "good", context.Background(), "refuse-me")
+	err = nil
 	chunk := make([]byte, 1<<20)
 	for i := 0; i < 64 && err == nil; i++ {
 		_, err = w.Write(chunk)
@@ -304,16 +313,8 @@ func TestPinnedChecksum(t *testing.T) {
 // gRPC's flow-control windows where descriptors cannot be passed).
 func TestBackpressureAcrossProcesses(t *testing.T) {
 	r := registry(t)
-	kt, _ := r.Sink("slow")
-	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := snk.Create(ctx, sdk.Object{Key: "k", Stream: "s", Size: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := createObject(t, r, "slow", ctx, "k")
 	sent := make(chan int64, 1)
 	go func() {
 		var n int64
@@ -346,15 +347,7 @@ func TestBackpressureAcrossProcesses(t *testing.T) {
 // be called while a Write is blocked"), and the Write returns.
 func TestAbortWhileWriting(t *testing.T) {
 	r := registry(t)
-	kt, _ := r.Sink("slow")
-	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	w, err := snk.Create(context.Background(), sdk.Object{Key: "stuck-k", Stream: "s", Size: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := createObject(t, r, "slow", context.Background(), "stuck-k")
 	wrote := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 4<<20)

@@ -39,24 +39,35 @@ func (r *Reader) Read(p []byte) (int, error) {
 			t.Stop()
 		}
 	}
-	rc, err := r.f.SyscallConn()
+	n, err := onFD(r.f, false, func(fd int) (int, error) { return r.read(fd, p) })
+	r.short = n < min(len(p), Batch) // a read of less than it asked for
+	return n, err
+}
+
+// onFD runs op on f's descriptor inside RawConn's Read (or Write), where
+// it stays open: a Close of a pollable file waits for op, and one of
+// another file closes the descriptor only after it. End the context op
+// looks at first to stop it.
+func onFD(f *os.File, write bool, op func(fd int) (int, error)) (int, error) {
+	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
 	var n int
-	var rerr error
-	// Inside Read's callback the descriptor stays open: a Close of a
-	// pollable file waits for it, and one of another file closes it only
-	// after it. End ctx first to stop a read in progress.
-	cerr := rc.Read(func(fd uintptr) bool {
-		n, rerr = r.read(int(fd), p)
+	var opErr error
+	run := func(fd uintptr) bool {
+		n, opErr = op(int(fd))
 		return true
-	})
-	if cerr != nil {
-		return 0, cerr
 	}
-	r.short = n < min(len(p), Batch) // a read of less than it asked for
-	return n, rerr
+	if write {
+		err = rc.Write(run)
+	} else {
+		err = rc.Read(run)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, opErr
 }
 
 func (r *Reader) read(fd int, p []byte) (int, error) {
@@ -90,20 +101,7 @@ func (r *Reader) read(fd int, p []byte) (int, error) {
 // Write writes all of p, or returns why it could not: the context's cause,
 // or the error of a write (EPIPE once the reader is gone).
 func (w *Writer) Write(p []byte) (int, error) {
-	rc, err := w.f.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	var werr error
-	cerr := rc.Write(func(fd uintptr) bool {
-		n, werr = w.write(int(fd), p)
-		return true
-	})
-	if cerr != nil {
-		return 0, cerr
-	}
-	return n, werr
+	return onFD(w.f, true, func(fd int) (int, error) { return w.write(fd, p) })
 }
 
 func (w *Writer) write(fd int, p []byte) (int, error) {

@@ -15,12 +15,7 @@ import (
 )
 
 func TestNew(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	r, w := newPipe(t)
 	// Not Fd(), which would make the descriptor blocking.
 	fdOf := func(f *os.File) (fd uintptr) {
 		rc, err := f.SyscallConn()
@@ -57,11 +52,7 @@ func TestNew(t *testing.T) {
 
 // Every byte arrives, however the writer cuts them, then EOF.
 func TestReaderReadsAll(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, w := newPipe(t)
 	want := make([]byte, 3<<20+17)
 	for i := range want {
 		want[i] = byte(i % 253)
@@ -82,12 +73,7 @@ func TestReaderReadsAll(t *testing.T) {
 // first, even when the pipe holds bytes already: the writer's next small
 // writes gather meanwhile.
 func TestReaderPausesAfterLittle(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	r, w := newPipe(t)
 	rd := NewReader(context.Background(), r)
 	buf := make([]byte, Size)
 	w.Write(make([]byte, 100))
@@ -113,12 +99,7 @@ func TestReaderPausesAfterLittle(t *testing.T) {
 // A read waiting for a writer that writes nothing returns once its
 // context ends, with the context's cause.
 func TestReaderCancel(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	r, _ := newPipe(t) // the write end stays open: no EOF
 	why := errors.New("the run was stopped")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
@@ -141,11 +122,7 @@ func TestReaderCancel(t *testing.T) {
 // Every byte reaches a reader that takes 4 KiB at a time, as pg_restore
 // does, whatever the writer's pieces.
 func TestWriterWritesAll(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, w := newPipe(t)
 	want := make([]byte, 5<<20+3)
 	for i := range want {
 		want[i] = byte(i % 241)
@@ -178,11 +155,7 @@ func TestWriterWritesAll(t *testing.T) {
 // A write to a pipe whose reader is gone fails with EPIPE; one to a full
 // pipe nobody reads returns once its context ends, with the cause.
 func TestWriterFails(t *testing.T) {
-	r, w, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r, w := newPipe(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	why := errors.New("the run was stopped")
 	done := make(chan error, 1)
@@ -223,12 +196,7 @@ func TestWriterBatchFitsThePipe(t *testing.T) {
 	if wr.size != 64<<10 || wr.batch() != 32<<10 {
 		t.Errorf("a %d-byte pipe waits for %d bytes of room", wr.size, wr.batch())
 	}
-	r2, w2, err := New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
-	defer w2.Close()
+	_, w2 := newPipe(t)
 	wr = NewWriter(context.Background(), w2)
 	if _, err := wr.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -236,4 +204,15 @@ func TestWriterBatchFitsThePipe(t *testing.T) {
 	if wr.batch() != Batch {
 		t.Errorf("a %d-byte pipe waits for %d bytes of room, want %d", wr.size, wr.batch(), Batch)
 	}
+}
+
+// newPipe is New, closed when the test ends.
+func newPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/ospipe"
 )
 
 // Streams and objects that are no OS file (an object store's download or
@@ -22,17 +23,15 @@ import (
 // messages, 6.0 s through a pipe; `make bench` measures the pipe against
 // pipe in one process).
 
-// pipeSize is the buffer asked for each pipe (Linux's default is 64 KiB, a
-// wake-up per 64 KiB); the system may grant less.
-const pipeSize = 1 << 20
-
-// newPipe returns a pipe with a large buffer.
+// newPipe returns a pipe with a large buffer (ospipe.Size: Linux's
+// default is 64 KiB, a wake-up per 64 KiB), both ends in the poller: this
+// process reads or writes one of them itself.
 func newPipe() (r, w *os.File, err error) {
 	r, w, err = os.Pipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	setPipeSize(w, pipeSize)
+	ospipe.Grow(w)
 	return r, w, nil
 }
 
