@@ -14,7 +14,6 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -755,22 +754,16 @@ func TestAzureInterrupt(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "data", "small"), []byte("small"), 0o644)
 	rt := roundTrip{stages: zstdChecksum, restore: "  decompress {}\n", sinkExtra: "    block_size = \"1MiB\"\n    max_single_put_size = 0"}
 	os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(rt.file()), 0o644)
-	cmd := exec.Command(pipeBin, "run", "p.hcl", "--pipeline", "backup")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), azureEnvVars(env, "http://"+px.HostPort+"/"+azurite.AccountName, cont)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(3 * time.Second) // blocks are being staged, at 512 KB/s
+	w := startPipe(t, dir, azureEnvVars(env, "http://"+px.HostPort+"/"+azurite.AccountName, cont), "run", "p.hcl", "--pipeline", "backup")
+	w.moved(t, "sink", "in", 1<<20) // blocks are being staged, at 512 KB/s
 	start := time.Now()
-	cmd.Process.Signal(os.Interrupt)
-	err := cmd.Wait()
-	t.Logf("exited %v %s after SIGINT: %s", err, time.Since(start).Round(time.Millisecond), lastLines(out.String(), 1))
-	secretsSeen(t, "pipe output", out.String())
-	if cmd.ProcessState.ExitCode() != 130 {
-		t.Fatalf("exit code %d, want 130\n%s", cmd.ProcessState.ExitCode(), out.String())
+	w.cmd.Process.Signal(os.Interrupt)
+	r := w.wait()
+	out := r.Stdout + r.Stderr
+	t.Logf("exited %v %s after SIGINT: %s", r.Err, time.Since(start).Round(time.Millisecond), lastLines(out, 1))
+	secretsSeen(t, "pipe output", out)
+	if code := w.cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit code %d, want 130\n%s", code, out)
 	}
 	if time.Since(start) > 10*time.Second {
 		t.Errorf("pipe took %s to stop", time.Since(start))

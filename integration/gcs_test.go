@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"sort"
@@ -486,7 +485,7 @@ func TestGCSFaults(t *testing.T) {
 	through := "http://" + px.HostPort
 	for _, tc := range []struct {
 		name string
-		// before runs before the backup starts, during 1.5 s into it.
+		// before runs before the backup starts, during once it writes objects.
 		before, during func(t *testing.T, p *proxy)
 		sink           string
 		want           string // "ok", "fail" or "either"
@@ -548,13 +547,12 @@ func TestGCSFaults(t *testing.T) {
 				tc.before(t, px)
 			}
 			start := time.Now()
-			done := make(chan result, 1)
-			go func() { done <- runPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "backup", "--progress", "never") }()
+			w := startPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "backup", "--progress", "never")
 			if tc.during != nil {
-				time.Sleep(1500 * time.Millisecond)
+				w.moved(t, "sink", "in", 1) // the bucket is checked, objects are being written
 				tc.during(t, px)
 			}
-			res := <-done
+			res := w.wait()
 			took := time.Since(start)
 			gcsClearToxics(t, px)
 			manifests, objects := r.manifests(t, tc.name+"/"), g.list(t, bucket, tc.name+"/")
@@ -608,23 +606,17 @@ func TestGCSFaults(t *testing.T) {
 		p := gcsPipelines{bucket: bucket, endpoint: through, root: "interrupted", sink: `chunk_size = "1MiB"`}
 		r.file(t, "p.hcl", []byte(p.String()))
 		gcsToxic(t, px, "bw", "bandwidth", "upstream", toxiclient.Attributes{"rate": 4096})
-		cmd := exec.Command(pipeBin, "run", "p.hcl", "--pipeline", "backup", "--progress", "never")
-		cmd.Dir = r.dir
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Second)
+		w := startPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "backup", "--progress", "never")
+		w.moved(t, "sink", "in", 1<<20) // a chunk of the upload is on its way
 		start := time.Now()
-		cmd.Process.Signal(os.Interrupt)
-		err := cmd.Wait()
-		t.Logf("stopped %s after SIGINT: %v", time.Since(start).Round(time.Millisecond), err)
-		if cmd.ProcessState.ExitCode() != 130 {
-			t.Fatalf("exit %v, want 130:\n%s", err, stderr.String())
+		w.cmd.Process.Signal(os.Interrupt)
+		res := w.wait()
+		t.Logf("stopped %s after SIGINT: %v", time.Since(start).Round(time.Millisecond), res.Err)
+		if code := w.cmd.ProcessState.ExitCode(); code != 130 {
+			t.Fatalf("exit %d (%v), want 130:\n%s", code, res.Err, res.Stderr)
 		}
 		if objects := g.list(t, bucket, "interrupted/"); len(objects) != 0 {
-			t.Fatalf("an interrupted run left %v:\n%s", objects, stderr.String())
+			t.Fatalf("an interrupted run left %v:\n%s", objects, res.Stderr)
 		}
 	})
 
@@ -639,16 +631,15 @@ func TestGCSFaults(t *testing.T) {
 		r.file(t, "p.hcl", []byte(p.String()))
 		r.run(t, nil, "p.hcl", "backup")
 		gcsToxic(t, px, "bw", "bandwidth", "downstream", toxiclient.Attributes{"rate": 4096})
-		done := make(chan result, 1)
 		start := time.Now()
-		go func() { done <- runPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "restore", "--progress", "never") }()
-		time.Sleep(1500 * time.Millisecond)
+		w := startPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "restore", "--progress", "never")
+		w.moved(t, "source", "out", 1) // ranges are being read
 		gcsToxic(t, px, "reset", "reset_peer", "downstream", toxiclient.Attributes{"timeout": 0})
 		time.Sleep(time.Second)
 		if err := px.RemoveToxic("reset"); err != nil {
 			t.Fatal(err)
 		}
-		res := <-done
+		res := w.wait()
 		if res.Err != nil {
 			t.Fatalf("the restore failed: %s", res.Stderr)
 		}

@@ -472,8 +472,8 @@ func TestS3Faults(t *testing.T) {
 	down := func(rate int) []s3Toxic {
 		return []s3Toxic{{"bandwidth", "downstream", 1, toxiclient.Attributes{"rate": rate}}}
 	}
-	// A fault that hits every connection, open ones included, from 1 s
-	// into a run, for a while.
+	// A fault that hits every connection, open ones included, once a run's
+	// data moves, for a while.
 	type window struct {
 		toxics []s3Toxic
 		length time.Duration
@@ -531,22 +531,21 @@ func TestS3Faults(t *testing.T) {
 			run := func(pipeline string, ph phase) (result, time.Duration) {
 				remove := s3AddToxics(t, px, ph.toxics)
 				defer remove()
-				done := make(chan result, 1)
 				start := time.Now()
-				go func() {
-					done <- runPipe(t, dir, env, "run", "p.hcl", "--pipeline", pipeline, "--metrics-textfile", filepath.Join(dir, pipeline+".prom"))
-				}()
+				w := startPipe(t, dir, env, "run", "p.hcl", "--pipeline", pipeline, "--metrics-textfile", filepath.Join(dir, pipeline+".prom"))
 				if ph.during != nil {
-					select {
-					case r := <-done:
-						t.Fatalf("the %s ended before the fault: %v\n%s", pipeline, r.Err, r.Stderr)
-					case <-time.After(time.Second):
+					// The backup's parts, or the restore's ranges, are on
+					// their way.
+					if pipeline == "backup" {
+						w.moved(t, "sink", "in", 1)
+					} else {
+						w.moved(t, "source", "out", 1)
 					}
 					end := s3AddToxics(t, px, ph.during.toxics)
 					time.Sleep(ph.during.length)
 					end()
 				}
-				r := <-done
+				r := w.wait()
 				return r, time.Since(start).Round(time.Millisecond)
 			}
 

@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// watched is a pipe run a test acts on while it goes (adds a fault,
+// interrupts it) once its data is moving, rather than after a fixed time a
+// loaded machine can outrun: pipe serves its metrics on a port of its own,
+// and moved waits on them.
+type watched struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stdout bytes.Buffer
+	stderr lockedBuffer
+	done   chan struct{} // closed when the process ended
+	err    error         // the process's, after done
+	url    string        // the metrics' address, once pipe told it
+}
+
+// startPipe starts the pipe binary in dir, like runPipe, serving its
+// metrics on a port it picks.
+func startPipe(t *testing.T, dir string, env []string, args ...string) *watched {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	w := &watched{cancel: cancel, done: make(chan struct{})}
+	w.cmd = exec.CommandContext(ctx, pipeBin, append(args, "--metrics-addr", "127.0.0.1:0")...)
+	w.cmd.Dir = dir
+	w.cmd.Env = append(os.Environ(), env...)
+	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		w.err = w.cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() { w.cancel(); <-w.done })
+	return w
+}
+
+// wait waits for the run to end.
+func (w *watched) wait() result {
+	<-w.done
+	w.cancel()
+	return result{Stdout: w.stdout.String(), Stderr: w.stderr.String(), Err: w.err}
+}
+
+var servingMetrics = regexp.MustCompile(`Serving metrics on (http://127\.0\.0\.1:\d+/metrics)`)
+
+// moved waits until the stage whose name starts with stage ("source",
+// "sink") has moved at least n bytes in direction ("in" or "out"). The
+// test fails if the run ends first, or nothing moves for two minutes.
+func (w *watched) moved(t *testing.T, stage, direction string, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if w.url == "" {
+			if m := servingMetrics.FindStringSubmatch(w.stderr.String()); m != nil {
+				w.url = m[1]
+			}
+		}
+		if w.url != "" && w.stageBytes(t, stage, direction) >= n {
+			return
+		}
+		select {
+		case <-w.done:
+			t.Fatalf("pipe %s ended (%v) before its %s had moved %.0f bytes:\n%s", strings.Join(w.cmd.Args[1:], " "), w.err, stage, n, w.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pipe's %s moved less than %.0f bytes in two minutes:\n%s", stage, n, w.stderr.String())
+		}
+	}
+}
+
+// stageBytes scrapes pipe_stage_bytes_total of the stages named stage…
+// in direction. A scrape that fails (the run is ending) counts nothing.
+func (w *watched) stageBytes(t *testing.T, stage, direction string) float64 {
+	t.Helper()
+	resp, err := http.Get(w.url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("pipe's metrics at %s do not parse: %v", w.url, err)
+	}
+	var sum float64
+	for _, m := range mfs["pipe_stage_bytes_total"].GetMetric() {
+		var st, dir string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "stage":
+				st = l.GetValue()
+			case "direction":
+				dir = l.GetValue()
+			}
+		}
+		if strings.HasPrefix(st, stage) && dir == direction {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// lockedBuffer is a buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+var _ io.Writer = (*lockedBuffer)(nil)
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
