@@ -84,8 +84,8 @@ func mapStream(ctx context.Context, wp *workerPool, pools stagePools, in <-chan 
 	defer close(out)
 	m := wp.meter
 	// Each dispatched unit holds a reserved output buffer, so at most
-	// cap(pools.out.free) results are ever outstanding: done never blocks.
-	done := make(chan *chunk, cap(pools.out.free))
+	// pools.out.buffers() results are ever outstanding: done never blocks.
+	done := make(chan *chunk, pools.out.buffers())
 	total := make(chan int64, 1)
 	dispatchErr := make(chan error, 1)
 	// The dispatcher stops as soon as the reorder step fails: otherwise it

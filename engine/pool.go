@@ -2,46 +2,68 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
 
 // pool is a fixed set of equally sized buffers. Buffers are allocated on
-// first use, so a small run never allocates the whole budget, and are reused
-// after that. get blocks while all buffers are in use.
+// first use and reused after that, the most recently returned first, so a
+// run allocates (and the kernel backs with memory) only as many buffers as
+// it ever held at once, not the whole budget; a reused buffer is also the
+// one likeliest still in the CPU's caches. get blocks while all buffers are
+// in use.
 type pool struct {
 	name  string
 	size  int
-	free  chan []byte
+	slots chan struct{} // a token per buffer not in use, allocated or not
 	inUse atomic.Int64
 	peak  atomic.Int64
+
+	mu        sync.Mutex
+	free      [][]byte // allocated buffers not in use, the last returned last
+	allocated int
 }
 
 func newPool(name string, n, size int) *pool {
-	p := &pool{name: name, size: size, free: make(chan []byte, n)}
+	p := &pool{name: name, size: size, slots: make(chan struct{}, n)}
 	for i := 0; i < n; i++ {
-		p.free <- nil
+		p.slots <- struct{}{}
 	}
 	return p
 }
 
+// buffers is how many buffers the pool has, allocated or not.
+func (p *pool) buffers() int { return cap(p.slots) }
+
 // get returns a buffer of len 0 and cap p.size.
 func (p *pool) get(ctx context.Context) ([]byte, error) {
 	select {
-	case b := <-p.free:
-		return p.took(b), nil
+	case <-p.slots:
+		return p.took(), nil
 	default:
 	}
 	select {
-	case b := <-p.free:
-		return p.took(b), nil
+	case <-p.slots:
+		return p.took(), nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
 }
 
-func (p *pool) took(b []byte) []byte {
+// took hands out a free buffer, allocating one if none is: the caller holds
+// a slot.
+func (p *pool) took() []byte {
+	p.mu.Lock()
+	var b []byte
+	if n := len(p.free); n > 0 {
+		b, p.free[n-1] = p.free[n-1], nil
+		p.free = p.free[:n-1]
+	} else {
+		p.allocated++
+	}
+	p.mu.Unlock()
 	if b == nil {
 		b = hugepage.Alloc(p.size)
 	}
@@ -57,8 +79,11 @@ func (p *pool) took(b []byte) []byte {
 
 func (p *pool) put(b []byte) {
 	p.inUse.Add(-1)
+	p.mu.Lock()
+	p.free = append(p.free, b[:cap(b)])
+	p.mu.Unlock()
 	select {
-	case p.free <- b[:cap(b)]:
+	case p.slots <- struct{}{}:
 	default:
 		panic("engine: buffer returned to pool " + p.name + " twice")
 	}
