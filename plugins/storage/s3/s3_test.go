@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,6 +319,35 @@ func TestS3UploadSizes(t *testing.T) {
 	}
 	if _, err := snk.Open(context.Background(), "obj-0-true"); !errors.Is(err, sdk.ErrNotFound) {
 		t.Fatalf("Open of a removed object: %v", err)
+	}
+}
+
+// The first part of a stream of unknown size starts small and grows: by
+// doubling, then into a whole part buffer. append's own 1.25× growth
+// allocated ~5 parts' worth to fill one (fresh memory the kernel must zero,
+// and a copy each time).
+func TestS3FirstPartGrowth(t *testing.T) {
+	f := newFake(t)
+	snk := newSink(t, f, map[string]any{"part_size": 16 * mib})
+	w, err := snk.Create(context.Background(), sdk.Object{Key: "growing", Size: -1, MaxSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randBytes(3, int(16*mib)) // one part exactly: nothing goes up yet
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := write(t, w, data, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(2*16*mib) {
+		t.Errorf("filling a 16 MiB first part allocated %d MiB", got>>20)
+	}
+	if err := w.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.object("growing"); !bytes.Equal(got, data) {
+		t.Fatalf("stored %d bytes, want %d", len(got), len(data))
 	}
 }
 

@@ -143,6 +143,10 @@ func (w *objectWriter) Write(p []byte) (int, error) {
 			w.buf = b
 		}
 		k := min(len(p), int(w.partSize)-len(w.buf))
+		if len(w.buf)+k > cap(w.buf) {
+			w.buf = w.grow(w.buf)
+		}
+		k = min(k, cap(w.buf)-len(w.buf))
 		w.buf = append(w.buf, p[:k]...)
 		if w.sums != nil {
 			w.sums.write(p[:k])
@@ -183,6 +187,22 @@ func (w *objectWriter) buffer() ([]byte, error) {
 	case <-w.ctx.Done():
 		return nil, w.failure()
 	}
+}
+
+// grow moves a part that outgrew its buffer (the first part of a stream of
+// unknown size, which starts small) into a larger one: twice as large while
+// that is under a quarter of a part, then a whole part from the sink's
+// pool, which the parts after it reuse. append's own growth (1.25× at these
+// sizes) copied a 64 MiB part some twenty times, allocating ~5 parts' worth
+// of fresh memory.
+func (w *objectWriter) grow(b []byte) []byte {
+	var nb []byte
+	if next := max(2*int64(cap(b)), 64<<10); next < w.partSize/4 {
+		nb = make([]byte, 0, next)
+	} else {
+		nb = w.s.pool.get(w.partSize)
+	}
+	return append(nb, b...)
 }
 
 // flush starts the upload of the full part in buf.
