@@ -21,6 +21,7 @@ type measurement struct {
 	cpu     time.Duration // user + system time of the process and its waited-for children
 	maxRSS  int64         // bytes; the largest of the process and its waited-for children
 	treeRSS int64         // bytes; the peak of the process and its same-binary descendants, summed
+	treePSS int64         // the same, of PSS (shared pages divided among their sharers)
 	stdout  []byte
 }
 
@@ -35,6 +36,7 @@ func timeCommands(ctx context.Context, env []string, cmds ...[]string) (measurem
 		m.cpu += r.cpu
 		m.maxRSS = max(m.maxRSS, r.maxRSS)
 		m.treeRSS = max(m.treeRSS, r.treeRSS)
+		m.treePSS = max(m.treePSS, r.treePSS)
 		m.stdout = append(m.stdout, r.stdout...)
 		if err != nil {
 			return m, err
@@ -66,15 +68,15 @@ func runCommand(ctx context.Context, argv []string, sampleTree bool, env ...stri
 	cmd.Stderr = &stderr
 	start := time.Now()
 	err := cmd.Start()
-	var tree int64
+	var tree, treePSS int64
 	if err == nil && sampleTree {
 		s := sampleRSS(cmd.Process.Pid)
 		err = cmd.Wait()
-		tree = s.Peak()
+		tree, treePSS = s.Peak()
 	} else if err == nil {
 		err = cmd.Wait()
 	}
-	m := measurement{wall: time.Since(start), stdout: stdout.Bytes(), treeRSS: tree}
+	m := measurement{wall: time.Since(start), stdout: stdout.Bytes(), treeRSS: tree, treePSS: treePSS}
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			m.maxRSS = ru.Maxrss << 10 // KiB on Linux

@@ -17,6 +17,7 @@ const memoryTarget = 256 << 20
 type memRun struct {
 	input   int64
 	peak    int64 // bytes
+	pss     int64 // bytes, the peak of the summed PSS
 	wall    time.Duration
 	summary pipelineRun
 }
@@ -71,8 +72,8 @@ func (b *bench) memoryScenario(ctx context.Context) (*memoryResult, error) {
 			return nil, fmt.Errorf("memory run of %s wrote %d bytes (%.2f×): not a plausible compressed size", mib(n), r.summary.BytesWritten, ratio)
 		}
 		peak := max(r.treeRSS, r.maxRSS)
-		logf("  %-10s peak RSS %s (pipe and its plugins, summed) in %.1fs (%s), bottleneck %s", mib(n), mib(peak), r.wall.Seconds(), rate(n, r.wall), r.summary.Bottleneck)
-		res.runs = append(res.runs, memRun{input: n, peak: peak, wall: r.wall, summary: r.summary})
+		logf("  %-10s peak RSS %s, PSS %s (pipe and its plugins, summed) in %.1fs (%s), bottleneck %s", mib(n), mib(peak), mib(r.treePSS), r.wall.Seconds(), rate(n, r.wall), r.summary.Bottleneck)
+		res.runs = append(res.runs, memRun{input: n, peak: peak, pss: r.treePSS, wall: r.wall, summary: r.summary})
 	}
 	return res, nil
 }

@@ -12,11 +12,14 @@ import (
 // rssSampler follows the summed resident memory of a process and of its
 // descendants that run the same executable (pipe and its plugin processes;
 // not the commands an exec endpoint runs), every 20 ms. The kernel's maxrss
-// cannot tell that sum: it is the largest single process.
+// cannot tell that sum: it is the largest single process. RSS counts pages
+// the processes share (the binary's own) once in each; PSS divides them
+// among their sharers, so its sum is what the run takes from the machine.
 type rssSampler struct {
-	stop chan struct{}
-	done sync.WaitGroup
-	peak int64
+	stop    chan struct{}
+	done    sync.WaitGroup
+	peak    int64
+	peakPSS int64
 }
 
 func sampleRSS(pid int) *rssSampler {
@@ -31,9 +34,8 @@ func sampleRSS(pid int) *rssSampler {
 			if exe == "" {
 				exe, _ = os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 			}
-			if n := treeRSS(pid, exe); n > s.peak {
-				s.peak = n
-			}
+			rss, pss := treeRSS(pid, exe)
+			s.peak, s.peakPSS = max(s.peak, rss), max(s.peakPSS, pss)
 			select {
 			case <-s.stop:
 				return
@@ -44,15 +46,16 @@ func sampleRSS(pid int) *rssSampler {
 	return s
 }
 
-// Peak stops sampling and returns the largest sum seen, in bytes.
-func (s *rssSampler) Peak() int64 {
+// Peak stops sampling and returns the largest sums seen, of RSS and of
+// PSS, in bytes.
+func (s *rssSampler) Peak() (rss, pss int64) {
 	close(s.stop)
 	s.done.Wait()
-	return s.peak
+	return s.peak, s.peakPSS
 }
 
-// treeRSS sums VmRSS over pid and its descendants running exe.
-func treeRSS(pid int, exe string) int64 {
+// treeRSS sums RSS and PSS over pid and its descendants running exe.
+func treeRSS(pid int, exe string) (rss, pss int64) {
 	children := map[int][]int{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -71,27 +74,28 @@ func treeRSS(pid int, exe string) int64 {
 			children[ppid] = append(children[ppid], n)
 		}
 	}
-	var total int64
 	var walk func(int)
 	walk = func(p int) {
 		if e, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe"); e == exe || p == pid {
-			total += vmRSS(p)
+			rss += procKB(p, "status", "VmRSS:")
+			pss += procKB(p, "smaps_rollup", "Pss:")
 		}
 		for _, c := range children[p] {
 			walk(c)
 		}
 	}
 	walk(pid)
-	return total
+	return rss, pss
 }
 
-func vmRSS(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+// procKB reads the field named key, in kB, of /proc/PID/file, in bytes.
+func procKB(pid int, file, key string) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
