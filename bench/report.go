@@ -123,7 +123,7 @@ func (r *report) memoryMarkdown(b *strings.Builder, m *memoryResult) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Memory\n\n")
 	w("A balanced-profile backup: exec source (the harness's own binary as generator, `bench gen -bytes N`: the same pg_dump text) → compress zstd → encrypt (age, throwaway key) → checksum → exec sink (`cat >/dev/null`). ")
-	w("Peak RSS is the resident memory of `pipe run` and its plugin processes (the same binary), summed, sampled every 20 ms (and never below the kernel's maxrss of the largest); the commands the exec endpoints run (the generator, cat) are not pipe and not counted. The sum counts the pages the processes share (the binary's own) once in each, so it is an upper bound; peak PSS, which divides shared pages among their sharers, is what the run takes from the machine. The targets are checked on the RSS sum. ")
+	w("Peak RSS is the resident memory of `pipe run` and its plugin processes (the same binary), summed, sampled every 20 ms (and never below the kernel's maxrss of the largest); the commands the exec endpoints run (the generator, cat) are not pipe and not counted. The sum counts the pages the processes share (the binary's own) once in each, so it is an upper bound; peak PSS (sampled every 200 ms), which divides shared pages among their sharers, is what the run takes from the machine. The targets are checked on the RSS sum. ")
 	w("Budget: `pipe plan --json`, pipelines[].memory_bytes.budget = %s.\n\n", mib(m.budget))
 	w("| input | peak RSS | peak PSS | wall | throughput | bottleneck named |\n")
 	w("|---|---|---|---|---|---|\n")

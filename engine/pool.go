@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
 )
@@ -53,7 +54,8 @@ func (p *pool) get(ctx context.Context) ([]byte, error) {
 }
 
 // took hands out a free buffer, allocating one if none is: the caller holds
-// a slot.
+// a slot. The count of buffers in use changes with the free stack, under
+// one lock, so a buffer being returned is never mistaken for a missing one.
 func (p *pool) took() []byte {
 	p.mu.Lock()
 	var b []byte
@@ -63,29 +65,33 @@ func (p *pool) took() []byte {
 	} else {
 		p.allocated++
 	}
+	n := p.inUse.Add(1)
+	if n > p.peak.Load() {
+		p.peak.Store(n)
+	}
 	p.mu.Unlock()
 	if b == nil {
 		b = hugepage.Alloc(p.size)
-	}
-	n := p.inUse.Add(1)
-	for {
-		pk := p.peak.Load()
-		if n <= pk || p.peak.CompareAndSwap(pk, n) {
-			break
-		}
 	}
 	return b[:0]
 }
 
 func (p *pool) put(b []byte) {
-	p.inUse.Add(-1)
+	b = b[:cap(b)]
 	p.mu.Lock()
-	p.free = append(p.free, b[:cap(b)])
+	for _, f := range p.free {
+		if unsafe.SliceData(f) == unsafe.SliceData(b) {
+			p.mu.Unlock()
+			panic("engine: buffer returned to pool " + p.name + " twice")
+		}
+	}
+	p.free = append(p.free, b)
+	p.inUse.Add(-1)
 	p.mu.Unlock()
 	select {
 	case p.slots <- struct{}{}:
 	default:
-		panic("engine: buffer returned to pool " + p.name + " twice")
+		panic("engine: more buffers returned to pool " + p.name + " than it has")
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // A pool allocates only as many buffers as were ever in use at once: a
@@ -61,18 +62,31 @@ func TestPoolBlocksWhenAllInUse(t *testing.T) {
 	if err := <-got; err == nil {
 		t.Fatal("get returned a third buffer of two")
 	}
+	// A get that waits gets the buffer put back.
+	waiting := make(chan []byte, 1)
+	go func() {
+		b, _ := p.get(context.Background())
+		waiting <- b
+	}()
+	select {
+	case <-waiting:
+		t.Fatal("get returned a third buffer of two")
+	case <-time.After(50 * time.Millisecond):
+	}
 	p.put(a)
-	if _, err := p.get(context.Background()); err != nil {
-		t.Fatal(err)
+	if b := <-waiting; &b[:1][0] != &a[:1][0] {
+		t.Fatal("the waiting get did not get the buffer put back")
 	}
 	if p.allocated != 2 {
 		t.Fatalf("%d allocated, want 2", p.allocated)
 	}
 }
 
+// A buffer returned twice is caught, also while other buffers are out.
 func TestPoolDoublePutPanics(t *testing.T) {
-	p := newPool("test", 1, 64)
+	p := newPool("test", 2, 64)
 	b, _ := p.get(context.Background())
+	p.get(context.Background())
 	p.put(b)
 	defer func() {
 		if recover() == nil {

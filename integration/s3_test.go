@@ -534,10 +534,10 @@ func TestS3Faults(t *testing.T) {
 				start := time.Now()
 				w := startPipe(t, dir, env, "run", "p.hcl", "--pipeline", pipeline, "--metrics-textfile", filepath.Join(dir, pipeline+".prom"))
 				if ph.during != nil {
-					// The backup's parts, or the restore's ranges, are on
-					// their way.
+					// The backup's first part (5 MiB, more than the small
+					// file) is on its way, or the restore's ranges are.
 					if pipeline == "backup" {
-						w.moved(t, "sink", "in", 1)
+						w.moved(t, "sink", "in", 6*s3MiB)
 					} else {
 						w.moved(t, "source", "out", 1)
 					}
