@@ -755,7 +755,7 @@ func TestAzureInterrupt(t *testing.T) {
 	rt := roundTrip{stages: zstdChecksum, restore: "  decompress {}\n", sinkExtra: "    block_size = \"1MiB\"\n    max_single_put_size = 0"}
 	os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(rt.file()), 0o644)
 	w := startPipe(t, dir, azureEnvVars(env, "http://"+px.HostPort+"/"+azurite.AccountName, cont), "run", "p.hcl", "--pipeline", "backup")
-	w.moved(t, "sink", "in", 2<<20) // the first 1 MiB block is being staged, at 512 KB/s
+	w.moved(t, "sink azure", "in", 2<<20) // the first 1 MiB block is being staged, at 512 KB/s
 	start := time.Now()
 	w.cmd.Process.Signal(os.Interrupt)
 	r := w.wait()

@@ -549,7 +549,7 @@ func TestGCSFaults(t *testing.T) {
 			start := time.Now()
 			w := startPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "backup", "--progress", "never")
 			if tc.during != nil {
-				w.moved(t, "sink", "in", 2<<20) // past the bucket check, the first 1 MiB upload chunk on its way
+				w.moved(t, "sink gcs", "in", 2<<20) // past the bucket check, the first 1 MiB upload chunk on its way
 				tc.during(t, px)
 			}
 			res := w.wait()
@@ -607,7 +607,7 @@ func TestGCSFaults(t *testing.T) {
 		r.file(t, "p.hcl", []byte(p.String()))
 		gcsToxic(t, px, "bw", "bandwidth", "upstream", toxiclient.Attributes{"rate": 4096})
 		w := startPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "backup", "--progress", "never")
-		w.moved(t, "sink", "in", 2<<20) // the first 1 MiB upload chunk is on its way
+		w.moved(t, "sink gcs", "in", 2<<20) // the first 1 MiB upload chunk is on its way
 		start := time.Now()
 		w.cmd.Process.Signal(os.Interrupt)
 		res := w.wait()

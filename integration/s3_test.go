@@ -537,7 +537,7 @@ func TestS3Faults(t *testing.T) {
 					// The backup's first part (5 MiB, more than the small
 					// file) is on its way, or the restore's ranges are.
 					if pipeline == "backup" {
-						w.moved(t, "sink", "in", 6*s3MiB)
+						w.moved(t, "sink s3", "in", 6*s3MiB)
 					} else {
 						w.moved(t, "source", "out", 1)
 					}

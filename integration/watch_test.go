@@ -3,18 +3,16 @@ package integration
 import (
 	"bytes"
 	"context"
-	"io"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/pipebackup/pipe/internal/promtest"
+	"github.com/pipebackup/pipe/internal/syncbuf"
 )
 
 // watched is a pipe run a test acts on while it goes (adds a fault,
@@ -25,7 +23,7 @@ type watched struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
 	stdout bytes.Buffer
-	stderr lockedBuffer
+	stderr syncbuf.Buffer
 	done   chan struct{} // closed when the process ended
 	err    error         // the process's, after done
 	url    string        // the metrics' address, once pipe told it
@@ -61,10 +59,8 @@ func (w *watched) wait() result {
 	return result{Stdout: w.stdout.String(), Stderr: w.stderr.String(), Err: w.err}
 }
 
-var servingMetrics = regexp.MustCompile(`Serving metrics on (http://127\.0\.0\.1:\d+/metrics)`)
-
-// moved waits until the stages whose names start with stage ("source",
-// "sink") have moved at least n bytes in direction ("in" or "out"). A sink
+// moved waits until the stage named stage ("source", "sink s3") has moved
+// at least n bytes in direction ("in" or "out"). A sink
 // counts bytes once it accepted them (a store's sink may hold a part's
 // worth before sending any), a source a chunk once it read all of it. The
 // test fails if the run ends first, or not enough moves in two minutes.
@@ -73,11 +69,9 @@ func (w *watched) moved(t *testing.T, stage, direction string, n float64) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if w.url == "" {
-			if m := servingMetrics.FindStringSubmatch(w.stderr.String()); m != nil {
-				w.url = m[1]
-			}
+			w.url, _, _ = promtest.ServedAt(w.stderr.String())
 		}
-		if w.url != "" && w.stageBytes(t, stage, direction) >= n {
+		if w.url != "" && w.stageBytes(stage, direction) >= n {
 			return
 		}
 		select {
@@ -93,55 +87,19 @@ func (w *watched) moved(t *testing.T, stage, direction string, n float64) {
 
 var scraper = &http.Client{Timeout: 5 * time.Second}
 
-// stageBytes scrapes pipe_stage_bytes_total of the stages named stage…
-// in direction. A scrape that fails or is cut short (the run is ending)
-// counts nothing: moved then sees the run end, or its deadline.
-func (w *watched) stageBytes(t *testing.T, stage, direction string) float64 {
-	t.Helper()
+// stageBytes scrapes pipe_stage_bytes_total of the stage in direction. A
+// scrape that fails or is cut short (the run is ending) counts nothing:
+// moved then sees the run end, or its deadline.
+func (w *watched) stageBytes(stage, direction string) float64 {
 	resp, err := scraper.Get(w.url)
 	if err != nil {
 		return 0
 	}
 	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	ms, err := promtest.Parse(resp.Body)
 	if err != nil {
 		return 0
 	}
-	var sum float64
-	for _, m := range mfs["pipe_stage_bytes_total"].GetMetric() {
-		var st, dir string
-		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "stage":
-				st = l.GetValue()
-			case "direction":
-				dir = l.GetValue()
-			}
-		}
-		if strings.HasPrefix(st, stage) && dir == direction {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
-// lockedBuffer is a buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-var _ io.Writer = (*lockedBuffer)(nil)
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	v, _ := promtest.Find(ms, "pipe_stage_bytes_total", fmt.Sprintf("stage=%q", stage), fmt.Sprintf("direction=%q", direction))
+	return v
 }

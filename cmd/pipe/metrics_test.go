@@ -20,65 +20,32 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/pipebackup/pipe/internal/promtest"
+	"github.com/pipebackup/pipe/internal/syncbuf"
 )
 
-// series is one metric's value by its labels, rendered name="value",….
-type series map[string]float64
-
-// promFamilies decodes metric families into series by metric name.
-func promFamilies(mfs map[string]*dto.MetricFamily) map[string]series {
-	out := map[string]series{}
-	for name, mf := range mfs {
-		out[name] = series{}
-		for _, m := range mf.GetMetric() {
-			var ls []string
-			for _, l := range m.GetLabel() {
-				ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
-			out[name][strings.Join(ls, ",")] = v
-		}
-	}
-	return out
-}
+// series is one metric's value by its labels.
+type series = promtest.Series
 
 func parseProm(t *testing.T, text []byte) map[string]series {
 	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	ms, err := promtest.Parse(bytes.NewReader(text))
 	if err != nil {
 		t.Fatalf("the metrics do not parse: %v\n%s", err, text)
 	}
-	return promFamilies(mfs)
+	return ms
 }
 
 // one returns the value of the one series of name whose labels hold every
 // one of want (name="value" each).
 func one(t *testing.T, ms map[string]series, name string, want ...string) float64 {
 	t.Helper()
-	v, n := find(ms, name, want...)
+	v, n := promtest.Find(ms, name, want...)
 	if n != 1 {
 		t.Fatalf("%d series %s{%s} among %v", n, name, strings.Join(want, ","), ms[name])
 	}
 	return v
-}
-
-func find(ms map[string]series, name string, want ...string) (float64, int) {
-	var v float64
-	n := 0
-	for labels, x := range ms[name] {
-		ok := true
-		for _, w := range want {
-			if !strings.Contains(","+labels+",", ","+w+",") {
-				ok = false
-			}
-		}
-		if ok {
-			v, n = x, n+1
-		}
-	}
-	return v, n
 }
 
 // runPipe runs the CLI in-process and returns its exit code and output.
@@ -218,7 +185,7 @@ func (g *fakePushgateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		mfs[mf.GetName()] = mf
 	}
 	g.mu.Lock()
-	g.pushes = append(g.pushes, push{r.Method, r.URL.EscapedPath(), r.Header.Get("Authorization"), promFamilies(mfs)})
+	g.pushes = append(g.pushes, push{r.Method, r.URL.EscapedPath(), r.Header.Get("Authorization"), promtest.Families(mfs)})
 	g.mu.Unlock()
 	if g.status != 0 {
 		http.Error(w, "no", g.status)
@@ -272,7 +239,7 @@ func TestMetricsPushgateway(t *testing.T) {
 	if got := one(t, p.metrics, "pipe_run_success"); p.method != http.MethodPost || got != 0 {
 		t.Errorf("the failed run: %s with success %v, want POST with 0", p.method, got)
 	}
-	if _, n := find(p.metrics, "pipe_run_last_success_timestamp_seconds"); n != 0 {
+	if _, n := promtest.Find(p.metrics, "pipe_run_last_success_timestamp_seconds"); n != 0 {
 		t.Errorf("the failed run pushed a last success")
 	}
 
@@ -303,24 +270,6 @@ func groupingKey(path string) string {
 	return strings.Join(ls, ",")
 }
 
-// lockedBuffer is a bytes.Buffer written by the CLI and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // --metrics-addr serves the metrics while the run goes on: scraped in the
 // middle of a run whose source waits for the test to let it end.
 func TestMetricsAddr(t *testing.T) {
@@ -336,19 +285,18 @@ pipeline "slow" {
   sink "fs" { path = "out/" }
 }
 `), 0o644)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- execute(&stdout, &stderr, []string{"run", "slow.hcl", "--progress", "never", "--metrics-addr", "127.0.0.1:0"})
 	}()
 	defer os.WriteFile("release", nil, 0o644) // whatever happens, let the run end
 
-	serving := regexp.MustCompile(`Serving metrics on (http://127\.0\.0\.1:(\d+)/metrics)`)
 	var url string
 	var ms map[string]series
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if v, n := find(ms, "pipe_stage_bytes_total", `stage="source"`); n == 1 && v >= 3*65536 {
+		if v, n := promtest.Find(ms, "pipe_stage_bytes_total", `stage="source"`); n == 1 && v >= 3*65536 {
 			break // three chunks of 64 KiB read, the fourth waits for release
 		}
 		if time.Now().After(deadline) {
@@ -360,11 +308,11 @@ pipeline "slow" {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if url == "" {
-			if m := serving.FindStringSubmatch(stderr.String()); m != nil {
-				if m[2] == "0" {
-					t.Fatalf("the port is not told: %s", m[0])
+			if u, port, ok := promtest.ServedAt(stderr.String()); ok {
+				if port == "0" {
+					t.Fatalf("the port is not told: %s", u)
 				}
-				url = m[1]
+				url = u
 			}
 			continue
 		}
@@ -376,7 +324,7 @@ pipeline "slow" {
 		resp.Body.Close()
 		ms = parseProm(t, b)
 	}
-	if _, n := find(ms, "pipe_run_success"); n != 0 {
+	if _, n := promtest.Find(ms, "pipe_run_success"); n != 0 {
 		t.Errorf("an outcome while the run goes on: %v", ms["pipe_run_success"])
 	}
 	if got := one(t, ms, "pipe_run_duration_seconds", `pipeline="slow"`); got <= 0 {
