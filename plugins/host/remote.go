@@ -236,33 +236,25 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 		if ospipe.IsPipe(f) {
 			// A program's output (pg_dump's) or a plugin's pump: read in
 			// batches, outside the poller (see ospipe).
-			// Its own context, ended before the file is closed: a Close
-			// waits for a read in progress, which looks at it.
-			pctx, stop := context.WithCancelCause(ctx)
-			fr.pipe, fr.pipeStop = ospipe.NewReader(pctx, f), stop
+			fr.pipe = ospipe.NewReader(ctx, f)
 		}
 		return fr, nil
 	}
 	return r, nil
 }
 
-// errEnded is why a handed-over pipe's read or write stopped when its
-// reader or object ended meanwhile (closed, committed or aborted).
-var errEnded = errors.New("the stream or object ended")
-
 // fileReader reads a stream's file directly (see sdk.FileReader); the
 // plugin learns how reading ended, and says whether the stream ended well,
 // when the file ends or at Close.
 type fileReader struct {
 	*reader
-	f        *os.File
-	stop     func() bool
-	eof      bool
-	ended    bool
-	endErr   error
-	lost     bool           // the plugin did not answer FinishFile (it died)
-	pipe     *ospipe.Reader // f, when it is a pipe
-	pipeStop context.CancelCauseFunc
+	f      *os.File
+	stop   func() bool
+	eof    bool
+	ended  bool
+	endErr error
+	lost   bool           // the plugin did not answer FinishFile (it died)
+	pipe   *ospipe.Reader // f, when it is a pipe (closed through it)
 }
 
 var _ sdk.FileReader = (*fileReader)(nil)
@@ -319,10 +311,11 @@ func (r *fileReader) end() error {
 	r.ended = true
 	defer r.cancel() // the call ends with the stream, however it went
 	r.stop()
-	if r.pipeStop != nil {
-		r.pipeStop(errEnded)
+	if r.pipe != nil {
+		r.pipe.Close() // stops a read in progress first
+	} else {
+		r.f.Close()
 	}
-	r.f.Close()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), callTimeout)
 	defer cancel()
 	if _, err := r.proc.rpc.FinishFile(ctx, &pb.FinishFile_Request{Token: r.file.GetToken(), Eof: r.eof}); err != nil && r.ctx.Err() == nil {
@@ -595,18 +588,17 @@ func (s *remoteSink) finishObject(token uint64, commit bool) error {
 // it goes (as the fs sink does), and hands commit or abort to the plugin
 // after closing its copy of the file.
 type fileWriter struct {
-	ctx      context.Context
-	s        *remoteSink
-	token    uint64
-	f        *os.File
-	key      string
-	regular  bool
-	off      int64
-	started  int64
-	stop     func() bool
-	done     bool
-	pipe     *ospipe.Writer // f, when it is a pipe
-	pipeStop context.CancelCauseFunc
+	ctx     context.Context
+	s       *remoteSink
+	token   uint64
+	f       *os.File
+	key     string
+	regular bool
+	off     int64
+	started int64
+	stop    func() bool
+	done    bool
+	pipe    *ospipe.Writer // f, when it is a pipe (closed through it)
 }
 
 func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File, key string) *fileWriter {
@@ -618,10 +610,7 @@ func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File,
 	if ospipe.IsPipe(f) {
 		// A program's input (pg_restore's) or a plugin's pump: written
 		// in batches (see ospipe).
-		// Its own context, ended before the file is closed: a Close
-		// waits for a write in progress (Abort of a stuck object).
-		pctx, stop := context.WithCancelCause(ctx)
-		w.pipe, w.pipeStop = ospipe.NewWriter(pctx, f), stop
+		w.pipe = ospipe.NewWriter(ctx, f)
 	}
 	return w
 }
@@ -675,10 +664,11 @@ func (w *fileWriter) finish(commit bool) error {
 	}
 	w.done = true
 	w.stop()
-	if w.pipeStop != nil {
-		w.pipeStop(errEnded)
+	if w.pipe != nil {
+		w.pipe.Close() // stops a write in progress (Abort of a stuck object) first
+	} else {
+		w.f.Close()
 	}
-	w.f.Close()
 	if commit && w.ctx.Err() != nil {
 		w.s.finishObject(w.token, false)
 		return fmt.Errorf("not committing %s: %w", w.key, context.Cause(w.ctx))

@@ -17,8 +17,10 @@ package ospipe
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +47,7 @@ const poll = 100 * time.Millisecond
 // then reads, and a read another reader emptied the pipe for would wait
 // past ctx.
 type Reader struct {
+	ending
 	ctx   context.Context
 	f     *os.File
 	short bool // the last read got less than Batch
@@ -65,6 +68,7 @@ func NewReader(ctx context.Context, f *os.File) *Reader { return &Reader{ctx: ct
 // 4 KiB at a time, so pipe wrote 4 KiB per wakeup, and the plugin's poller
 // woke too.
 type Writer struct {
+	ending
 	ctx  context.Context
 	f    *os.File
 	set  bool // the descriptor was made non-blocking
@@ -77,6 +81,39 @@ var _ io.Writer = (*Writer)(nil)
 // ctx ends. It makes f's descriptor non-blocking, for every holder of
 // that open pipe end: write it through the Writer only.
 func NewWriter(ctx context.Context, f *os.File) *Writer { return &Writer{ctx: ctx, f: f} }
+
+// ErrClosed is what a Read or Write in progress returns when its Reader or
+// Writer is closed meanwhile.
+var ErrClosed = errors.New("the pipe was closed")
+
+// ending is a Reader's or Writer's own end, beside its context's.
+type ending struct{ closed atomic.Bool }
+
+// stopped is why a Read or Write must stop: Close, or the context.
+func (e *ending) stopped(ctx context.Context) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// Close stops a Read in progress, which holds the descriptor (a Close of
+// a pollable file waits for it, within 100 ms of this), and closes the
+// file.
+func (r *Reader) Close() error {
+	r.closed.Store(true)
+	return r.f.Close()
+}
+
+// Close stops a Write in progress, as Reader's Close does, and closes the
+// file.
+func (w *Writer) Close() error {
+	w.closed.Store(true)
+	return w.f.Close()
+}
 
 // IsPipe reports whether f is a pipe or FIFO.
 func IsPipe(f *os.File) bool {

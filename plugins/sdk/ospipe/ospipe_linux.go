@@ -1,7 +1,6 @@
 package ospipe
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -25,8 +24,9 @@ func New() (r, w *os.File, err error) {
 
 // Read reads what the pipe holds, up to len(p), after waiting Pause when
 // the previous read found little. It waits for data without the poller, in
-// poll(2), looking at its context every 100 ms; a read whose context ended
-// returns the context's cause. At the pipe's end it returns io.EOF.
+// poll(2), looking at its context (and Close) every 100 ms; a read whose
+// context ended returns the context's cause, one closed ErrClosed. At the
+// pipe's end it returns io.EOF.
 func (r *Reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -46,8 +46,8 @@ func (r *Reader) Read(p []byte) (int, error) {
 
 // onFD runs op on f's descriptor inside RawConn's Read (or Write), where
 // it stays open: a Close of a pollable file waits for op, and one of
-// another file closes the descriptor only after it. End the context op
-// looks at first to stop it.
+// another file closes the descriptor only after it: the Reader's or Writer's
+// Close stops op first.
 func onFD(f *os.File, write bool, op func(fd int) (int, error)) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -72,8 +72,8 @@ func onFD(f *os.File, write bool, op func(fd int) (int, error)) (int, error) {
 
 func (r *Reader) read(fd int, p []byte) (int, error) {
 	for {
-		if err := r.ctx.Err(); err != nil {
-			return 0, context.Cause(r.ctx)
+		if err := r.stopped(r.ctx); err != nil {
+			return 0, err
 		}
 		// Wait until the pipe holds something (or its writers are gone),
 		// so that the read below does not block past the context.
@@ -116,8 +116,8 @@ func (w *Writer) write(fd int, p []byte) (int, error) {
 	}
 	written := 0
 	for len(p) > 0 {
-		if err := w.ctx.Err(); err != nil {
-			return written, context.Cause(w.ctx)
+		if err := w.stopped(w.ctx); err != nil {
+			return written, err
 		}
 		n, err := unix.Write(fd, p)
 		if n > 0 {

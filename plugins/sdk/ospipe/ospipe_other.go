@@ -3,7 +3,6 @@
 package ospipe
 
 import (
-	"context"
 	"os"
 )
 
@@ -12,16 +11,16 @@ func New() (r, w *os.File, err error) { return os.Pipe() }
 
 // Read reads f as it is.
 func (r *Reader) Read(p []byte) (int, error) {
-	if r.ctx.Err() != nil {
-		return 0, context.Cause(r.ctx)
+	if err := r.stopped(r.ctx); err != nil {
+		return 0, err
 	}
 	return r.f.Read(p)
 }
 
 // Write writes f as it is.
 func (w *Writer) Write(p []byte) (int, error) {
-	if w.ctx.Err() != nil {
-		return 0, context.Cause(w.ctx)
+	if err := w.stopped(w.ctx); err != nil {
+		return 0, err
 	}
 	return w.f.Write(p)
 }
