@@ -5,21 +5,37 @@
 // restore and how to verify it.
 //
 // It holds no secret: recipients appear as fingerprints only. It must not
-// import the engine or a plugin.
+// import the engine or a plugin (the plugin SDK's name rule is its only
+// dependency).
 package manifest
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Format identifies this version of the manifest.
 const Format = "pipe-manifest/v1"
+
+// FileName is a manifest's base name in a run's folder.
+const FileName = "pipe-manifest.json"
+
+// IsKey reports whether an object key names a pipe manifest: a folder's
+// pipe-manifest.json, or a name with "pipe-manifest" in it ending in
+// .json (a template's or a single object's manifest).
+func IsKey(key string) bool {
+	base := path.Base(key)
+	return strings.Contains(base, "pipe-manifest") && strings.HasSuffix(base, ".json")
+}
 
 // MaxSize bounds the manifest a restore reads (about a million objects).
 const MaxSize = 512 << 20
@@ -72,9 +88,13 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Parse decodes and checks a manifest. Stream names and keys come from
-// storage and so are untrusted: they must be relative paths that stay
-// inside the restore target.
+// Parse decodes and checks a manifest. A manifest comes from storage and
+// so is untrusted: Parse refuses anything pipe could never have written (a
+// run without objects, an object without a digest, an unknown codec, a run
+// id, pipeline or stream name that could escape a folder or forge a line of
+// output), so that what passes can be restored, listed and verified
+// safely. Keys may climb out of the manifest's folder ("../users/r1.zst",
+// see Rel); readers check that the resolved key stays inside their store.
 func Parse(b []byte) (*Manifest, error) {
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -86,30 +106,124 @@ func Parse(b []byte) (*Manifest, error) {
 		}
 		return nil, errors.New("not a pipe manifest: no format field")
 	}
-	if m.RunID == "" {
-		return nil, errors.New("invalid manifest: no run_id")
-	}
-	seen := map[string]bool{}
-	for i, o := range m.Objects {
-		if !safeName(o.Stream) {
-			return nil, fmt.Errorf("invalid manifest: object %d: stream name %q is not a relative path inside the target", i, o.Stream)
-		}
-		if o.Key == "" || strings.HasPrefix(o.Key, "/") {
-			return nil, fmt.Errorf("invalid manifest: object %d: key %q must be relative to the manifest", i, o.Key)
-		}
-		if seen[o.Stream] {
-			return nil, fmt.Errorf("invalid manifest: stream %q appears twice", o.Stream)
-		}
-		seen[o.Stream] = true
-		if o.Size < 0 || o.OriginalSize < -1 {
-			return nil, fmt.Errorf("invalid manifest: object %d: negative size", i)
-		}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("invalid manifest: %w", err)
 	}
 	return &m, nil
 }
 
-func safeName(s string) bool {
-	return s != "" && fs.ValidPath(s)
+// Codecs are the compressions a manifest may name.
+var Codecs = []string{"none", "zstd", "gzip", "lz4"}
+
+// MaxFrameSize bounds the frame size a manifest may declare (a restore
+// sizes its buffers by it).
+const MaxFrameSize = 1 << 30
+
+var (
+	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	pipelineRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
+	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+func (m *Manifest) check() error {
+	switch {
+	case m.RunID == "":
+		return errors.New("no run_id")
+	case !runIDRE.MatchString(m.RunID) || strings.Contains(m.RunID, ".."):
+		return fmt.Errorf("run_id %q is not one pipe writes (letters, digits, ., _ and -)", m.RunID)
+	case !pipelineRE.MatchString(m.Pipeline):
+		return fmt.Errorf("pipeline %q is not a pipeline name", m.Pipeline)
+	case m.StartedAt.IsZero() || m.FinishedAt.IsZero():
+		return errors.New("no started_at or finished_at")
+	case m.FinishedAt.Before(m.StartedAt):
+		return errors.New("finished_at is before started_at")
+	case m.FrameSize < 0 || m.FrameSize > MaxFrameSize:
+		return fmt.Errorf("frame_size %d is out of range (0 to %d)", m.FrameSize, MaxFrameSize)
+	case len(m.Objects) == 0:
+		return errors.New("no objects: a run that backed up nothing has no manifest")
+	}
+	if err := printable("pipe_version", m.PipeVersion); err != nil {
+		return err
+	}
+	for k, v := range m.Source {
+		if k == "" {
+			return errors.New("source: a fact with an empty name")
+		}
+		if err := printable("source fact name", k); err != nil {
+			return err
+		}
+		if err := printable("source fact "+k, v); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for i, o := range m.Objects {
+		if err := o.check(); err != nil {
+			return fmt.Errorf("object %d: %w", i, err)
+		}
+		if seen[o.Stream] {
+			return fmt.Errorf("stream %q appears twice", o.Stream)
+		}
+		seen[o.Stream] = true
+	}
+	return nil
+}
+
+func (o *Object) check() error {
+	if err := sdk.CheckStreamName(o.Stream); err != nil {
+		return fmt.Errorf("stream name: %w", err)
+	}
+	if o.Key == "" || strings.HasPrefix(o.Key, "/") {
+		return fmt.Errorf("key %q must be relative to the manifest", o.Key)
+	}
+	if err := printable("key", o.Key); err != nil {
+		return err
+	}
+	switch {
+	case o.Size < 0 || o.OriginalSize < -1:
+		return errors.New("negative size")
+	case o.Digest == "":
+		return fmt.Errorf("%s has no digest: nothing could verify it", o.Key)
+	case !digestRE.MatchString(o.Digest):
+		return fmt.Errorf("digest %q of %s is not sha256:<64 hex digits>", o.Digest, o.Key)
+	case !slices.Contains(Codecs, o.Codec):
+		return fmt.Errorf("codec %q of %s is not one of %s", o.Codec, o.Key, strings.Join(Codecs, ", "))
+	}
+	switch o.Encryption {
+	case "":
+		if len(o.Recipients) > 0 {
+			return fmt.Errorf("%s names recipients but no encryption", o.Key)
+		}
+	case "age":
+		if len(o.Recipients) == 0 {
+			return fmt.Errorf("%s is encrypted to no recipient", o.Key)
+		}
+		for _, r := range o.Recipients {
+			if r == "" {
+				return fmt.Errorf("%s: an empty recipient", o.Key)
+			}
+			if err := printable("recipient", r); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("encryption %q of %s is not age", o.Encryption, o.Key)
+	}
+	return nil
+}
+
+// printable refuses control characters, which would forge lines of a
+// listing or a log.
+func printable(what, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s %q is not valid UTF-8", what, s)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s %q holds a control character", what, s)
+		}
+	}
+	return nil
 }
 
 // Rel returns key relative to the folder of manifestKey, for Object.Key.

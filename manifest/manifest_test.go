@@ -1,15 +1,22 @@
 package manifest
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
+const digestA = "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+
+func valid() *Manifest {
+	return &Manifest{Format: Format, RunID: "20261120T010203Z-a1b2c3", Pipeline: "p", StartedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC(),
+		Objects: []Object{{Stream: "a/b.csv", Key: "a/b.csv.zst", Size: 10, OriginalSize: 20, Digest: digestA, Codec: "zstd"}}}
+}
+
 func TestRoundTrip(t *testing.T) {
-	m := &Manifest{RunID: "r1", Pipeline: "p", StartedAt: time.Unix(1, 0).UTC(), FinishedAt: time.Unix(2, 0).UTC(),
-		Objects: []Object{{Stream: "a/b.csv", Key: "a/b.csv.zst", Size: 10, OriginalSize: 20, Digest: "sha256:00", Codec: "zstd"}}}
+	m := valid()
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -28,12 +35,54 @@ func TestParseRejects(t *testing.T) {
 		"garbage":   {`nope`, "not a pipe manifest"},
 		"no format": {`{"run_id":"x"}`, "no format field"},
 		"newer":     {`{"format":"pipe-manifest/v9","run_id":"x"}`, "upgrade pipe"},
-		"escape":    {`{"format":"pipe-manifest/v1","run_id":"x","objects":[{"stream":"../../etc/passwd","key":"k"}]}`, "not a relative path"},
-		"absolute":  {`{"format":"pipe-manifest/v1","run_id":"x","objects":[{"stream":"/etc/passwd","key":"k"}]}`, "not a relative path"},
-		"dup":       {`{"format":"pipe-manifest/v1","run_id":"x","objects":[{"stream":"a","key":"k"},{"stream":"a","key":"j"}]}`, "twice"},
-		"abs key":   {`{"format":"pipe-manifest/v1","run_id":"x","objects":[{"stream":"a","key":"/k"}]}`, "relative to the manifest"},
 	} {
 		if _, err := Parse([]byte(tc.json)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
+	}
+	// Each case breaks one field of a valid manifest.
+	for name, tc := range map[string]struct {
+		edit func(m *Manifest)
+		want string
+	}{
+		"no run id":        {func(m *Manifest) { m.RunID = "" }, "no run_id"},
+		"run id escapes":   {func(m *Manifest) { m.RunID = "../x" }, "not one pipe writes"},
+		"run id dots":      {func(m *Manifest) { m.RunID = "a..b" }, "not one pipe writes"},
+		"run id slash":     {func(m *Manifest) { m.RunID = "a/b" }, "not one pipe writes"},
+		"run id newline":   {func(m *Manifest) { m.RunID = "a\nb" }, "not one pipe writes"},
+		"run id NUL":       {func(m *Manifest) { m.RunID = "a\x00b" }, "not one pipe writes"},
+		"pipeline":         {func(m *Manifest) { m.Pipeline = "a b" }, "not a pipeline name"},
+		"no times":         {func(m *Manifest) { m.StartedAt = time.Time{} }, "no started_at"},
+		"time order":       {func(m *Manifest) { m.FinishedAt = m.StartedAt.Add(-time.Second) }, "before started_at"},
+		"frame":            {func(m *Manifest) { m.FrameSize = 1 << 40 }, "frame_size"},
+		"no objects":       {func(m *Manifest) { m.Objects = nil }, "no objects"},
+		"empty objects":    {func(m *Manifest) { m.Objects = []Object{} }, "no objects"},
+		"escape":           {func(m *Manifest) { m.Objects[0].Stream = "../../etc/passwd" }, `".."`},
+		"absolute":         {func(m *Manifest) { m.Objects[0].Stream = "/etc/passwd" }, "absolute"},
+		"stream NUL":       {func(m *Manifest) { m.Objects[0].Stream = "a\x00b" }, "control character"},
+		"stream newline":   {func(m *Manifest) { m.Objects[0].Stream = "a\nb" }, "control character"},
+		"dup":              {func(m *Manifest) { m.Objects = append(m.Objects, m.Objects[0]) }, "twice"},
+		"abs key":          {func(m *Manifest) { m.Objects[0].Key = "/k" }, "relative to the manifest"},
+		"empty key":        {func(m *Manifest) { m.Objects[0].Key = "" }, "relative to the manifest"},
+		"key newline":      {func(m *Manifest) { m.Objects[0].Key = "a\nb" }, "control character"},
+		"negative size":    {func(m *Manifest) { m.Objects[0].Size = -1 }, "negative size"},
+		"no digest":        {func(m *Manifest) { m.Objects[0].Digest = "" }, "no digest"},
+		"short digest":     {func(m *Manifest) { m.Objects[0].Digest = "sha256:00" }, "64 hex digits"},
+		"md5 digest":       {func(m *Manifest) { m.Objects[0].Digest = "md5:" + strings.Repeat("0", 32) }, "64 hex digits"},
+		"codec":            {func(m *Manifest) { m.Objects[0].Codec = "brotli" }, "codec"},
+		"no codec":         {func(m *Manifest) { m.Objects[0].Codec = "" }, "codec"},
+		"encryption":       {func(m *Manifest) { m.Objects[0].Encryption = "rot13" }, "not age"},
+		"no recipients":    {func(m *Manifest) { m.Objects[0].Encryption = "age" }, "no recipient"},
+		"stray recipients": {func(m *Manifest) { m.Objects[0].Recipients = []string{"x"} }, "no encryption"},
+		"fact newline":     {func(m *Manifest) { m.Source = map[string]string{"db": "a\nb"} }, "control character"},
+	} {
+		m := valid()
+		tc.edit(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(b); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
 		}
 	}

@@ -63,6 +63,11 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		if _, ok := marks[sensitiveMark]; ok {
 			b.Sensitive[a.Name] = true
 		}
+		if b.Sensitive[a.Name] && !a.Secret && (a.Public || a.StreamName) {
+			diags = append(diags, attrDiag(attr, "Sensitive value in a name",
+				fmt.Sprintf("%q becomes part of stream or object names, which are printed in plans and summaries and stored in manifests: it cannot hold a sensitive value. Use a value that is not secret here.", a.Name)))
+			continue
+		}
 		if !val.IsWhollyKnown() {
 			b.Unknown[a.Name] = true
 			continue
@@ -79,6 +84,12 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			continue
+		}
+		if name, ok := v.(string); ok && a.StreamName {
+			if err := sdk.CheckStreamName(name); err != nil {
+				diags = append(diags, attrDiag(attr, "Invalid stream name", err.Error()+"."))
+				continue
+			}
 		}
 		if a.Required && empty(v) {
 			diags = append(diags, attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name)))

@@ -2,6 +2,7 @@ package pipefile
 
 import (
 	"fmt"
+	"github.com/pipebackup/pipe/manifest"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -23,7 +24,7 @@ const (
 )
 
 // ManifestName is the manifest's base name in a folder.
-const ManifestName = "pipe-manifest.json"
+const ManifestName = manifest.FileName
 
 // KeyTemplate is a sink's object location, rendered per stream.
 type KeyTemplate struct {
@@ -74,7 +75,11 @@ func newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalContext, src
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	val, _ = val.UnmarkDeep()
+	val, marks := val.UnmarkDeep()
+	if _, ok := marks[sensitiveMark]; ok {
+		return nil, hcl.Diagnostics{attrDiag(attr, "Sensitive value in an object's name",
+			fmt.Sprintf("%s names where objects go; object names are printed in plans and summaries and stored in manifests, so they are never secret: keep sensitive variables out of it.", name))}
+	}
 	if val.IsNull() || !val.IsKnown() || val.Type() != cty.String {
 		return nil, hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type", fmt.Sprintf("%s must be a string path.", name))}
 	}
@@ -142,7 +147,4 @@ func (k *KeyTemplate) ManifestKey() (string, error) {
 }
 
 // IsManifest reports whether an object key names a pipe manifest.
-func IsManifest(key string) bool {
-	base := key[strings.LastIndex(key, "/")+1:]
-	return strings.Contains(base, "pipe-manifest") && strings.HasSuffix(base, ".json")
-}
+func IsManifest(key string) bool { return manifest.IsKey(key) }

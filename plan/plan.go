@@ -81,6 +81,9 @@ type Stage struct {
 	// Explicit lists the settings the file gave (the rest come from the
 	// profile).
 	Explicit map[string]bool
+	// Implicit is set on the checksum stage a backup gets without a
+	// checksum block: every object a manifest names has a digest.
+	Implicit bool
 }
 
 // Encodes reports whether the stage writes a stored form (compress,
@@ -111,6 +114,22 @@ func (p *Pipeline) Restores() bool {
 			return false
 		}
 		if p.Stages[i].Decodes() {
+			return true
+		}
+	}
+	return false
+}
+
+// WritesManifest reports whether a run of the pipeline writes a manifest
+// as far as the file tells: it stores (a storage sink with an object path)
+// and does not decode. (A pipeline without decoding stages that reads a
+// backup through its manifest copies it, which the run finds out.)
+func (p *Pipeline) WritesManifest() bool {
+	if p.Restores() {
+		return false
+	}
+	for _, s := range p.Sinks {
+		if s.Schema.Storage && s.Key != nil {
 			return true
 		}
 	}
@@ -240,6 +259,9 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	diags = append(diags, checkOrder(p)...)
 	if diags.HasErrors() {
 		return p, diags
+	}
+	if p.WritesManifest() && p.Stage("checksum") == nil {
+		p.Stages = append(p.Stages, &Stage{Type: "checksum", Def: &pipefile.Block{Type: "checksum", Range: def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})
 	}
 	job, err := p.Job("", 0)
 	if err != nil {

@@ -171,6 +171,9 @@ func (s *Stage) describe() string {
 		}
 		return fmt.Sprintf("age, %s (%s)", what, strings.Join(s.Keys.Fingerprints, ", "))
 	case "checksum":
+		if s.Implicit {
+			return "sha256 of the stored bytes, into the manifest (always on for a backup)"
+		}
 		return "sha256 of the stored bytes, into the manifest"
 	}
 	return ""

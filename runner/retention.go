@@ -3,13 +3,12 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"path"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -27,19 +26,6 @@ type RetentionReport struct {
 // garbageAge is how old an object that no manifest names must be before
 // retention deletes it: younger ones may belong to a run still writing.
 const garbageAge = 24 * time.Hour
-
-// runIDRE matches the run ids pipe makes (newRunID in the CLI).
-var runIDRE = regexp.MustCompile(`(\d{8}T\d{6}Z)-[0-9a-f]{6}`)
-
-// runTime returns when the run whose id appears in key started.
-func runTime(key string) (time.Time, bool) {
-	m := runIDRE.FindStringSubmatch(key)
-	if m == nil {
-		return time.Time{}, false
-	}
-	t, err := time.Parse("20060102T150405Z", m[1])
-	return t, err == nil
-}
 
 // applyRetention deletes, on each storage sink with keep_last or
 // keep_within, the runs of this pipeline that are neither the current one,
@@ -63,91 +49,107 @@ func applyRetention(ctx context.Context, p *plan.Pipeline, runID string, started
 	return out
 }
 
-type run struct {
-	key string // the manifest's key
-	m   *manifest.Manifest
+// sinkStore lets the catalog read what a storage sink holds under root
+// (a folder of its keys, ending in "/", or "").
+type sinkStore struct {
+	st   sdk.Storage
+	root string
 }
+
+func (s sinkStore) List(ctx context.Context) ([]sdk.ObjectInfo, error) {
+	objs, err := s.st.List(ctx, s.root)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", s.root, err)
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		if k, ok := strings.CutPrefix(o.Key, s.root); ok && k != "" {
+			o.Key = k
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func (s sinkStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return s.st.Open(ctx, s.root+key)
+}
+
+func (s sinkStore) Remove(ctx context.Context, key string) error { return s.st.Remove(ctx, s.root+key) }
 
 func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, rep *RetentionReport) error {
 	i := strings.Index(mkey, runID)
 	if i < 0 {
 		return fmt.Errorf("the manifest key %s does not hold the run id", mkey)
 	}
-	root := mkey[:i] // the runs of this sink live under it
-	objects, err := st.List(ctx, root)
+	store := sinkStore{st: st, root: mkey[:i]} // the runs of this sink live under it
+	cat, err := catalog.Read(ctx, store)
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", root, err)
+		return err
 	}
-	var runs []run
-	referenced := map[string]bool{}
-	for _, o := range objects {
-		if !pipefile.IsManifest(o.Key) {
+	if len(cat.Invalid) > 0 {
+		// Its objects would look like leftovers: delete nothing.
+		bad := cat.Invalid[0]
+		return fmt.Errorf("manifest %s: %w; nothing was deleted (remove or repair it)", store.root+bad.Key, bad.Err)
+	}
+	now := time.Now()
+	var drop []*catalog.Run
+	keepKeys := map[string]bool{}
+	n := 0
+	for _, r := range cat.Runs {
+		if r.Manifest.Pipeline != pipeline {
 			continue
 		}
-		m, err := readManifest(ctx, st, o.Key)
-		if err != nil {
-			return fmt.Errorf("reading manifest %s: %w", o.Key, err)
-		}
-		referenced[o.Key] = true
-		for _, obj := range m.Objects {
-			referenced[manifest.Resolve(o.Key, obj.Key)] = true
-		}
-		if m.Pipeline == pipeline {
-			runs = append(runs, run{o.Key, m})
-		}
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].m.FinishedAt.After(runs[j].m.FinishedAt) })
-	now := time.Now()
-	var drop []run
-	keepKeys := map[string]bool{}
-	for n, r := range runs {
-		keep := r.m.RunID == runID ||
+		keep := r.Manifest.RunID == runID ||
 			(def.KeepLast > 0 && n < def.KeepLast) ||
-			(def.KeepWithin > 0 && now.Sub(r.m.FinishedAt) <= def.KeepWithin)
+			(def.KeepWithin > 0 && now.Sub(r.Manifest.FinishedAt) <= def.KeepWithin)
+		n++
 		if keep {
-			rep.Kept = append(rep.Kept, r.m.RunID)
-			for _, obj := range r.m.Objects {
-				keepKeys[manifest.Resolve(r.key, obj.Key)] = true
+			rep.Kept = append(rep.Kept, r.Manifest.RunID)
+			for _, obj := range r.Manifest.Objects {
+				keepKeys[r.ObjectKey(obj)] = true
 			}
 			continue
 		}
 		drop = append(drop, r)
 	}
 	for _, r := range drop {
-		if err := st.Remove(ctx, r.key); err != nil {
-			return fmt.Errorf("removing run %s (manifest %s): %w", r.m.RunID, r.key, err)
+		if err := store.Remove(ctx, r.Key); err != nil {
+			return fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, store.root+r.Key, err)
 		}
-		for _, obj := range r.m.Objects {
-			k := manifest.Resolve(r.key, obj.Key)
+		for _, obj := range r.Manifest.Objects {
+			k := r.ObjectKey(obj)
 			if keepKeys[k] {
 				continue // a kept run names the same object
 			}
-			if err := st.Remove(ctx, k); err != nil {
-				return fmt.Errorf("removing %s of run %s: %w", k, r.m.RunID, err)
+			if err := store.Remove(ctx, k); err != nil {
+				return fmt.Errorf("removing %s of run %s: %w", store.root+k, r.Manifest.RunID, err)
 			}
 		}
-		rep.DeletedRuns = append(rep.DeletedRuns, r.m.RunID)
+		rep.DeletedRuns = append(rep.DeletedRuns, r.Manifest.RunID)
 	}
 	// Leftovers of failed runs: named by no manifest, and from a run (or a
 	// temporary file) well older than this one.
-	for _, o := range objects {
-		if referenced[o.Key] || strings.Contains(o.Key, runID) {
+	for _, g := range cat.Incomplete {
+		if g.RunID == runID {
 			continue
 		}
-		t, ok := runTime(o.Key)
-		if !ok {
-			if !strings.HasPrefix(path.Base(o.Key), ".pipe-tmp-") {
-				continue // not ours to judge
+		for _, o := range g.Objects {
+			t := g.Started
+			if g.RunID == "" {
+				if !strings.HasPrefix(path.Base(o.Key), catalog.TempPrefix) {
+					continue // not ours to judge
+				}
+				t = o.Modified
 			}
-			t = o.Modified
+			if started.Sub(t) < garbageAge {
+				continue
+			}
+			if err := store.Remove(ctx, o.Key); err != nil {
+				return fmt.Errorf("removing leftover %s: %w", store.root+o.Key, err)
+			}
+			rep.Garbage++
 		}
-		if started.Sub(t) < garbageAge {
-			continue
-		}
-		if err := st.Remove(ctx, o.Key); err != nil {
-			return fmt.Errorf("removing leftover %s: %w", o.Key, err)
-		}
-		rep.Garbage++
 	}
 	return nil
 }

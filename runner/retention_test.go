@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func fakeRun(t *testing.T, root, pipeline string, at time.Time, failed bool) str
 	os.WriteFile(filepath.Join(dir, "a.zst"), []byte("old"), 0o600)
 	if !failed {
 		m := &manifest.Manifest{RunID: id, Pipeline: pipeline, StartedAt: at, FinishedAt: at,
-			Objects: []manifest.Object{{Stream: "a", Key: "a.zst", Size: 3, Codec: "zstd"}}}
+			Objects: []manifest.Object{{Stream: "a", Key: "a.zst", Size: 3, Codec: "zstd", Digest: "sha256:" + fmt.Sprintf("%x", sha256.Sum256([]byte("old")))}}}
 		b, _ := m.Marshal()
 		os.WriteFile(filepath.Join(dir, "pipe-manifest.json"), b, 0o600)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/engine"
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
@@ -283,22 +284,77 @@ type streamsPlan struct {
 	total       int64
 }
 
-// planStreams decides what the run reads: the objects of the newest
-// manifest in the source, or the source's streams as they are.
+// planStreams decides what the run reads. A storage source (files, a
+// bucket) that names a folder or prefix is read as runs: the newest
+// complete run's objects (its manifest says what they are and how to
+// verify them), never objects that no manifest names. One object named on
+// purpose is read as it is (or, if it is a manifest, as that run). Other
+// sources' streams are read as they are.
 func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, warn func(string)) (*streamsPlan, error) {
-	sp := &streamsPlan{}
-	var candidates []string
 	for _, in := range infos {
-		if pipefile.IsManifest(in.Name) {
-			candidates = append(candidates, in.Name)
+		if err := sdk.CheckStreamName(in.Name); err != nil {
+			return nil, fmt.Errorf("source %s yields a stream pipe cannot name: %w; rename it (or, for a command, set its name)", src.name, err)
 		}
 	}
-	if len(candidates) > 0 {
-		if err := fromManifest(ctx, p, src, candidates, sp, warn); err != nil {
+	sp := &streamsPlan{}
+	single := false
+	if sel, ok := src.source.(sdk.Selection); ok {
+		single = sel.Single()
+	}
+	storage := src.def != nil && src.def.Schema.Storage
+	switch {
+	case storage && single && len(infos) == 1 && manifest.IsKey(infos[0].Name):
+		m, err := catalog.ReadManifest(ctx, src.source, infos[0].Name)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: manifest %s: %w", src.name, infos[0].Name, err)
+		}
+		r := &catalog.Run{Key: infos[0].Name, Manifest: m}
+		if err := fromManifest(p, src, r, sp, warn); err != nil {
 			return nil, err
 		}
-	} else if err := fromListing(p, infos, sp); err != nil {
-		return nil, err
+	case storage && !single:
+		cat, err := catalog.Read(ctx, sourceStore{src.source, infos})
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", src.name, err)
+		}
+		if len(cat.Invalid) > 0 {
+			bad := cat.Invalid[0]
+			return nil, fmt.Errorf("source %s: manifest %s: %w; remove it, or point the source at one run's folder or manifest", src.name, bad.Key, bad.Err)
+		}
+		if len(cat.Runs) == 0 {
+			if p.Restores() || len(infos) == 0 {
+				return nil, noRun(src, cat)
+			}
+			// A backup of a folder of files.
+			if err := fromListing(p, infos, sp); err != nil {
+				return nil, err
+			}
+			break
+		}
+		r := cat.Runs[0]
+		if len(cat.Runs) > 1 {
+			warn(fmt.Sprintf("%d runs under the source; restoring the newest: run %s of pipeline %q (%s)", len(cat.Runs), r.Manifest.RunID, r.Manifest.Pipeline, r.Key))
+		}
+		for _, g := range cat.Newer(r.Manifest.StartedAt) {
+			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), formatBytes(g.Size), r.Manifest.RunID))
+		}
+		if err := fromManifest(p, src, r, sp, warn); err != nil {
+			return nil, err
+		}
+	default:
+		if err := fromListing(p, infos, sp); err != nil {
+			return nil, err
+		}
+		if p.Restores() && len(infos) > 0 {
+			what := fmt.Sprintf("%d streams of source %s", len(infos), src.name)
+			if len(infos) == 1 {
+				what = fmt.Sprintf("%s of source %s", infos[0].Name, src.name)
+			}
+			warn(fmt.Sprintf("reading %s as it is: no manifest names it, so nothing verifies it", what))
+		}
+	}
+	if len(sp.streams) == 0 {
+		return nil, fmt.Errorf("source %s yields no streams: nothing to back up; check its %s", src.name, where(src))
 	}
 	sp.total = 0
 	for _, s := range sp.streams {
@@ -311,29 +367,87 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 	return sp, nil
 }
 
-func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidates []string, sp *streamsPlan, warn func(string)) error {
-	var best *manifest.Manifest
-	for _, key := range candidates {
-		m, err := readManifest(ctx, src.source, key)
-		if err != nil {
-			return fmt.Errorf("source %s: manifest %s: %w; point the source at one run's folder or manifest", src.name, key, err)
-		}
-		if best == nil || m.FinishedAt.After(best.FinishedAt) {
-			best, sp.manifestKey = m, key
+// sourceStore lets the catalog read a storage source: its streams are the
+// objects under its folder or prefix.
+type sourceStore struct {
+	src   sdk.Source
+	infos []sdk.StreamInfo
+}
+
+func (s sourceStore) List(context.Context) ([]sdk.ObjectInfo, error) {
+	out := make([]sdk.ObjectInfo, 0, len(s.infos))
+	for _, in := range s.infos {
+		out = append(out, sdk.ObjectInfo{Key: in.Name, Size: in.Size})
+	}
+	return out, nil
+}
+
+func (s sourceStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	return s.src.Open(ctx, key)
+}
+
+// where names the attribute that says what a source reads, as written.
+func where(src *endpoint) string {
+	if src.def == nil {
+		return "settings"
+	}
+	for _, a := range []string{"path", "prefix", "key", "command", "database"} {
+		if v := src.def.Source(a); v != "" {
+			return a + " = " + v
 		}
 	}
-	m := best
-	if len(candidates) > 1 {
-		warn(fmt.Sprintf("%d manifests under the source; restoring the newest: run %s of pipeline %q (%s)", len(candidates), m.RunID, m.Pipeline, sp.manifestKey))
+	return "settings"
+}
+
+// noRun explains a restore from a folder or prefix that holds no complete
+// run, and how to read an object anyway.
+func noRun(src *endpoint, cat *catalog.Catalog) error {
+	if len(cat.Objects) == 0 {
+		return fmt.Errorf("source %s holds nothing to restore: no manifest and no object under %s; check the path or prefix (a backup writes each run under its own folder, e.g. backups/<pipeline>/<run id>/)", src.name, where(src))
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "source %s (%s) holds no complete run: %s, and no manifest names them", src.name, where(src), plural(len(cat.Objects), "object"))
+	for _, g := range cat.Incomplete {
+		if g.RunID == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, g.Started.Format(time.RFC3339), plural(len(g.Objects), "object"), formatBytes(g.Size))
+	}
+	first := cat.Objects[0].Key
+	return fmt.Errorf("%s. pipe restores only runs whose manifest it finds (%w). To read one object on purpose, name it in the source (path = \"…/%s\" for fs; key = \"%s\" for s3, gcs and azure): nothing will verify it", b.String(), catalog.ErrNoRun, first, first)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// formatBytes prints a size for messages.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func fromManifest(p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, warn func(string)) error {
+	m := r.Manifest
+	sp.manifestKey = r.Key
 	sp.frame = int(m.FrameSize)
 	dec, decomp := p.Stage("decrypt"), p.Stage("decompress")
 	codecs := map[string]bool{}
-	noDigest := 0
 	for _, o := range m.Objects {
 		codecs[o.Codec] = true
-		key := manifest.Resolve(sp.manifestKey, o.Key)
-		if strings.HasPrefix(key, "../") {
+		key := r.ObjectKey(o)
+		if key == ".." || strings.HasPrefix(key, "../") {
 			return fmt.Errorf("manifest %s: object %q lies outside the source", sp.manifestKey, o.Key)
 		}
 		switch {
@@ -355,9 +469,6 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidat
 		if (o.Codec == "none" || decomp != nil) && (o.Encryption == "" || dec != nil) && p.Ext() == "" {
 			s.outSize, s.maxSize = o.OriginalSize, o.OriginalSize
 		}
-		if o.Digest == "" {
-			noDigest++
-		}
 		sp.streams = append(sp.streams, s)
 	}
 	if len(codecs) > 1 {
@@ -369,9 +480,6 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, candidat
 		}
 		sp.codec = c
 	}
-	if noDigest > 0 {
-		warn(fmt.Sprintf("%d objects of %s have no recorded digest (the backup had no checksum stage): they cannot be verified", noDigest, sp.manifestKey))
-	}
 	return nil
 }
 
@@ -381,19 +489,7 @@ type opener interface {
 }
 
 func readManifest(ctx context.Context, src opener, key string) (*manifest.Manifest, error) {
-	rc, err := src.Open(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, manifest.MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > manifest.MaxSize {
-		return nil, fmt.Errorf("larger than %d bytes", manifest.MaxSize)
-	}
-	return manifest.Parse(b)
+	return catalog.ReadManifest(ctx, src, key)
 }
 
 func anyShared(a, b []string) bool {

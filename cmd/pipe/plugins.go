@@ -163,8 +163,11 @@ func writeSchema(w interface{ Write([]byte) (int, error) }, kind, typ string, s 
 	sort.SliceStable(attrs, func(i, j int) bool { return attrs[i].Required && !attrs[j].Required })
 	if markdown {
 		fmt.Fprintf(w, "## %s \"%s\"\n\n%s\n\n", kind, typ, s.Description)
-		if s.Storage {
+		switch {
+		case s.Storage && kind == "sink":
 			fmt.Fprintf(w, "Storage: objects can be read back by a restore, and the run's manifest is written here.\n\n")
+		case s.Storage:
+			fmt.Fprintf(w, "Storage: a folder or prefix is read as runs, through their manifests (the newest complete run by default); one object named on purpose is read as it is.\n\n")
 		}
 		fmt.Fprintf(w, "| attribute | type | | description |\n|---|---|---|---|\n")
 		for _, a := range attrs {
@@ -214,6 +217,12 @@ func attrNotes(a sdk.Attribute) string {
 	}
 	if a.Key {
 		notes = append(notes, "per-stream path")
+	}
+	if a.StreamName {
+		notes = append(notes, "a stream name")
+	}
+	if a.Key || a.Public || a.StreamName {
+		notes = append(notes, "never secret")
 	}
 	return strings.Join(notes, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ func TestScripts(t *testing.T) {
 			"flipbyte": cmdFlipbyte,
 			"truncate": cmdTruncate,
 			"nofile":   cmdNofile,
+			"replace":  cmdReplace,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch {
@@ -156,4 +158,21 @@ func cmdNofile(ts *testscript.TestScript, neg bool, args []string) {
 	if (len(found) == 0) == neg {
 		ts.Fatalf("nofile %v: found %v", args, found)
 	}
+}
+
+// replace PATH REGEXP TEXT: rewrite every match in the file with TEXT, as
+// written (a hostile or damaged store, say).
+func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: replace PATH REGEXP TEXT")
+	}
+	p := ts.MkAbs(args[0])
+	b, err := os.ReadFile(p)
+	ts.Check(err)
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	if !re.Match(b) {
+		ts.Fatalf("replace: %s does not match in %s", args[1], args[0])
+	}
+	ts.Check(os.WriteFile(p, re.ReplaceAll(b, []byte(args[2])), 0o600))
 }

@@ -100,6 +100,11 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance"} {
 		forbid(t, p, "plugins/all")
 	}
+	// The manifest and the catalog read what stores hold: the SDK's types,
+	// nothing that runs.
+	for _, p := range []string{"manifest", "catalog"} {
+		forbid(t, p, "engine", "stages", "plugins/storage", "plugins/command", "plugins/database", "plugins/host", "plugins/all", "plugins/internal", "runner", "plan", "pipefile", "cmd")
+	}
 	// The host and the loader know no concrete plugin.
 	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan"} {
 		forbid(t, p, "plugins/storage", "plugins/command", "plugins/database")

@@ -118,12 +118,14 @@ func (r *remote) Close() error {
 
 type remoteSource struct {
 	remote
-	facts map[string]string // from the last ListStreams
+	facts  map[string]string // from the last ListStreams
+	single bool              // from the last ListStreams
 }
 
 var (
 	_ sdk.Source    = (*remoteSource)(nil)
 	_ sdk.Describer = (*remoteSource)(nil)
+	_ sdk.Selection = (*remoteSource)(nil)
 	_ sdk.Filler    = (*remoteSource)(nil)
 )
 
@@ -193,12 +195,15 @@ func (p *process) follow(ctx context.Context, what string, progress func(int64),
 // Describe returns the facts the plugin sent with the streams.
 func (s *remoteSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
 
+// Single says what the plugin said with the streams (see sdk.Selection).
+func (s *remoteSource) Single() bool { return s.single }
+
 func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	resp, err := s.proc.rpc.ListStreams(ctx, &pb.ListStreams_Request{Handle: s.handle})
 	if err != nil {
 		return nil, s.proc.wrap(ctx, err)
 	}
-	s.facts = resp.GetFacts()
+	s.facts, s.single = resp.GetFacts(), resp.GetSingle()
 	out := make([]sdk.StreamInfo, 0, len(resp.GetStreams()))
 	for _, in := range resp.GetStreams() {
 		out = append(out, sdk.StreamInfo{Name: in.GetName(), Size: in.GetSize()})

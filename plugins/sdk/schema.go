@@ -88,6 +88,14 @@ type Attribute struct {
 	// value when the file does not set it: "part_size" (a Size) or
 	// "concurrency" (a Number). It beats Default.
 	Profile string
+	// Public marks a value that becomes part of stream or object names
+	// (a source's path or prefix, a database's name): names are printed
+	// and stored, so pipe refuses a sensitive value in it.
+	Public bool
+	// StreamName marks a string attribute whose value is a stream's name
+	// (an exec source's name): pipe checks it with CheckStreamName when it
+	// loads the file. It implies Public.
+	StreamName bool
 }
 
 // Schema declares an endpoint's configuration.
@@ -97,7 +105,9 @@ type Schema struct {
 	// Storage is true for sinks that keep objects which a later restore
 	// reads back (files, buckets). The host writes the run's manifest to
 	// storage sinks only; a sink that feeds a consumer (a command's stdin, a
-	// database) gets no manifest.
+	// database) gets no manifest. A source sets it when it reads what such
+	// a sink wrote: a restore from a folder or prefix of it reads only runs
+	// whose manifest it finds (see Selection).
 	Storage bool
 }
 
@@ -135,6 +145,9 @@ func (s Schema) Validate() error {
 		seen[a.Name] = true
 		if a.Type < String || a.Type > Duration {
 			return fmt.Errorf("attribute %q: unknown type %d", a.Name, a.Type)
+		}
+		if a.StreamName && a.Type != String {
+			return fmt.Errorf("attribute %q: a stream name must be a string", a.Name)
 		}
 		if a.Key {
 			keys++

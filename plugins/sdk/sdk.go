@@ -139,6 +139,17 @@ type Describer interface {
 	Describe(ctx context.Context) (map[string]string, error)
 }
 
+// Selection is implemented by sources that read what a storage sink wrote
+// (files, buckets; their Schema sets Storage). Single reports whether the
+// configuration names one object on purpose (a file's path, an object's
+// key) rather than a folder or prefix. pipe restores from a folder or
+// prefix only runs whose manifest it finds, never objects without one; a
+// single named object it reads as it is (following it if it is a
+// manifest).
+type Selection interface {
+	Single() bool
+}
+
 // Preparer is implemented by sinks that must know every object of a run
 // before the first Create: a database restore that applies the schema
 // before the tables' data and builds indexes after all of it. The host

@@ -50,7 +50,7 @@ func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
 		Description: "Runs a command and reads its standard output as one stream. The stream fails if the command exits non-zero.",
 		Attributes: append(commonAttributes(),
-			sdk.Attribute{Name: "name", Type: sdk.String, Description: "The stream's name (used in object keys as ${stream.name}). Default: the program's base name."}),
+			sdk.Attribute{Name: "name", Type: sdk.String, StreamName: true, Description: "The stream's name (used in object keys as ${stream.name}). Default: the program's base name."}),
 	}
 }
 

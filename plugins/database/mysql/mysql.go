@@ -50,7 +50,7 @@ func connAttributes(database string) []sdk.Attribute {
 		{Name: "socket", Type: sdk.String, Description: `The server's Unix socket, instead of host and port (e.g. "/run/mysqld/mysqld.sock").`},
 		{Name: "user", Type: sdk.String, Description: "The user to connect as. Default: the client's (the option files', else your login name). A dump needs SELECT on the tables and SHOW VIEW on the views."},
 		{Name: "password", Type: sdk.String, Secret: true, Description: "The user's password; pass it from a sensitive variable. The programs read it from a temporary option file (mode 0600, removed when they end), never from their command line. Secret: never printed."},
-		{Name: "database", Type: sdk.String, Description: database},
+		{Name: "database", Type: sdk.String, Public: true, Description: database},
 		{Name: "client_options", Type: sdk.StringMap, Description: `More settings for the [client] group of that option file, e.g. { "ssl-ca" = "/etc/mysql/ca.pem", "ssl-verify-server-cert" = "" } (an empty value writes the bare option).`},
 	}
 }
@@ -272,7 +272,7 @@ func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
 		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump) as one stream of SQL: one consistent snapshot of InnoDB tables (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick), binary strings in hex (--hex-blob, so no character set conversion can touch them), routines and triggers with the tables. The stream is DATABASE.sql, or all.sql for several databases. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
 		Attributes: append(connAttributes("The database to dump (or databases for several)."),
-			sdk.Attribute{Name: "databases", Type: sdk.StringList, Description: "Several databases to dump into one stream, all.sql, which creates and selects each of them (CREATE DATABASE IF NOT EXISTS, USE) when restored. Not with database."},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: "Several databases to dump into one stream, all.sql, which creates and selects each of them (CREATE DATABASE IF NOT EXISTS, USE) when restored. Not with database."},
 			sdk.Attribute{Name: "routines", Type: sdk.Bool, Default: true, Description: "Dump stored procedures and functions. On MariaDB the user needs SELECT on mysql.proc, on MySQL SHOW_ROUTINE or global SELECT."},
 			sdk.Attribute{Name: "triggers", Type: sdk.Bool, Default: true, Description: "Dump triggers (the user needs the TRIGGER privilege)."},
 			sdk.Attribute{Name: "events", Type: sdk.Bool, Default: false, Description: "Dump scheduled events (the user needs the EVENT privilege). Off by default: a restored copy would run them too."},

@@ -25,7 +25,7 @@ func connAttributes() []sdk.Attribute {
 		{Name: "port", Type: sdk.Number, Description: "Server port (default 5432)."},
 		{Name: "user", Type: sdk.String, Description: "User name."},
 		{Name: "password", Type: sdk.String, Secret: true, Description: "Password; passed to the PostgreSQL tools in PGPASSWORD, never on a command line. Without it, PGPASSWORD or ~/.pgpass apply."},
-		{Name: "database", Type: sdk.String, Description: "Database name (overrides the dsn's)."},
+		{Name: "database", Type: sdk.String, Public: true, Description: "Database name (overrides the dsn's)."},
 		{Name: "sslmode", Type: sdk.String, Description: `disable, allow, prefer, require, verify-ca or verify-full (overrides the dsn's).`},
 	}
 }

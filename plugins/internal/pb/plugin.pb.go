@@ -350,15 +350,21 @@ func (*Value_StringMap_) isValue_Kind() {}
 func (*Value_DurationNs) isValue_Kind() {}
 
 type Attribute struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Type          Type                   `protobuf:"varint,2,opt,name=type,proto3,enum=pipe.plugin.v1.Type" json:"type,omitempty"`
-	Required      bool                   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
-	Description   string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	Default       *Value                 `protobuf:"bytes,5,opt,name=default,proto3" json:"default,omitempty"` // unset: no default
-	Secret        bool                   `protobuf:"varint,6,opt,name=secret,proto3" json:"secret,omitempty"`
-	Key           bool                   `protobuf:"varint,7,opt,name=key,proto3" json:"key,omitempty"`
-	Profile       string                 `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"` // the profile setting that supplies the value
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Type        Type                   `protobuf:"varint,2,opt,name=type,proto3,enum=pipe.plugin.v1.Type" json:"type,omitempty"`
+	Required    bool                   `protobuf:"varint,3,opt,name=required,proto3" json:"required,omitempty"`
+	Description string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Default     *Value                 `protobuf:"bytes,5,opt,name=default,proto3" json:"default,omitempty"` // unset: no default
+	Secret      bool                   `protobuf:"varint,6,opt,name=secret,proto3" json:"secret,omitempty"`
+	Key         bool                   `protobuf:"varint,7,opt,name=key,proto3" json:"key,omitempty"`
+	Profile     string                 `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"` // the profile setting that supplies the value
+	// The value becomes part of stream or object names, which are never
+	// secret: the host refuses a sensitive value in it.
+	Public bool `protobuf:"varint,9,opt,name=public,proto3" json:"public,omitempty"`
+	// The value is a stream's name: the host checks it is a relative path
+	// that stays inside its folder (and, like public, never secret).
+	StreamName    bool `protobuf:"varint,10,opt,name=stream_name,json=streamName,proto3" json:"stream_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,11 +455,28 @@ func (x *Attribute) GetProfile() string {
 	return ""
 }
 
+func (x *Attribute) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
+func (x *Attribute) GetStreamName() bool {
+	if x != nil {
+		return x.StreamName
+	}
+	return false
+}
+
 type Schema struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Description   string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
-	Attributes    []*Attribute           `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty"`
-	Storage       bool                   `protobuf:"varint,3,opt,name=storage,proto3" json:"storage,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Description string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	Attributes  []*Attribute           `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty"`
+	// A sink: it keeps objects a restore reads back. A source: it reads what
+	// such a sink wrote (files, buckets), so a restore from a folder or
+	// prefix of it follows the runs' manifests.
+	Storage       bool `protobuf:"varint,3,opt,name=storage,proto3" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1868,7 +1891,10 @@ type ListStreams_Response struct {
 	Streams []*StreamInfo          `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
 	// Facts about what the source reads (server version, database, size),
 	// recorded in the run's manifest. Never secrets.
-	Facts         map[string]string `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Facts map[string]string `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A storage source whose configuration names one object on purpose (a
+	// file's path, an object's key) rather than a folder or prefix.
+	Single        bool `protobuf:"varint,3,opt,name=single,proto3" json:"single,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1915,6 +1941,13 @@ func (x *ListStreams_Response) GetFacts() map[string]string {
 		return x.Facts
 	}
 	return nil
+}
+
+func (x *ListStreams_Response) GetSingle() bool {
+	if x != nil {
+		return x.Single
+	}
+	return false
 }
 
 type ReadStream_Request struct {
@@ -3536,7 +3569,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"\xfc\x01\n" +
+	"\x04kind\"\xb5\x02\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.pipe.plugin.v1.TypeR\x04type\x12\x1a\n" +
@@ -3545,7 +3578,11 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\adefault\x18\x05 \x01(\v2\x15.pipe.plugin.v1.ValueR\adefault\x12\x16\n" +
 	"\x06secret\x18\x06 \x01(\bR\x06secret\x12\x10\n" +
 	"\x03key\x18\a \x01(\bR\x03key\x12\x18\n" +
-	"\aprofile\x18\b \x01(\tR\aprofile\"\x7f\n" +
+	"\aprofile\x18\b \x01(\tR\aprofile\x12\x16\n" +
+	"\x06public\x18\t \x01(\bR\x06public\x12\x1f\n" +
+	"\vstream_name\x18\n" +
+	" \x01(\bR\n" +
+	"streamName\"\x7f\n" +
 	"\x06Schema\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x129\n" +
 	"\n" +
@@ -3591,13 +3628,14 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\xf4\x01\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\x8c\x02\n" +
 	"\vListStreams\x1a!\n" +
 	"\aRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\xc1\x01\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\xd9\x01\n" +
 	"\bResponse\x124\n" +
 	"\astreams\x18\x01 \x03(\v2\x1a.pipe.plugin.v1.StreamInfoR\astreams\x12E\n" +
-	"\x05facts\x18\x02 \x03(\v2/.pipe.plugin.v1.ListStreams.Response.FactsEntryR\x05facts\x1a8\n" +
+	"\x05facts\x18\x02 \x03(\v2/.pipe.plugin.v1.ListStreams.Response.FactsEntryR\x05facts\x12\x16\n" +
+	"\x06single\x18\x03 \x01(\bR\x06single\x1a8\n" +
 	"\n" +
 	"FactsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -262,6 +262,9 @@ func (s *server) ListStreams(ctx context.Context, req *pb.ListStreams_Request) (
 			return nil, s.status(req.GetHandle(), err)
 		}
 	}
+	if sel, ok := src.(sdk.Selection); ok {
+		out.Single = sel.Single()
+	}
 	return out, nil
 }
 

@@ -23,11 +23,12 @@ var (
 
 func (SourceType) Schema() sdk.Schema {
 	attrs := []sdk.Attribute{
-		{Name: "prefix", Type: sdk.String, Default: "", Description: `Read the blobs whose names start with prefix, one stream each, named by the rest of their name after prefix's last "/" (so "pg/nightly/" yields "RUN/db.zst" and "RUN/pipe-manifest.json"; a restore follows the newest manifest). Empty: the whole container.`},
-		{Name: "key", Type: sdk.String, Default: "", Description: "Read one blob (its name, inside prefix when both are set) as one stream named by its last part."},
+		{Name: "prefix", Type: sdk.String, Public: true, Default: "", Description: `Read the blobs whose names start with prefix, one stream each, named by the rest of their name after prefix's last "/" (so "pg/nightly/" yields "RUN/db.zst" and "RUN/pipe-manifest.json"; a restore follows the newest manifest). Empty: the whole container.`},
+		{Name: "key", Type: sdk.String, Public: true, Default: "", Description: "Read one blob (its name, inside prefix when both are set) as one stream named by its last part."},
 	}
 	attrs = append(attrs, commonAttributes("Restoring needs read and list permissions.")...)
 	return sdk.Schema{
+		Storage:     true,
 		Description: "Reads blobs of an Azure Storage container: each with parallel ranged downloads (concurrency ranges of block_size), reassembled in order through a fixed set of buffers, every range pinned to the blob's ETag and resumed when its transfer breaks.",
 		Attributes:  attrs,
 	}
@@ -131,3 +132,8 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	}
 	return openBlob(ctx, s.client, s.root+name)
 }
+
+var _ sdk.Selection = (*Source)(nil)
+
+// Single reports whether key names one blob (see sdk.Selection).
+func (s *Source) Single() bool { return s.one != "" }

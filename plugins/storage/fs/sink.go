@@ -411,15 +411,22 @@ func advise(err error) error { return sdk.ExplainIO(err) }
 
 var _ sdk.Storage = (*Sink)(nil)
 
-// List returns the files whose paths start with prefix (as keys are given
-// to Create), temporary files of interrupted runs included.
+// List returns the files whose paths start with prefix, temporary files of
+// interrupted runs included. Keys are written as Create was given them: the
+// folder part of prefix as it is, then the path below it.
 func (s *Sink) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
 	root := prefix
-	if !strings.HasSuffix(prefix, "/") {
-		root = filepath.Dir(prefix)
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		root = prefix[:i+1]
+	} else {
+		root = ""
+	}
+	walk := filepath.Clean(root)
+	if root == "" {
+		walk = "."
 	}
 	var out []sdk.ObjectInfo
-	err := filepath.WalkDir(filepath.Clean(root), func(p string, d iofs.DirEntry, err error) error {
+	err := filepath.WalkDir(walk, func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, iofs.ErrNotExist) {
 				return nil
@@ -429,14 +436,22 @@ func (s *Sink) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !d.Type().IsRegular() || !strings.HasPrefix(p, strings.TrimPrefix(filepath.Clean(prefix), "./")) {
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(walk, p)
+		if err != nil {
+			return err
+		}
+		key := root + filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		out = append(out, sdk.ObjectInfo{Key: p, Size: fi.Size(), Modified: fi.ModTime()})
+		out = append(out, sdk.ObjectInfo{Key: key, Size: fi.Size(), Modified: fi.ModTime()})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

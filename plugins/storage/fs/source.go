@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
@@ -22,9 +23,10 @@ var _ sdk.SourceType = SourceType{}
 
 func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
+		Storage:     true,
 		Description: "Reads a file, or every file under a folder (one stream per file, named by its path relative to the folder), or a folder as one tar stream.",
 		Attributes: []sdk.Attribute{
-			{Name: "path", Type: sdk.String, Required: true, Description: "The file or folder to read. Relative paths start at the working directory."},
+			{Name: "path", Type: sdk.String, Required: true, Public: true, Description: "The file or folder to read. Relative paths start at the working directory."},
 			{Name: "tar", Type: sdk.Bool, Default: false, Description: "Read a folder as one tar stream (named after the folder, with .tar) that keeps directories, modes and symlinks."},
 		},
 	}
@@ -64,6 +66,14 @@ type Source struct {
 	tar  bool
 }
 
+var (
+	_ sdk.Source    = (*Source)(nil)
+	_ sdk.Selection = (*Source)(nil)
+)
+
+// Single reports whether path names one file (see sdk.Selection).
+func (s *Source) Single() bool { return !s.dir }
+
 // Streams lists the file, the folder's files (sorted by name), or the one
 // tar stream.
 func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
@@ -78,6 +88,7 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		return []sdk.StreamInfo{{Name: tarName(s.path), Size: -1}}, nil
 	}
 	var out []sdk.StreamInfo
+	links, special := 0, 0
 	err := filepath.WalkDir(s.root, func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -85,8 +96,15 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !d.Type().IsRegular() {
-			return nil // folders; symlinks, sockets and devices need tar = true
+		switch {
+		case d.IsDir():
+			return nil
+		case d.Type()&iofs.ModeSymlink != 0:
+			links++
+			return nil
+		case !d.Type().IsRegular():
+			special++ // sockets, devices and pipes hold no data to back up
+			return nil
 		}
 		fi, err := d.Info()
 		if err != nil {
@@ -100,6 +118,10 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if err == nil && links+special > 0 {
+		sdk.Log().Warn(fmt.Sprintf("%s: skipped %d symbolic link(s) and %d socket(s), device(s) or pipe(s): a folder is read file by file, and only regular files hold data; set tar = true to keep links (and folders and modes) in one tar stream", s.root, links, special),
+			"symlinks", links, "special_files", special)
+	}
 	return out, err
 }
 
@@ -111,7 +133,11 @@ func tarName(dir string) string {
 	return base + ".tar"
 }
 
-// Open opens a stream, or any file under the source's folder.
+// Open opens a stream, or any file under the source's folder. A file is
+// opened through the folder as an os.Root, so no name and no symbolic link
+// in the folder leads out of it: a restore reads the store and nothing
+// beside it. Only the file path names itself is opened as it is (a link
+// the user named on purpose is followed).
 func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if s.tar && name == tarName(s.path) {
 		return s.openTar(ctx), nil
@@ -120,14 +146,35 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if !iofs.ValidPath(clean) {
 		return nil, fmt.Errorf("%q is not a path inside %s", name, s.root)
 	}
-	f, err := os.Open(filepath.Join(s.root, filepath.FromSlash(clean)))
+	var f *os.File
+	var err error
+	if !s.dir && clean == filepath.Base(s.path) {
+		f, err = os.Open(s.path)
+	} else {
+		f, err = openInside(s.root, filepath.FromSlash(clean))
+	}
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(s.root, clean), sdk.ErrNotFound)
 		}
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", filepath.Join(s.root, clean), err)
 	}
 	return &fileReader{ctx: ctx, f: f}, nil
+}
+
+// openInside opens name under root, refusing any path or link that leaves
+// root.
+func openInside(root, name string) (*os.File, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(name)
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		return nil, fmt.Errorf("a symbolic link leads out of %s: a store is read only inside its folder", root)
+	}
+	return f, err
 }
 
 // fileReader reads a file until its context ends (a FIFO or a device may

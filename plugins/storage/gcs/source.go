@@ -27,13 +27,14 @@ var (
 func (SourceType) Schema() sdk.Schema {
 	attrs := []sdk.Attribute{
 		commonAttributes()[0], // bucket
-		{Name: "prefix", Type: sdk.String, Description: `Read every object whose name starts with the prefix, one stream per object, named by its key relative to the prefix's folder (the part up to its last /). For a restore, point it at the backups' folder (e.g. "pg/nightly/"): the newest run's manifest under it says what to restore. "" is the whole bucket.`},
-		{Name: "key", Type: sdk.String, Description: `Read one object (relative to prefix when both are set), e.g. a run's manifest "pg/nightly/20260101T000000Z-abc123/pipe-manifest.json". The objects a manifest names are read from beside it.`},
+		{Name: "prefix", Type: sdk.String, Public: true, Description: `Read every object whose name starts with the prefix, one stream per object, named by its key relative to the prefix's folder (the part up to its last /). For a restore, point it at the backups' folder (e.g. "pg/nightly/"): the newest run's manifest under it says what to restore. "" is the whole bucket.`},
+		{Name: "key", Type: sdk.String, Public: true, Description: `Read one object (relative to prefix when both are set), e.g. a run's manifest "pg/nightly/20260101T000000Z-abc123/pipe-manifest.json". The objects a manifest names are read from beside it.`},
 		{Name: "part_size", Type: sdk.Size, Default: defaultPartSize, Profile: "part_size", Description: "The size of the ranges an object is read in (64KiB to 1GiB). Each range in flight holds one buffer of this size. The profile's part_size when not set."},
 		{Name: "concurrency", Type: sdk.Number, Default: int64(defaultConcurrency), Profile: "concurrency", Description: "Ranges of one object read at once; each stream holds up to concurrency × part_size. The profile's concurrency when not set."},
 	}
 	attrs = append(attrs, commonAttributes()[1:]...)
 	return sdk.Schema{
+		Storage:     true,
 		Description: "Reads objects of a Google Cloud Storage bucket (or an emulator's): every object under a prefix, or one object. Each object is read as parallel ranged reads, put back in order, with a failed range read again, and checked against the object's CRC32C.",
 		Attributes:  attrs,
 	}
@@ -230,3 +231,8 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 
 // Close releases the connections.
 func (s *Source) Close() error { return s.c.close() }
+
+var _ sdk.Selection = (*Source)(nil)
+
+// Single reports whether key names one object (see sdk.Selection).
+func (s *Source) Single() bool { return !s.list }

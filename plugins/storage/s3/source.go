@@ -24,10 +24,11 @@ var (
 
 func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
+		Storage:     true,
 		Description: "Reads objects from an S3 bucket (AWS or an S3-compatible store): every object under a prefix (one stream per object, named by its key relative to the prefix, so a restore finds the backups' manifests there), or one object; each with parallel ranged GETs, reassembled in order.",
 		Attributes: withConn([]sdk.Attribute{
-			{Name: "prefix", Type: sdk.String, Default: "", Description: `The folder to read, e.g. "pg/nightly/" ("pg/nightly" means the same); empty reads the whole bucket. A restore restores the newest backup whose manifest is under it.`},
-			{Name: "key", Type: sdk.String, Default: "", Description: "One object to read (relative to prefix, if set), e.g. a run's pipe-manifest.json to restore that run."},
+			{Name: "prefix", Type: sdk.String, Public: true, Default: "", Description: `The folder to read, e.g. "pg/nightly/" ("pg/nightly" means the same); empty reads the whole bucket. A restore restores the newest backup whose manifest is under it.`},
+			{Name: "key", Type: sdk.String, Public: true, Default: "", Description: "One object to read (relative to prefix, if set), e.g. a run's pipe-manifest.json to restore that run."},
 			{Name: "part_size", Type: sdk.Size, Default: defaultPartSize, Profile: "part_size", Description: "The size of the ranges read in parallel (at least 1MiB)."},
 			{Name: "concurrency", Type: sdk.Number, Default: int64(defaultConcurrency), Profile: "concurrency", Description: "Ranges of one object in flight at once: each stream buffers up to concurrency × part_size."},
 		}),
@@ -137,3 +138,8 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	}
 	return s.st.open(ctx, s.root+name)
 }
+
+var _ sdk.Selection = (*Source)(nil)
+
+// Single reports whether key names one object (see sdk.Selection).
+func (s *Source) Single() bool { return s.one != "" }

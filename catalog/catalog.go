@@ -1,0 +1,231 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// Store is what the catalog reads: the objects under one root, by keys
+// relative to it.
+type Store interface {
+	// List returns every object under the root.
+	List(ctx context.Context) ([]sdk.ObjectInfo, error)
+	// Open reads one object; errors wrap sdk.ErrNotFound when there is
+	// none.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// TempPrefix starts the base name of an object a sink has not committed
+// yet (the fs sink's temporary files).
+const TempPrefix = ".pipe-tmp-"
+
+// Run is one complete run: a valid manifest whose objects stay inside the
+// store.
+type Run struct {
+	// Key is the manifest's key.
+	Key      string
+	Manifest *manifest.Manifest
+}
+
+// ObjectKey returns where object o of the run is, relative to the root.
+func (r *Run) ObjectKey(o manifest.Object) string { return manifest.Resolve(r.Key, o.Key) }
+
+// Stored is the bytes the run's objects take in the store.
+func (r *Run) Stored() int64 {
+	var n int64
+	for _, o := range r.Manifest.Objects {
+		n += o.Size
+	}
+	return n
+}
+
+// Incomplete is a group of objects that no manifest names: a run that did
+// not finish (or is still writing), by the run id in their keys.
+type Incomplete struct {
+	// RunID is the run id the keys hold, "" for objects without one.
+	RunID string
+	// Started is when the run started, from its id (zero when unknown).
+	Started time.Time
+	Objects []sdk.ObjectInfo
+	Size    int64
+}
+
+// Invalid is a manifest that could not be read or is not one pipe could
+// have written.
+type Invalid struct {
+	Key string
+	Err error
+}
+
+// Catalog is what a store holds.
+type Catalog struct {
+	// Runs are the complete runs, newest (by finish time) first.
+	Runs []*Run
+	// Incomplete are objects no manifest names, grouped by run id, newest
+	// first; objects whose keys hold no run id come last, as one group.
+	Incomplete []*Incomplete
+	// Invalid are manifests that were refused, with why.
+	Invalid []Invalid
+	// Objects is every object listed.
+	Objects []sdk.ObjectInfo
+}
+
+// runIDRE matches the run ids pipe makes: the UTC start time and 6 hex
+// digits.
+var runIDRE = regexp.MustCompile(`(\d{8}T\d{6}Z)-[0-9a-f]{6}`)
+
+// RunTime returns when the run whose id appears in key started.
+func RunTime(key string) (id string, t time.Time, ok bool) {
+	m := runIDRE.FindStringSubmatch(key)
+	if m == nil {
+		return "", time.Time{}, false
+	}
+	t, err := time.Parse("20060102T150405Z", m[1])
+	return m[0], t, err == nil
+}
+
+// readers bounds the manifests read at once.
+const readers = 16
+
+// Read lists the store and reads every manifest in it.
+func Read(ctx context.Context, st Store) (*Catalog, error) {
+	objs, err := st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &Catalog{Objects: objs}
+	var keys []string
+	for _, o := range objs {
+		if manifest.IsKey(o.Key) {
+			keys = append(keys, o.Key)
+		}
+	}
+	manifests := make([]*manifest.Manifest, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, readers)
+	for i, k := range keys {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			manifests[i], errs[i] = ReadManifest(ctx, st, k)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	for i, k := range keys {
+		named[k] = true
+		if errs[i] != nil {
+			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: errs[i]})
+			continue
+		}
+		r := &Run{Key: k, Manifest: manifests[i]}
+		if err := r.inside(); err != nil {
+			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: err})
+			continue
+		}
+		for _, o := range r.Manifest.Objects {
+			named[r.ObjectKey(o)] = true
+		}
+		c.Runs = append(c.Runs, r)
+	}
+	sort.SliceStable(c.Runs, func(i, j int) bool {
+		a, b := c.Runs[i].Manifest, c.Runs[j].Manifest
+		if !a.FinishedAt.Equal(b.FinishedAt) {
+			return a.FinishedAt.After(b.FinishedAt)
+		}
+		return c.Runs[i].Key > c.Runs[j].Key
+	})
+	groups := map[string]*Incomplete{}
+	for _, o := range objs {
+		if named[o.Key] {
+			continue
+		}
+		id, t, _ := RunTime(o.Key)
+		g := groups[id]
+		if g == nil {
+			g = &Incomplete{RunID: id, Started: t}
+			groups[id] = g
+			c.Incomplete = append(c.Incomplete, g)
+		}
+		g.Objects = append(g.Objects, o)
+		g.Size += o.Size
+	}
+	sort.SliceStable(c.Incomplete, func(i, j int) bool {
+		a, b := c.Incomplete[i], c.Incomplete[j]
+		if (a.RunID == "") != (b.RunID == "") {
+			return b.RunID == ""
+		}
+		return a.RunID > b.RunID
+	})
+	return c, nil
+}
+
+// inside checks that every object of the run stays inside the store.
+func (r *Run) inside() error {
+	for _, o := range r.Manifest.Objects {
+		k := r.ObjectKey(o)
+		if k == ".." || strings.HasPrefix(k, "../") || strings.HasPrefix(k, "/") {
+			return fmt.Errorf("invalid manifest: object %q lies outside the store", o.Key)
+		}
+	}
+	return nil
+}
+
+// ReadManifest reads and checks the manifest at key.
+func ReadManifest(ctx context.Context, st interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}, key string) (*manifest.Manifest, error) {
+	rc, err := st.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, manifest.MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > manifest.MaxSize {
+		return nil, fmt.Errorf("larger than %d bytes", manifest.MaxSize)
+	}
+	return manifest.Parse(b)
+}
+
+// Run returns the complete run with the given id, or nil.
+func (c *Catalog) Run(id string) *Run {
+	for _, r := range c.Runs {
+		if r.Manifest.RunID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// Newer returns the incomplete runs (with a run id) that started after t:
+// a restore of the newest complete run says they exist.
+func (c *Catalog) Newer(t time.Time) []*Incomplete {
+	var out []*Incomplete
+	for _, g := range c.Incomplete {
+		if g.RunID != "" && g.Started.After(t) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// ErrNoRun is wrapped by errors when a store holds no complete run.
+var ErrNoRun = errors.New("no complete run")

@@ -1,0 +1,112 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// memStore is a store in memory.
+type memStore map[string][]byte
+
+func (m memStore) List(context.Context) ([]sdk.ObjectInfo, error) {
+	var out []sdk.ObjectInfo
+	for k, v := range m {
+		out = append(out, sdk.ObjectInfo{Key: k, Size: int64(len(v))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+func (m memStore) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	b, ok := m[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", key, sdk.ErrNotFound)
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+func (m memStore) run(t *testing.T, pipeline, id string, finished time.Time, objects ...string) {
+	t.Helper()
+	man := &manifest.Manifest{RunID: id, Pipeline: pipeline, StartedAt: finished.Add(-time.Minute), FinishedAt: finished}
+	for _, o := range objects {
+		data := []byte("object " + o)
+		m[id+"/"+o] = data
+		man.Objects = append(man.Objects, manifest.Object{Stream: o, Key: o, Size: int64(len(data)), Digest: fmt.Sprintf("sha256:%x", sha256.Sum256(data)), Codec: "none"})
+	}
+	b, err := man.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m[id+"/"+manifest.FileName] = b
+}
+
+func TestRead(t *testing.T) {
+	st := memStore{}
+	t0 := time.Date(2026, 11, 20, 1, 0, 0, 0, time.UTC)
+	st.run(t, "nightly", "20261120T005900Z-aaaaaa", t0, "a", "b")
+	st.run(t, "nightly", "20261121T005900Z-bbbbbb", t0.Add(24*time.Hour), "a")
+	st.run(t, "weekly", "20261119T005900Z-cccccc", t0.Add(-24*time.Hour), "a")
+	// A run that never finished, a temporary file and a stray object.
+	st["20261122T005900Z-dddddd/a"] = []byte("partial")
+	st["20261122T005900Z-dddddd/.pipe-tmp-b-123"] = []byte("tmp")
+	st["notes.txt"] = []byte("hello")
+	// A manifest that is not one, and one whose object climbs out.
+	st["20261118T000000Z-eeeeee/pipe-manifest.json"] = []byte(`{"format":"pipe-manifest/v1","run_id":"x"}`)
+	st.run(t, "nightly", "20261117T005900Z-ffffff", t0.Add(-72*time.Hour), "a")
+	b := bytes.Replace(st["20261117T005900Z-ffffff/"+manifest.FileName], []byte(`"key": "a"`), []byte(`"key": "../../a"`), 1)
+	st["20261117T005900Z-ffffff/"+manifest.FileName] = b
+
+	c, err := Read(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range c.Runs {
+		ids = append(ids, r.Manifest.RunID)
+	}
+	if got := strings.Join(ids, " "); got != "20261121T005900Z-bbbbbb 20261120T005900Z-aaaaaa 20261119T005900Z-cccccc" {
+		t.Errorf("runs, newest first: %s", got)
+	}
+	if len(c.Invalid) != 2 {
+		t.Fatalf("invalid: %+v", c.Invalid)
+	}
+	for _, inv := range c.Invalid {
+		switch inv.Key {
+		case "20261118T000000Z-eeeeee/pipe-manifest.json":
+			if !strings.Contains(inv.Err.Error(), "invalid manifest") {
+				t.Errorf("%s: %v", inv.Key, inv.Err)
+			}
+		case "20261117T005900Z-ffffff/pipe-manifest.json":
+			if !strings.Contains(inv.Err.Error(), "outside the store") {
+				t.Errorf("%s: %v", inv.Key, inv.Err)
+			}
+		default:
+			t.Errorf("unexpected invalid %s", inv.Key)
+		}
+	}
+	// Incomplete: the unfinished run (2 objects), the objects of the
+	// refused manifests' runs, then the stray object without a run id.
+	if len(c.Incomplete) == 0 || c.Incomplete[0].RunID != "20261122T005900Z-dddddd" || len(c.Incomplete[0].Objects) != 2 || c.Incomplete[0].Size != 10 {
+		t.Errorf("incomplete[0] = %+v", c.Incomplete[0])
+	}
+	last := c.Incomplete[len(c.Incomplete)-1]
+	if last.RunID != "" || len(last.Objects) != 1 || last.Objects[0].Key != "notes.txt" {
+		t.Errorf("last incomplete group = %+v", last)
+	}
+	if n := c.Newer(c.Runs[0].Manifest.StartedAt); len(n) != 1 || n[0].RunID != "20261122T005900Z-dddddd" {
+		t.Errorf("newer than the newest complete run: %+v", n)
+	}
+	if r := c.Run("20261120T005900Z-aaaaaa"); r == nil || r.Stored() != int64(len("object a")+len("object b")) {
+		t.Errorf("Run(…aaaaaa) = %+v", r)
+	}
+}
