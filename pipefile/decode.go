@@ -69,6 +69,10 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 			continue
 		}
 		if !val.IsWhollyKnown() {
+			if d := f.unsetUses(attr.Expr); len(d) > 0 {
+				diags = append(diags, d...)
+				continue
+			}
 			b.Unknown[a.Name] = true
 			continue
 		}
@@ -101,6 +105,31 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		}
 	}
 	return b, diags
+}
+
+// unsetUses reports, in a run, each variable without a value that expr
+// uses: a run cannot go on without it. At validate and plan it reports
+// nothing (the value is unknown, as ${run.id} is).
+func (f *File) unsetUses(expr hcl.Expression) hcl.Diagnostics {
+	if !f.running {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, tr := range expr.Variables() {
+		if tr.RootName() != "var" || len(tr) < 2 {
+			continue
+		}
+		at, ok := tr[1].(hcl.TraverseAttr)
+		if !ok {
+			continue
+		}
+		if v := f.unset[at.Name]; v != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable not set",
+				Detail:  fmt.Sprintf("var.%s (declared at %s) has no default and no value, and this pipeline uses it: give it with --var %s=… or the environment variable PIPE_VAR_%s.", at.Name, pos(v.Range), at.Name, at.Name),
+				Subject: tr.SourceRange().Ptr()})
+		}
+	}
+	return diags
 }
 
 func (f *File) addSecrets(v any) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,21 @@ type Options struct {
 	Dir string
 	// Schemas declares the endpoint types the file may use.
 	Schemas Schemas
+	// Pipelines, when set, are the only pipelines decoded (--pipeline):
+	// the others' blocks are not read, so a mistake in one of them, or a
+	// variable only they use, does not stop these.
+	Pipelines []string
+	// HideEnv, when set, is told the name of every environment variable
+	// the file reads with env(), before any plugin starts: those values
+	// reach endpoints through their attributes only, so plugin processes
+	// and the commands they start are not given them.
+	HideEnv func(name string)
 }
+
+// running reports whether the load is for a run: a variable without a
+// value, or env() of an unset variable, is then an error where it is used;
+// validate and plan (no run id) carry them as unknown values.
+func (o *Options) running() bool { return o.RunID != "" }
 
 func (o *Options) lookupEnv(name string) (string, bool) {
 	if o.LookupEnv != nil {
@@ -63,8 +78,15 @@ type File struct {
 	Path      string
 	Variables []*Variable
 	Pipelines []*Pipeline
+	// Names are the names of every pipeline block, in file order, also
+	// those Options.Pipelines left out.
+	Names     []string
 	parser    *hclparse.Parser
 	secrets   map[string]bool
+	// unset holds the variables without a value, by name: unknown at
+	// validate and plan, an error where a run uses them.
+	unset   map[string]*Variable
+	running bool
 }
 
 // Variable is a variable block with its final value.
@@ -74,6 +96,9 @@ type Variable struct {
 	Sensitive   bool
 	Value       cty.Value
 	Range       hcl.Range
+	// Unset is true when the variable has no default and no value: it is
+	// unknown until a run gives it one.
+	Unset bool
 }
 
 // Pipeline is one pipeline block.
@@ -282,10 +307,15 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
-	f := &File{Path: path, parser: hclparse.NewParser(), secrets: map[string]bool{}}
+	f := &File{Path: path, parser: hclparse.NewParser(), secrets: map[string]bool{}, unset: map[string]*Variable{}, running: o.running()}
 	hf, diags := f.parser.ParseHCL(src, path)
 	if diags.HasErrors() {
 		return f, diags
+	}
+	if o.HideEnv != nil {
+		for _, name := range envReads(hf) {
+			o.HideEnv(name)
+		}
 	}
 	content, d := hf.Body.Content(rootSchema)
 	diags = append(diags, d...)
@@ -318,6 +348,10 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 			continue
 		}
 		seen[name] = b.DefRange
+		f.Names = append(f.Names, name)
+		if len(o.Pipelines) > 0 && !slices.Contains(o.Pipelines, name) {
+			continue
+		}
 		ectx := evalContext(vars, name, o.RunID, funcs)
 		p, d := f.loadPipeline(b, ectx, &o, src)
 		diags = append(diags, d...)
@@ -325,7 +359,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 			f.Pipelines = append(f.Pipelines, p)
 		}
 	}
-	if len(f.Pipelines) == 0 && !diags.HasErrors() {
+	if len(seen) == 0 && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "No pipeline",
 			Detail:  `The file defines no pipeline block: add pipeline "name" { source "…" { } sink "…" { } }.`,
@@ -523,7 +557,7 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 	diags = append(diags, ep.takeRate(&ep.RateLimit)...)
 	ep.Type = typ
 	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
-		k, d := newKeyTemplate(keyName, a, ectx, src)
+		k, d := f.newKeyTemplate(keyName, a, ectx, src)
 		diags = append(diags, d...)
 		ep.Key = k
 	}

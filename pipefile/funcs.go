@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
@@ -56,11 +58,19 @@ func envFunc(o *Options) function.Function {
 				return cty.NilVal, fmt.Errorf("env takes a name and at most one default")
 			}
 			name := args[0].AsString()
+			if o.HideEnv != nil {
+				o.HideEnv(name)
+			}
 			if v, ok := o.lookupEnv(name); ok {
 				return cty.StringVal(v), nil
 			}
 			if len(args) == 2 {
 				return args[1], nil
+			}
+			if !o.running() {
+				// validate and plan check a file where its secrets are
+				// not set (a CI job): the value is known at run time.
+				return cty.UnknownVal(cty.String), nil
 			}
 			return cty.NilVal, fmt.Errorf("the environment variable %s is not set; set it, or give a default: env(%q, \"…\")", name, name)
 		},
@@ -118,4 +128,27 @@ func pathFunc(f func(string) string) function.Function {
 			return cty.StringVal(f(args[0].AsString())), nil
 		},
 	})
+}
+
+// envReads returns the names of the environment variables the file reads
+// with env("NAME") (a literal name), found in the syntax tree before
+// anything is evaluated.
+func envReads(f *hcl.File) []string {
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok {
+		return nil
+	}
+	var names []string
+	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+		call, ok := n.(*hclsyntax.FunctionCallExpr)
+		if !ok || call.Name != "env" || len(call.Args) == 0 {
+			return nil
+		}
+		v, diags := call.Args[0].Value(nil)
+		if !diags.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+			names = append(names, v.AsString())
+		}
+		return nil
+	})
+	return names
 }

@@ -56,7 +56,7 @@ func (k *KeyTemplate) Preview() *KeyTemplate {
 	return &c
 }
 
-func newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalContext, src []byte) (*KeyTemplate, hcl.Diagnostics) {
+func (f *File) newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalContext, src []byte) (*KeyTemplate, hcl.Diagnostics) {
 	k := &KeyTemplate{Attr: name, expr: attr.Expr, ectx: ectx, Text: string(attr.Expr.Range().SliceBytes(src))}
 	perStream := false
 	for _, tr := range attr.Expr.Variables() {
@@ -75,10 +75,28 @@ func newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalContext, src
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	if !val.IsWhollyKnown() {
+		if d := f.unsetUses(attr.Expr); len(d) > 0 {
+			return nil, d
+		}
+	}
 	val, marks := val.UnmarkDeep()
 	if _, ok := marks[sensitiveMark]; ok {
 		return nil, hcl.Diagnostics{attrDiag(attr, "Sensitive value in an object's name",
 			fmt.Sprintf("%s names where objects go; object names are printed in plans and summaries and stored in manifests, so they are never secret: keep sensitive variables out of it.", name))}
+	}
+	if !val.IsKnown() && !f.running {
+		// A variable known at run time only: judge the shape by the text.
+		s := strings.TrimSuffix(strings.TrimSpace(k.Text), `"`)
+		switch {
+		case perStream:
+			k.Kind = KeyPerStream
+		case strings.HasSuffix(s, "/"):
+			k.Kind = KeyFolder
+		default:
+			k.Kind = KeyObject
+		}
+		return k, nil
 	}
 	if val.IsNull() || !val.IsKnown() || val.Type() != cty.String {
 		return nil, hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type", fmt.Sprintf("%s must be a string path.", name))}

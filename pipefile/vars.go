@@ -92,11 +92,12 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 		default:
 			a, ok := content.Attributes["default"]
 			if !ok {
-				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variable not set",
-					Detail:  fmt.Sprintf("var.%s has no default and no value: give it with --var %s=… or the environment variable PIPE_VAR_%s.", name, name, name),
-					Subject: b.DefRange.Ptr()})
-				diags = append(diags, vd...)
-				continue
+				// Unknown until a run gives it a value: validate and plan
+				// go on (a CI job without the secrets can check a file),
+				// and a run fails where a pipeline it runs uses it.
+				v.Value, v.Unset = cty.UnknownVal(ty), true
+				f.unset[name] = v
+				break
 			}
 			for _, tr := range a.Expr.Variables() {
 				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variables not allowed",

@@ -33,6 +33,9 @@ import (
 //	                       PIPE_VAR_name); the host's never leaks in
 //	# expect: warnings     the file is valid but must draw warnings
 //	# expect: errors=N     the file must draw exactly N errors
+//	# run: true            load as `pipe run` does (a run id is known, so a
+//	                       variable or env() without a value is an error
+//	                       where it is used; validate carries them unknown)
 
 var update = flag.Bool("update", false, "rewrite the goldens of testdata/bad")
 
@@ -53,6 +56,7 @@ type directives struct {
 	env          map[string]string
 	warningsOnly bool
 	errors       int // -1: any number (at least one)
+	run          bool
 }
 
 func parseDirectives(src []byte) (directives, error) {
@@ -79,6 +83,8 @@ func parseDirectives(src []byte) (directives, error) {
 				}
 				m[name] = value
 			}
+		case "run":
+			d.run = strings.TrimSpace(rest) == "true"
 		case "expect":
 			for _, w := range strings.Fields(rest) {
 				switch {
@@ -116,7 +122,7 @@ func check(reg *host.Registry, path string, src []byte, d directives) (*pipefile
 			v, ok := d.env[name]
 			return v, ok
 		},
-		RunID:   "",
+		RunID:   runID(d),
 		Now:     corpusNow,
 		Dir:     "..", // file("testdata/…") starts at the module root
 		Schemas: reg,
@@ -128,6 +134,15 @@ func check(reg *host.Registry, path string, src []byte, d directives) (*pipefile
 	var buf bytes.Buffer
 	err := pipefile.WriteDiagnostics(&buf, file.Files(), diags, false)
 	return file, diags, buf.String(), err
+}
+
+// runID is the run id a corpus file is loaded with: none, as validate
+// does, unless it asks to be loaded as a run.
+func runID(d directives) string {
+	if d.run {
+		return "20250601T120000Z-abcdef"
+	}
+	return ""
 }
 
 func TestBadCorpus(t *testing.T) {

@@ -63,7 +63,7 @@ func newRegistry(log *slog.Logger) (*host.Registry, error) {
 		}
 		o.BuiltinCmd = func() *exec.Cmd {
 			cmd := exec.Command(self)
-			cmd.Env = append(os.Environ(), serveEnv+"=builtin")
+			cmd.Env = []string{serveEnv + "=builtin"}
 			return cmd
 		}
 	}

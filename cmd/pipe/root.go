@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -141,7 +142,18 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 	if err != nil {
 		return nil, err
 	}
-	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: reg})
+	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: reg,
+		Pipelines: f.pipelines, HideEnv: reg.HideEnv})
+	if file != nil && len(f.pipelines) > 0 && !diags.HasErrors() {
+		for _, name := range f.pipelines {
+			if !slices.Contains(file.Names, name) {
+				names := slices.Clone(file.Names)
+				sort.Strings(names)
+				fmt.Fprintf(a.stderr, "Error: --pipeline %s: %s has no such pipeline (it has %s)\n", name, path, strings.Join(names, ", "))
+				return nil, &exitError{exitInvalid}
+			}
+		}
+	}
 	var p *plan.Plan
 	if !diags.HasErrors() {
 		var d hcl.Diagnostics
@@ -155,23 +167,14 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 		return nil, &exitError{exitInvalid}
 	}
 	a.redact.learn(p)
+	// Keep the order --pipeline gave.
 	if len(f.pipelines) > 0 {
 		var keep []*plan.Pipeline
 		for _, name := range f.pipelines {
-			found := false
 			for _, pp := range p.Pipelines {
 				if pp.Name == name {
-					keep, found = append(keep, pp), true
+					keep = append(keep, pp)
 				}
-			}
-			if !found {
-				names := make([]string, 0, len(p.Pipelines))
-				for _, pp := range p.Pipelines {
-					names = append(names, pp.Name)
-				}
-				sort.Strings(names)
-				fmt.Fprintf(a.stderr, "Error: --pipeline %s: %s has no such pipeline (it has %s)\n", name, path, strings.Join(names, ", "))
-				return nil, &exitError{exitInvalid}
 			}
 		}
 		p.Pipelines = keep

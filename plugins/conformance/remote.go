@@ -31,7 +31,7 @@ func Remote(t testing.TB, p sdk.Plugin) *host.Registry {
 	}
 	reg, err := host.New(host.Options{Builtin: p, BuiltinCmd: func() *exec.Cmd {
 		cmd := exec.Command(self)
-		cmd.Env = append(os.Environ(), serveEnv+"=1")
+		cmd.Env = []string{serveEnv + "=1"}
 		return cmd
 	}})
 	if err != nil {

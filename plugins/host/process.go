@@ -56,6 +56,7 @@ type process struct {
 	send    bool          // the plugin serves SendFile
 	tokens  atomic.Uint64 // of the files handed to the plugin
 	log     *slog.Logger
+	hidden  *hiddenEnv // variables the plugin is not given; nil: none
 }
 
 func newProcess(name, path string, cmd func() *exec.Cmd, log *slog.Logger) *process {
@@ -78,9 +79,9 @@ func (p *process) start() (pb.PluginClient, error) {
 	// kernel kills the plugin if pipe dies (the plugin also watches).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p.started = cmd
-	if cmd.Env == nil {
-		cmd.Env = os.Environ()
-	}
+	// A deliberate environment: pipe's, less its own variables and those
+	// the pipeline file read (see hiddenEnv), plus what the command sets.
+	cmd.Env = append(p.hidden.filter(os.Environ()), cmd.Env...)
 	cmd.Env = append(cmd.Env, wire.LogLevelEnv+"="+lowestLevel(p.log))
 	// The descriptor socket: files the plugin's streams and objects are
 	// made of are handed over on it, and pipe does their I/O itself.
@@ -100,6 +101,7 @@ func (p *process) start() (pb.PluginClient, error) {
 		SyncStderr:       p.stderr, // after it: go-plugin streams the plugin's stderr
 		SyncStdout:       p.stderr,
 		Logger:           newPluginLog(p.log, p.name),
+		SkipHostEnv:      true, // cmd.Env is the whole environment (above)
 		GRPCDialOptions:  wire.DialOptions(),
 	}
 	if p.sha256 != "" {

@@ -31,7 +31,10 @@ type Options struct {
 	// Builtin is the set of endpoints compiled into pipe.
 	Builtin sdk.Plugin
 	// BuiltinCmd returns the command that serves Builtin as a plugin
-	// process (pipe itself); nil runs the built-ins in this process.
+	// process (pipe itself); nil runs the built-ins in this process. Its
+	// Env holds only the variables it adds: every plugin process gets
+	// pipe's environment less pipe's own variables (PIPE_*) and those the
+	// pipeline file read (HideEnv).
 	BuiltinCmd func() *exec.Cmd
 	// Dirs are searched in order for pipe-plugin-NAME executables.
 	Dirs []string
@@ -50,6 +53,7 @@ type Registry struct {
 	sinks   map[string]sdk.SinkType
 	plugins map[string]*external // by plugin name, once looked for
 	pins    map[string]Pin
+	hidden  *hiddenEnv
 }
 
 // Pin fixes a third-party plugin's executable and its SHA-256.
@@ -71,13 +75,14 @@ type external struct {
 // New returns a registry.
 func New(o Options) (*Registry, error) {
 	r := &Registry{o: o, sources: map[string]sdk.SourceType{}, sinks: map[string]sdk.SinkType{},
-		plugins: map[string]*external{}, pins: map[string]Pin{}}
+		plugins: map[string]*external{}, pins: map[string]Pin{}, hidden: &hiddenEnv{names: map[string]bool{}}}
 	if o.BuiltinCmd == nil && o.Log != nil {
 		sdk.SetLog(o.Log.With("plugin", o.Builtin.Name)) // in-process endpoints log straight to pipe
 	}
 	if o.BuiltinCmd != nil {
 		self, _ := os.Executable()
 		r.builtin = newProcess(o.Builtin.Name, self, o.BuiltinCmd, o.Log)
+		r.builtin.hidden = r.hidden
 		r.builtin.fill, r.builtin.send = true, true // built with this SDK
 	}
 	p := o.Builtin
@@ -132,6 +137,12 @@ func NewRegistry(plugins ...sdk.Plugin) (*Registry, error) {
 	}
 	return New(Options{Builtin: merged})
 }
+
+// HideEnv keeps the environment variable name from every plugin process
+// started from now on (and so from the commands they start): pipe read it
+// for the pipeline file, and endpoints get its value only through their
+// attributes.
+func (r *Registry) HideEnv(name string) { r.hidden.add(name) }
 
 // Pin makes the plugin called name come from path (if set) and start only
 // if its executable has the given SHA-256 (if set).
@@ -308,6 +319,7 @@ func (r *Registry) start(ext *external, pin Pin) {
 	}
 	path := ext.path
 	ext.proc = newProcess(name, path, func() *exec.Cmd { return exec.Command(path) }, r.o.Log)
+	ext.proc.hidden = r.hidden
 	ext.proc.sha256 = pin.SHA256
 	ext.info, ext.err = ext.proc.schema()
 	if ext.err != nil {

@@ -1,3 +1,4 @@
+# run: true
 # $BACKUP_ROOT is not set and env() has no default.
 pipeline "backup" {
   source "fs" {

@@ -1,3 +1,4 @@
+# run: true
 # expect: errors=7
 # Six mistakes the loader finds, in several blocks and pipelines, all
 # reported in one go (seven errors: "pth" is unknown, and path is missing).

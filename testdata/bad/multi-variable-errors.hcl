@@ -1,7 +1,9 @@
+# run: true
 # vars: level=high extra=1
 # expect: errors=4
-# Every variable mistake at once: no value, a value of the wrong type, a
-# default that refers to a variable, and a --var for no variable.
+# Every variable mistake at once: no value (where a pipeline uses it), a
+# value of the wrong type, a default that refers to a variable, and a --var
+# for no variable.
 variable "data" {}
 
 variable "level" {
@@ -15,7 +17,7 @@ variable "dest" {
 
 pipeline "backup" {
   source "fs" {
-    path = "examples/data"
+    path = var.data
   }
 
   compress {

@@ -1,6 +1,7 @@
+# run: true
 # expect: errors=1
-# var.data is not set; that error must not drop var.dest, whose valid
-# reference draws no error.
+# var.data is not set, and the source uses it; that error must not drop
+# var.dest, whose valid reference draws no error.
 variable "data" {}
 
 variable "dest" {
@@ -9,7 +10,7 @@ variable "dest" {
 
 pipeline "backup" {
   source "fs" {
-    path = "examples/data"
+    path = var.data
   }
 
   sink "fs" {

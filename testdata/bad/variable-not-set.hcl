@@ -1,4 +1,6 @@
-# var.data has no default and no --var.
+# run: true
+# var.data has no default and no --var, and the pipeline uses it: a run
+# stops at the use (validate and plan carry it as unknown).
 variable "data" {
   description = "The folder to back up."
 }

@@ -35,7 +35,9 @@ type Spec struct {
 	Argv []string
 	// Dir is the working directory; empty means pipe's.
 	Dir string
-	// Env is added to pipe's environment, as KEY=VALUE.
+	// Env is added to the environment the program gets, as KEY=VALUE:
+	// the plugin process's, less the variables of pipe and of the plugin
+	// protocol (see Environ).
 	Env []string
 	// Secrets are values never repeated in errors (passwords passed in Env).
 	Secrets []string
@@ -45,6 +47,21 @@ type Spec struct {
 	// removes what the program needed only while it ran (an option file
 	// with a password, say).
 	Cleanup func()
+}
+
+// Environ is the environment a program starts from: this process's, less
+// pipe's own variables (PIPE_*) and go-plugin's (PLUGIN_*), which belong to
+// the plugin process and not to the programs it runs.
+func Environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "PIPE_") || strings.HasPrefix(name, "PLUGIN_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // Cmd is a running program.
@@ -64,7 +81,7 @@ type Cmd struct {
 func New(ctx context.Context, s Spec) *Cmd {
 	cmd := osexec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = append(Environ(), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
