@@ -71,6 +71,9 @@ func TestManual(t *testing.T) {
 			if page == "bench/reports/HISTORY.md" {
 				return // the reports keep their snippets as they ran
 			}
+			if strings.HasPrefix(page, "docs/") && !opensWithGoal(string(src)) {
+				t.Errorf("%s: a page of the manual starts, after its title, with what the reader will be able to do: \"After this page you can …\"", page)
+			}
 			for _, f := range md.fences {
 				if !strings.HasPrefix(f.info, "hcl") && f.info != "" {
 					continue
@@ -83,6 +86,13 @@ func TestManual(t *testing.T) {
 			}
 		})
 	}
+}
+
+// opensWithGoal reports whether the first paragraph after the title says
+// what the page lets the reader do.
+func opensWithGoal(src string) bool {
+	_, rest, _ := strings.Cut(src, "\n")
+	return strings.HasPrefix(strings.TrimSpace(rest), "After this page you can")
 }
 
 // markdown is what the checks need of a page: its prose (code blocks and
