@@ -19,7 +19,9 @@ func (a *app) validateCmd() *cobra.Command {
 		Short: "Check a pipeline file without moving a byte",
 		Long: `validate loads a pipeline file, decodes every block against its schema and
 resolves its profile, reporting every problem of the file at once with
-file:line:column and a snippet. Exit code 0: valid; 2: invalid.`,
+file:line:column and a snippet. It starts no program and connects to
+nothing: pipe run checks the programs and connections before any byte
+moves. Exit code 0: valid; 2: invalid.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.load(args[0], &f, "")
@@ -39,7 +41,11 @@ func (a *app) planCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan FILE.hcl",
 		Short: "Print the resolved pipelines: stages, workers, buffers and the memory budget",
-		Args:  cobra.ExactArgs(1),
+		Long: `plan prints each pipeline as pipe run would run it: the profile and where
+each number came from, each stage with its codec, level, workers and frame
+size, where each object and the manifest go, the buffers of each position
+and the memory budget, which does not grow with the input.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := a.load(args[0], &f, "")
 			if err != nil {
@@ -109,7 +115,12 @@ func (a *app) profilesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profiles",
 		Short: "Print the profiles and the numbers each sets on this machine",
-		Args:  cobra.NoArgs,
+		Long: `profiles prints the presets (conservative, balanced, performance,
+max-performance, turbo) with the chunk size, workers, streams, queue depth,
+compression levels and object-store part size and concurrency each sets on
+this machine, and what auto makes of them. A pipeline's profile attribute
+chooses one, --profile beats the file, and explicit settings beat both.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			all := profiles.All(a.host)
 			unknown, one, many := profiles.AutoFor(a.host, 0), profiles.AutoFor(a.host, 1), profiles.AutoFor(a.host, 8)

@@ -121,8 +121,13 @@ func (a *app) pluginSchemaCmd() *cobra.Command {
 	var markdown bool
 	cmd := &cobra.Command{
 		Use:   "schema TYPE...",
-		Short: "Print the configuration reference of endpoint types (fs, exec, or a plugin's)",
-		Args:  cobra.MinimumNArgs(1),
+		Short: "Print the configuration reference of endpoint types (built-in or a plugin's)",
+		Long: `schema prints every attribute of each endpoint type named, as a source and
+as a sink: its type, default, whether it is required or secret, and what it
+does. The built-ins are fs, exec, s3, gcs, azure, postgres and mysql
+(schemas/endpoints.md in pipe's source is the same in Markdown); any other
+type is asked of its plugin. Exit code 1 for a type nothing provides.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reg, err := a.openRegistry()
 			if err != nil {

@@ -69,10 +69,15 @@ func newRootCmd(stdout, stderr io.Writer) (*cobra.Command, func()) {
 	a.log, _ = a.logf.newLogger(stderr, a.redact) // the defaults, until the flags are parsed
 	root := &cobra.Command{
 		Use:   "pipe",
-		Short: "Fast, memory-bounded database backup and restore pipelines",
-		Long: `pipe runs declarative pipelines (HCL files): a source (a database dump, files,
-any command) through parallel compression, encryption and checksums into
-sinks (local disk, any command), and the same the other way round to restore.`,
+		Short: "Declarative, memory-bounded backup and restore pipelines",
+		Long: `pipe runs declarative backup and restore pipelines. A pipeline file (HCL)
+names a source (a database dump, files, any command's output), in-process
+stages (parallel compression, encryption, checksums) and sinks (a folder,
+S3, Google Cloud Storage, Azure Blob Storage, a database, any command's
+input); a restore pipeline brings the bytes back.
+
+Start with pipe keygen, then pipe validate, pipe plan and pipe run on a
+pipeline file. The manual is docs/README.md in pipe's source.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,

@@ -28,7 +28,12 @@ func (a *app) runCmd() *cobra.Command {
 		Long: `run executes the file's pipelines in order (or those named by --pipeline).
 Each stream's objects are committed only when the stream ended cleanly; a
 backup's manifest is written last. A failed or interrupted run leaves
-nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
+nothing at a final path. A restore (a source that holds manifests) follows
+the newest run's manifest and verifies each object against its recorded
+SHA-256.
+
+Exit code 0 when every pipeline succeeded; 1 when one failed; 2 for an
+invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cpuprofile != "" {
