@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -34,12 +36,17 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"gendata":  cmdGendata,
-			"filesize": cmdFilesize,
-			"flipbyte": cmdFlipbyte,
-			"truncate": cmdTruncate,
-			"nofile":   cmdNofile,
-			"replace":  cmdReplace,
+			"gendata":    cmdGendata,
+			"filesize":   cmdFilesize,
+			"flipbyte":   cmdFlipbyte,
+			"truncate":   cmdTruncate,
+			"nofile":     cmdNofile,
+			"replace":    cmdReplace,
+			"waitfile":   cmdWaitfile,
+			"noproc":     cmdNoproc,
+			"killplugin": cmdKillplugin,
+			"mark":       cmdMark,
+			"within":     cmdWithin,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch {
@@ -175,4 +182,84 @@ func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("replace: %s does not match in %s", args[1], args[0])
 	}
 	ts.Check(os.WriteFile(p, re.ReplaceAll(b, []byte(args[2])), 0o600))
+}
+
+// waitfile PATH: wait (up to a minute) until the file exists.
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	p := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+	}
+	ts.Fatalf("waitfile: %s did not appear within a minute", args[0])
+}
+
+// procs returns the pids of the processes whose command line contains s.
+func procs(s string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// noproc TEXT: within 10 seconds, no process's command line contains TEXT
+// (the processes found are killed, so a failure leaves nothing behind).
+func cmdNoproc(ts *testscript.TestScript, neg bool, args []string) {
+	var left []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if left = procs(args[0]); len(left) == 0 {
+			return
+		}
+	}
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ts.Fatalf("noproc: processes %v still run %q", left, args[0])
+}
+
+// killplugin: kill -9 the built-in plugin processes working in $WORK.
+func cmdKillplugin(ts *testscript.TestScript, neg bool, args []string) {
+	work := ts.Getenv("WORK")
+	entries, _ := os.ReadDir("/proc")
+	killed := 0
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !strings.Contains(string(env), "\x00PIPE_PLUGIN_SERVE=builtin\x00") && !strings.HasPrefix(string(env), "PIPE_PLUGIN_SERVE=builtin\x00") {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != work {
+			continue
+		}
+		pid, _ := strconv.Atoi(e.Name())
+		ts.Check(syscall.Kill(pid, syscall.SIGKILL))
+		killed++
+	}
+	if killed == 0 {
+		ts.Fatalf("killplugin: no plugin process works in %s", work)
+	}
+}
+
+// mark: remember now; within SECONDS: less than that has passed since.
+func cmdMark(ts *testscript.TestScript, neg bool, args []string) {
+	ts.Setenv("MARK", strconv.FormatInt(time.Now().UnixNano(), 10))
+}
+
+func cmdWithin(ts *testscript.TestScript, neg bool, args []string) {
+	start, err := strconv.ParseInt(ts.Getenv("MARK"), 10, 64)
+	ts.Check(err)
+	limit, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	if took := time.Since(time.Unix(0, start)); took >= limit {
+		ts.Fatalf("within: %v passed since mark, want less than %v", took.Round(time.Millisecond), limit)
+	}
 }

@@ -57,13 +57,48 @@ type process struct {
 	tokens  atomic.Uint64 // of the files handed to the plugin
 	log     *slog.Logger
 	hidden  *hiddenEnv // variables the plugin is not given; nil: none
+
+	// died ends when the process exits without being stopped: a read of a
+	// file the plugin handed over (a command's output) stops then instead
+	// of waiting for whatever still holds the file open.
+	died     context.Context
+	markDied context.CancelFunc
+	stopping atomic.Bool
 }
 
 func newProcess(name, path string, cmd func() *exec.Cmd, log *slog.Logger) *process {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &process{name: name, path: path, cmd: cmd, stderr: &tailBuffer{max: 4 << 10}, log: log}
+	died, markDied := context.WithCancel(context.Background())
+	return &process{name: name, path: path, cmd: cmd, stderr: &tailBuffer{max: 4 << 10}, log: log, died: died, markDied: markDied}
+}
+
+// whileAlive returns a context that also ends, with the plugin's exit as
+// its cause, when the plugin process dies.
+func (p *process) whileAlive(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unwatch := context.AfterFunc(p.died, func() {
+		cancel(fmt.Errorf("plugin %s exited unexpectedly%s%s", p.name, exitStatus(p.started), p.said()))
+	})
+	return ctx, func() { unwatch(); cancel(nil) }
+}
+
+// watchExit marks the process dead when it exits on its own.
+func (p *process) watchExit() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		if p.stopping.Load() {
+			return
+		}
+		if p.client.Exited() {
+			if !p.stopping.Load() {
+				p.markDied()
+			}
+			return
+		}
+	}
 }
 
 // conn starts the process if needed and returns its client.
@@ -74,10 +109,12 @@ func (p *process) conn() (pb.PluginClient, error) {
 
 func (p *process) start() (pb.PluginClient, error) {
 	cmd := p.cmd()
-	// Its own process group: a terminal's Ctrl-C reaches pipe only, which
-	// then aborts what is in flight through the plugin and stops it. The
+	// Its own session (and so process group): a terminal's Ctrl-C reaches
+	// pipe only, which then aborts what is in flight through the plugin
+	// and stops it, and everything the plugin starts can be told by its
+	// session when the plugin dies (the programs' reaper ends them). The
 	// kernel kills the plugin if pipe dies (the plugin also watches).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	p.started = cmd
 	// A deliberate environment: pipe's, less its own variables and those
 	// the pipeline file read (see hiddenEnv), plus what the command sets.
@@ -125,6 +162,7 @@ func (p *process) start() (pb.PluginClient, error) {
 		p.client.Kill()
 		return nil, p.startError(err)
 	}
+	go p.watchExit()
 	return raw.(pb.PluginClient), nil
 }
 
@@ -204,6 +242,7 @@ func (p *process) stop() {
 	if p.client == nil || p.rpc == nil {
 		return
 	}
+	p.stopping.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
 	p.rpc.Stop(ctx, &pb.Stop_Request{})
 	cancel()

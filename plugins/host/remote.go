@@ -218,7 +218,7 @@ func (s *remoteSource) Open(ctx context.Context, name string) (io.ReadCloser, er
 // open reads a stream of the instance: a source's stream or a storage
 // sink's object.
 func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := s.proc.whileAlive(ctx)
 	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, AcceptFd: s.proc.fds != nil})
 	if err != nil {
 		cancel()

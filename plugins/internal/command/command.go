@@ -1,6 +1,8 @@
 // Package command runs the programs endpoints are built on (a shell
 // command, pg_dump, mariadb-dump, psql, …): each in its own process group,
-// killed with its process group when its context ends or pipe dies, its
+// killed with its process group when its context ends, when it exits (what
+// it left running goes too), or when the process that started it dies
+// however it dies (a reaper process watches, see reaper.go), its
 // stderr's tail kept for errors with secrets scrubbed, and its standard
 // output or input offered as an sdk stream or object that the plugin
 // boundary can hand over as a file descriptor.
@@ -112,6 +114,7 @@ func (c *Cmd) Name() string { return c.label }
 
 // Start runs the program.
 func (c *Cmd) Start() error {
+	startReaper() // before the program runs: nothing it starts escapes
 	if err := c.cmd.Start(); err != nil {
 		if c.cleanup != nil {
 			c.cleanup()
@@ -119,6 +122,7 @@ func (c *Cmd) Start() error {
 		return fmt.Errorf("starting %s: %w", c.label, err)
 	}
 	c.started = time.Now()
+	watch(c.cmd.Process.Pid, true)
 	// The program's name only: its arguments may hold what must not print.
 	sdk.Log().Info("program started", "program", c.label, "pid", c.cmd.Process.Pid)
 	return nil
@@ -156,6 +160,19 @@ func (c *Cmd) Scrub(s string) string {
 }
 
 func (c *Cmd) waitOnce() error {
+	// Once the program exits (waited for without reaping it, so its group
+	// id stays taken), what it started ends with it: a background child
+	// would outlive the run and hold its output open. Then the reaper can
+	// forget the group.
+	pid := c.cmd.Process.Pid
+	var info unix.Siginfo
+	for {
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != syscall.EINTR {
+			break
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	watch(pid, false)
 	err := c.cmd.Wait()
 	if c.cleanup != nil {
 		c.cleanup()

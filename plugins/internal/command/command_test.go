@@ -2,6 +2,8 @@ package command
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -76,4 +78,34 @@ func TestCleanupRunsWhenTheProgramEnds(t *testing.T) {
 	if _, err := Read(context.Background(), Spec{Argv: []string{"/nonexistent/program"}, Cleanup: func() { ran++ }}); err == nil || ran != 1 {
 		t.Fatalf("Read of a missing program: %v; cleanup ran %d times, want once", err, ran)
 	}
+}
+
+// What a program leaves running when it exits ends with it: a background
+// child would otherwise outlive the run (and hold its pipes open).
+func TestLeftoversEndWithTheProgram(t *testing.T) {
+	marker := fmt.Sprintf("sleep 41.%d", os.Getpid())
+	out, err := Output(context.Background(), Spec{Argv: []string{"sh", "-c", marker + " & echo started"}}, "")
+	if err != nil || strings.TrimSpace(out) != "started" {
+		t.Fatalf("out %q, err %v", out, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if !running(marker) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still runs after its shell exited", marker)
+		}
+	}
+}
+
+// running reports whether a process's command line is s.
+func running(s string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") == s {
+			return true
+		}
+	}
+	return false
 }
