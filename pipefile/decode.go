@@ -37,66 +37,78 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 			}
 			continue
 		}
-		var ad hcl.Diagnostics // this attribute's problems
-		for _, tr := range attr.Expr.Variables() {
-			if tr.RootName() == "stream" {
-				detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
-				if keyName != "" {
-					detail += fmt.Sprintf(" (here: %s)", keyName)
+		// A value that fails to decode (or is known at run time only) is
+		// unknown: later checks of the block do not fail a second time
+		// because of it, and every other attribute is still checked.
+		decode := func() (any, bool) {
+			var ad hcl.Diagnostics // this attribute's problems
+			for _, tr := range attr.Expr.Variables() {
+				if tr.RootName() == "stream" {
+					detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
+					if keyName != "" {
+						detail += fmt.Sprintf(" (here: %s)", keyName)
+					}
+					ad = append(ad, &hcl.Diagnostic{
+						Severity: hcl.DiagError, Summary: "stream is not known here",
+						Detail: detail + ".", Subject: tr.SourceRange().Ptr(),
+					})
 				}
-				ad = append(ad, &hcl.Diagnostic{
-					Severity: hcl.DiagError, Summary: "stream is not known here",
-					Detail: detail + ".", Subject: tr.SourceRange().Ptr(),
-				})
 			}
-		}
-		if ad.HasErrors() {
-			diags = append(diags, ad...)
-			continue
-		}
-		val, d := attr.Expr.Value(ectx)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		val, marks := val.UnmarkDeep()
-		if _, ok := marks[sensitiveMark]; ok {
-			b.Sensitive[a.Name] = true
-		}
-		if b.Sensitive[a.Name] && !a.Secret && (a.Public || a.StreamName) {
-			diags = append(diags, attrDiag(attr, "Sensitive value in a name",
-				fmt.Sprintf("%q becomes part of stream or object names, which are printed in plans and summaries and stored in manifests: it cannot hold a sensitive value. Use a value that is not secret here.", a.Name)))
-			continue
-		}
-		if !val.IsWhollyKnown() {
-			if d := f.unsetUses(attr.Expr); len(d) > 0 {
-				diags = append(diags, d...)
-				continue
+			if ad.HasErrors() {
+				diags = append(diags, ad...)
+				return nil, false
 			}
+			val, d := attr.Expr.Value(ectx)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return nil, false
+			}
+			val, marks := val.UnmarkDeep()
+			if _, ok := marks[sensitiveMark]; ok {
+				b.Sensitive[a.Name] = true
+			}
+			if b.Sensitive[a.Name] && !a.Secret && (a.Public || a.StreamName) {
+				diags = append(diags, attrDiag(attr, "Sensitive value in a name",
+					fmt.Sprintf("%q becomes part of stream or object names, which are printed in plans and summaries and stored in manifests: it cannot hold a sensitive value. Use a value that is not secret here.", a.Name)))
+				return nil, false
+			}
+			if !val.IsWhollyKnown() {
+				if d := f.unsetUses(attr.Expr); len(d) > 0 {
+					diags = append(diags, d...)
+					return nil, false
+				}
+				return nil, false
+			}
+			if val.IsNull() {
+				if a.Required {
+					diags = append(diags, attrDiag(attr, "Missing value", fmt.Sprintf("%q is required and cannot be null.", a.Name)))
+					return nil, false
+				}
+				return a.Default, true
+			}
+			v, d := goValue(a, attr, val)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				return nil, false
+			}
+			if name, ok := v.(string); ok && a.StreamName {
+				if err := sdk.CheckStreamName(name); err != nil {
+					diags = append(diags, attrDiag(attr, "Invalid stream name", err.Error()+"."))
+					return nil, false
+				}
+			}
+			if a.Required && empty(v) {
+				diags = append(diags, attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name)))
+				return nil, false
+			}
+			return v, true
+		}
+		v, ok := decode()
+		if !ok {
 			b.Unknown[a.Name] = true
 			continue
 		}
-		if val.IsNull() {
-			if a.Required {
-				diags = append(diags, attrDiag(attr, "Missing value", fmt.Sprintf("%q is required and cannot be null.", a.Name)))
-			} else if a.Default != nil {
-				b.Values[a.Name] = a.Default
-			}
-			continue
-		}
-		v, d := goValue(a, attr, val)
-		diags = append(diags, d...)
-		if d.HasErrors() {
-			continue
-		}
-		if name, ok := v.(string); ok && a.StreamName {
-			if err := sdk.CheckStreamName(name); err != nil {
-				diags = append(diags, attrDiag(attr, "Invalid stream name", err.Error()+"."))
-				continue
-			}
-		}
-		if a.Required && empty(v) {
-			diags = append(diags, attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name)))
+		if v == nil {
 			continue
 		}
 		b.Values[a.Name] = v

@@ -80,9 +80,9 @@ type File struct {
 	Pipelines []*Pipeline
 	// Names are the names of every pipeline block, in file order, also
 	// those Options.Pipelines left out.
-	Names     []string
-	parser    *hclparse.Parser
-	secrets   map[string]bool
+	Names   []string
+	parser  *hclparse.Parser
+	secrets map[string]bool
 	// unset holds the variables without a value, by name: unknown at
 	// validate and plan, an error where a run uses them.
 	unset   map[string]*Variable

@@ -127,10 +127,11 @@ func check(reg *host.Registry, path string, src []byte, d directives) (*pipefile
 		Dir:     "..", // file("testdata/…") starts at the module root
 		Schemas: reg,
 	})
-	if !diags.HasErrors() {
-		_, pd := plan.New(file, plan.Options{Host: corpusHost})
-		diags = append(diags, pd...)
-	}
+	// The planner runs on what loaded, errors or not: a block with a
+	// mistake in one attribute still reports the others' (every error at
+	// once).
+	_, pd := plan.New(file, plan.Options{Host: corpusHost})
+	diags = append(diags, pd...)
 	var buf bytes.Buffer
 	err := pipefile.WriteDiagnostics(&buf, file.Files(), diags, false)
 	return file, diags, buf.String(), err

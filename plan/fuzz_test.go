@@ -61,10 +61,13 @@ func FuzzLoad(f *testing.F) {
 			if file == nil {
 				t.Fatal("LoadSource returned no file")
 			}
-			if !diags.HasErrors() {
+			// The planner runs on what loaded, errors or not, as the CLI
+			// does; a plan is printed only when all is well.
+			loaded := !diags.HasErrors()
+			{
 				pl, d := plan.New(file, plan.Options{Host: corpusHost})
 				diags = append(diags, d...)
-				if !d.HasErrors() {
+				if loaded && !d.HasErrors() {
 					if pl == nil {
 						t.Fatal("plan.New returned no plan and no error")
 					}

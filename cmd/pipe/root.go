@@ -159,8 +159,10 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 			}
 		}
 	}
+	// The planner runs on what loaded, errors or not: an attribute with a
+	// mistake does not hide another attribute's (every error at once).
 	var p *plan.Plan
-	if !diags.HasErrors() {
+	if file != nil {
 		var d hcl.Diagnostics
 		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host, Memory: reg.Memory})
 		diags = append(diags, d...)
