@@ -13,12 +13,13 @@ TAGS    ?= disable_grpc_modules
 # are built the same way.
 export GOFLAGS += -tags=$(TAGS)
 
-.PHONY: help build run test test-short fuzz bench proto docs clean
+.PHONY: help build run lint lint-install test test-short fuzz bench proto docs clean
 
 help:
 	@echo "make build   build $(BIN)"
 	@echo "make run     quickstart: back up examples/data through zstd+age, restore it, compare"
-	@echo "make test    every test (unit, CLI scripts, round trips, examples)"
+	@echo "make lint    go vet and golangci-lint (installs the pinned version into bin/tools)"
+	@echo "make test    lint, then every test (unit, CLI scripts, round trips, examples)"
 	@echo "make fuzz    fuzz the pipeline file loader for FUZZTIME (default 60s)"
 	@echo "make bench   benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
 
@@ -33,8 +34,23 @@ run: build
 	./$(BIN) run examples/quickstart.hcl --pipeline restore
 	diff -r examples/data out/restored && echo "restored bytes are identical to examples/data"
 
-test:
+# golangci-lint, pinned; .golangci.yml says which linters and why. It is
+# installed through the Go module proxy into bin/tools, one directory per
+# version, so a bump reinstalls it.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+
+lint-install: $(GOLANGCI_LINT)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(abspath $(dir $@)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+# The build tags come from GOFLAGS (and .golangci.yml's run.build-tags).
+lint: $(GOLANGCI_LINT)
 	$(GO) vet ./...
+	./$(GOLANGCI_LINT) run ./...
+
+test: lint
 	$(GO) test -count=1 -timeout 30m ./...
 
 test-short:

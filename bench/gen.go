@@ -39,8 +39,6 @@ type pgDump struct {
 	words   [][]byte
 	id      int64
 	ts      int64 // seconds since 2020-01-01
-	started bool
-	row     []byte
 }
 
 const dumpHeader = `--

@@ -60,7 +60,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	fmt.Fprintf(w, "pipeline %q\n", p.Name)
 	fmt.Fprintf(w, "  profile     %s (%s) on %d CPUs: chunk_size %s, %s, %s, queue depth %d\n",
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
-		cpus, size(int64(p.Profile.ChunkSize)), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
+		cpus, size(p.Profile.ChunkSize), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
 	if p.Profile.Rule != "" {
 		fmt.Fprintf(w, "  auto        %s\n", p.Profile.Rule)
 	}

@@ -629,7 +629,7 @@ func removeAll(ctx context.Context, sinks []*endpoint, keys map[int]string, writ
 	for i, s := range sinks {
 		if k, ok := keys[i]; ok && done[k] {
 			if rm, ok := s.sink.(sdk.Remover); ok {
-				rm.Remove(context.WithoutCancel(ctx), k)
+				_ = rm.Remove(context.WithoutCancel(ctx), k)
 			}
 		}
 	}

@@ -940,7 +940,7 @@ func resetPeakRSS() {
 	runtime.GC()
 	debug.FreeOSMemory()
 	for _, pid := range selfAndChildren() {
-		os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 	}
 }
 

@@ -74,7 +74,7 @@ func (a *app) fmtCmd() *cobra.Command {
 				}
 				out, parser, diags := pipefile.Format(path, src)
 				if diags.HasErrors() {
-					pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
+					_ = pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
 					code = exitInvalid
 					continue
 				}

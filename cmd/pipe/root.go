@@ -188,8 +188,8 @@ func (a *app) printDiags(f *pipefile.File, diags hcl.Diagnostics) {
 		files, secrets = f.Files(), f.Secrets()
 	}
 	var buf bytes.Buffer
-	pipefile.WriteDiagnostics(&buf, files, diags, a.color)
-	io.WriteString(a.stderr, scrub(buf.String(), secrets))
+	_ = pipefile.WriteDiagnostics(&buf, files, diags, a.color)
+	_, _ = io.WriteString(a.stderr, scrub(buf.String(), secrets))
 }
 
 // newRunID returns a sortable run id: UTC time and 6 random hex digits.

@@ -63,7 +63,7 @@ func hostHelper(dir string) {
 
 // createObject configures role's sink with a fresh dir and creates an
 // object of unknown size under key with ctx.
-func createObject(t *testing.T, r *Registry, role string, ctx context.Context, key string) sdk.ObjectWriter {
+func createObject(t *testing.T, ctx context.Context, r *Registry, role string, key string) sdk.ObjectWriter {
 	t.Helper()
 	kt, _ := r.Sink(role)
 	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
@@ -207,7 +207,7 @@ func TestPipedErrors(t *testing.T) {
 		t.Fatalf("a stream that broke off after %d bytes: %v", n, err)
 	}
 
-	w := createObject(t, r, "good", context.Background(), "refuse-me")
+	w := createObject(t, context.Background(), r, "good", "refuse-me")
 	err = nil
 	chunk := make([]byte, 1<<20)
 	for i := 0; i < 64 && err == nil; i++ {
@@ -314,7 +314,7 @@ func TestPinnedChecksum(t *testing.T) {
 func TestBackpressureAcrossProcesses(t *testing.T) {
 	r := registry(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := createObject(t, r, "slow", ctx, "k")
+	w := createObject(t, ctx, r, "slow", "k")
 	sent := make(chan int64, 1)
 	go func() {
 		var n int64
@@ -347,7 +347,7 @@ func TestBackpressureAcrossProcesses(t *testing.T) {
 // be called while a Write is blocked"), and the Write returns.
 func TestAbortWhileWriting(t *testing.T) {
 	r := registry(t)
-	w := createObject(t, r, "slow", context.Background(), "stuck-k")
+	w := createObject(t, context.Background(), r, "slow", "stuck-k")
 	wrote := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 4<<20)

@@ -130,7 +130,7 @@ func (p *process) start() (pb.PluginClient, error) {
 func (p *process) startError(err error) error {
 	msg := err.Error()
 	lower := strings.ToLower(msg)
-	what := ""
+	var what string
 	switch {
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 		got := fileSHA256(p.path)
@@ -203,7 +203,7 @@ func (p *process) stop() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-	p.rpc.Stop(ctx, &pb.Stop_Request{})
+	_, _ = p.rpc.Stop(ctx, &pb.Stop_Request{}) // Kill follows
 	cancel()
 	p.client.Kill()
 	if p.fds != nil {
@@ -232,7 +232,9 @@ func fileSHA256(path string) string {
 	}
 	defer f.Close()
 	h := sha256.New()
-	io.Copy(h, f)
+	if _, err := io.Copy(h, f); err != nil {
+		return "(unreadable)"
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

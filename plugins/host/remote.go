@@ -232,7 +232,7 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 			cancel()
 			return nil, s.proc.wrap(ctx, err)
 		}
-		fr := &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })}
+		fr := &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })}
 		if ospipe.IsPipe(f) {
 			// A program's output (pg_dump's) or a plugin's pump: read in
 			// batches, outside the poller (see ospipe).
@@ -439,7 +439,7 @@ func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWrit
 		if resp.GetFile() {
 			f, err := s.proc.fds.Take(ctx, resp.GetToken())
 			if err != nil {
-				s.finishObject(resp.GetToken(), false)
+				_ = s.finishObject(resp.GetToken(), false)
 				return nil, s.proc.wrap(ctx, err)
 			}
 			return newFileWriter(ctx, s, resp.GetToken(), f, obj.Key), nil
@@ -520,7 +520,7 @@ func (w *writer) Abort(ctx context.Context) error {
 	if w.ctx.Err() != nil {
 		w.done = true
 		w.cancel()
-		return nil
+		return nil //nolint:nilerr // the cancelled call makes the plugin abort
 	}
 	err := w.finish(false)
 	w.cancel()
@@ -606,7 +606,7 @@ func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File,
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		w.regular = true
 	}
-	w.stop = context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	w.stop = context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Now()) })
 	if ospipe.IsPipe(f) {
 		// A program's input (pg_restore's) or a plugin's pump: written
 		// in batches (see ospipe).
@@ -670,7 +670,7 @@ func (w *fileWriter) finish(commit bool) error {
 		w.f.Close()
 	}
 	if commit && w.ctx.Err() != nil {
-		w.s.finishObject(w.token, false)
+		_ = w.s.finishObject(w.token, false)
 		return fmt.Errorf("not committing %s: %w", w.key, context.Cause(w.ctx))
 	}
 	return w.s.finishObject(w.token, commit)

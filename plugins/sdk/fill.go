@@ -49,7 +49,7 @@ func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n
 	if fr, ok := rc.(FileReader); ok {
 		// A read of a pipe or FIFO that ctx ended must return: it may
 		// not look at ctx itself.
-		defer context.AfterFunc(ctx, func() { fr.File().SetReadDeadline(time.Now()) })()
+		defer context.AfterFunc(ctx, func() { _ = fr.File().SetReadDeadline(time.Now()) })()
 	}
 	w := &fileAt{f: f, progress: progress}
 	var err error

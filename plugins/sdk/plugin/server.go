@@ -414,9 +414,11 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 // away) cancels the work's context and waits for it.
 func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, error), tell func(moved int64) error) (n, moved int64, err error) {
 	var counted atomic.Int64
+	var wn int64
+	var werr error
 	done := make(chan struct{})
 	go func() {
-		n, err = work(func(k int64) { counted.Add(k) })
+		wn, werr = work(func(k int64) { counted.Add(k) })
 		close(done) // not deferred: a panic must kill the process, not look done
 	}()
 	tick := time.NewTicker(progressEvery)
@@ -424,12 +426,12 @@ func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, e
 	for {
 		select {
 		case <-done:
-			return n, counted.Load(), err
+			return wn, counted.Load(), werr
 		case <-tick.C:
 			if terr := tell(counted.Load()); terr != nil {
 				cancel()
 				<-done
-				return n, counted.Load(), terr
+				return wn, counted.Load(), terr
 			}
 		}
 	}
