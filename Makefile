@@ -16,12 +16,18 @@ export GOFLAGS += -tags=$(TAGS)
 .PHONY: help build run lint lint-install test test-short fuzz bench proto docs clean
 
 help:
-	@echo "make build   build $(BIN)"
-	@echo "make run     quickstart: back up examples/data through zstd+age, restore it, compare"
-	@echo "make lint    go vet and golangci-lint (installs the pinned version into bin/tools)"
-	@echo "make test    lint, then every test (unit, CLI scripts, round trips, examples)"
-	@echo "make fuzz    fuzz the pipeline file loader for FUZZTIME (default 60s)"
-	@echo "make bench   benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
+	@echo "make build        build $(BIN)"
+	@echo "make run          quickstart: back up examples/data through zstd+age, restore it, compare"
+	@echo "make lint         go vet and golangci-lint (installs the pinned version into bin/tools)"
+	@echo "make lint-install install the pinned golangci-lint into bin/tools"
+	@echo "make test         lint, then every test (unit, CLI scripts, round trips, examples, integration)"
+	@echo "make test-short   the tests without containers or large data, in under $(SHORT_TIMEOUT)"
+	@echo "make fuzz         fuzz the pipeline file loader for FUZZTIME (default 60s)"
+	@echo "make bench        benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
+	@echo "make proto        regenerate the plugin protocol's Go code (needs protoc and its Go plugins)"
+	@echo "make docs         regenerate schemas/endpoints.md from the built-in endpoints' schemas"
+	@echo "make clean        remove what the targets above wrote (bin, out, backups, examples/data, bench/results)"
+	@echo "make help         this list"
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
@@ -53,8 +59,11 @@ lint: $(GOLANGCI_LINT)
 test: lint
 	$(GO) test -count=1 -timeout 30m ./...
 
+# -short skips the integration tests (containers) and the large round
+# trips; a run that takes longer than this has a hung test.
+SHORT_TIMEOUT ?= 5m
 test-short:
-	$(GO) test -short -count=1 ./...
+	$(GO) test -short -count=1 -timeout $(SHORT_TIMEOUT) ./...
 
 FUZZTIME ?= 60s
 fuzz:
