@@ -358,7 +358,7 @@ func checkRetention(e *pipefile.Endpoint) hcl.Diagnostics {
 
 func checkChunk(b *pipefile.Block, attr string, n int64) *hcl.Diagnostic {
 	if n < MinChunk || n > MaxChunk {
-		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.FormatSize(n), pipefile.FormatSize(MinChunk), pipefile.FormatSize(MaxChunk)))
+		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.HumanSize(n), pipefile.HumanSize(MinChunk), pipefile.HumanSize(MaxChunk)))
 	}
 	return nil
 }

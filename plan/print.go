@@ -44,7 +44,7 @@ func (p *Pipeline) Budget() int64 {
 	return p.Layout.Total + p.EndpointMemory + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
 }
 
-var size = pipefile.FormatSize
+var size = pipefile.HumanSize
 
 // Print writes the plan for people.
 func (pl *Plan) Print(w io.Writer) {

@@ -209,7 +209,7 @@ func (a *app) bench(parent context.Context, path string, o *benchOptions) error 
 	defer stop()
 	rep := benchReport{File: path, Pipeline: first.Name, Host: benchHost{a.host.CPUs, a.host.Memory}, Limit: o.duration.Seconds(), Source: first.Source.Type}
 	if synthSize > 0 {
-		rep.Source = fmt.Sprintf("synthetic: %s × %s", plan.Plural(o.synthStreams, "stream"), pipefile.FormatSize(synthSize))
+		rep.Source = fmt.Sprintf("synthetic: %s × %s", plan.Plural(o.synthStreams, "stream"), pipefile.HumanSize(synthSize))
 	}
 	fmt.Fprintf(a.stderr, "bench: pipeline %q of %s, %s, on %d CPUs; %s, up to %s each\n",
 		first.Name, path, rep.Source, a.host.CPUs, plan.Plural(len(variants), "variant"), o.duration)
@@ -226,7 +226,7 @@ func (a *app) bench(parent context.Context, path string, o *benchOptions) error 
 			return err
 		}
 		rep.Variants = append(rep.Variants, row)
-		how := pipefile.FormatSize(row.ReadBytes) + " read"
+		how := pipefile.HumanSize(row.ReadBytes) + " read"
 		switch {
 		case row.Cut:
 			how += ", cut by --duration"
@@ -234,7 +234,7 @@ func (a *app) bench(parent context.Context, path string, o *benchOptions) error 
 			how += fmt.Sprintf(" in %d runs", row.Runs)
 		}
 		fmt.Fprintf(a.stderr, "bench: [%d/%d] %s: %s/s in %s (%s), bottleneck %s\n", i+1, len(variants), v.Name,
-			pipefile.FormatSize(int64(row.ReadPerSec)), seconds(row.Seconds), how, row.Bottleneck)
+			pipefile.HumanSize(int64(row.ReadPerSec)), seconds(row.Seconds), how, row.Bottleneck)
 	}
 
 	best, reason := recommend(rep.Variants)
@@ -662,7 +662,7 @@ func recommend(rows []benchRow) (int, string) {
 			pick = i
 		}
 	}
-	rate := func(r benchRow) string { return pipefile.FormatSize(int64(r.ReadPerSec)) + "/s" }
+	rate := func(r benchRow) string { return pipefile.HumanSize(int64(r.ReadPerSec)) + "/s" }
 	var reason string
 	switch {
 	case len(rows) == 1:
@@ -680,7 +680,7 @@ func recommend(rows []benchRow) (int, string) {
 		}
 	default:
 		reason = fmt.Sprintf("within 5%% of the fastest, %s (%s against %s), with a memory budget of %s instead of %s",
-			rows[fastest].Name, rate(rows[pick]), rate(rows[fastest]), pipefile.FormatSize(rows[pick].Budget), pipefile.FormatSize(rows[fastest].Budget))
+			rows[fastest].Name, rate(rows[pick]), rate(rows[fastest]), pipefile.HumanSize(rows[pick].Budget), pipefile.HumanSize(rows[fastest].Budget))
 	}
 	// Speed bought with a worse ratio (a lower compression level) costs
 	// storage: say so.
@@ -724,7 +724,8 @@ func settingLines(p *benchPlanned, v variant) []string {
 	for _, k := range slices.Sorted(maps.Keys(v.Overrides)) {
 		val := strconv.FormatInt(v.Overrides[k], 10)
 		if k == "chunk_size" || k == "part_size" {
-			val = strconv.Quote(strings.ReplaceAll(pipefile.FormatSize(v.Overrides[k]), " ", ""))
+			// Exact, as a file says it ("1MiB"; "1000" when no unit divides it).
+			val = strconv.Quote(strings.TrimSuffix(sdk.FormatSize(v.Overrides[k]), " bytes"))
 		}
 		if k == "part_size" || k == "concurrency" {
 			for _, e := range append([]*pipefile.Endpoint{p.Source}, p.Sinks...) {
@@ -860,7 +861,7 @@ func writeProfile(path, pipeline, profile string) error {
 // printBench writes the variants' table, their stages' utilization and the
 // recommendation.
 func printBench(w io.Writer, rep *benchReport) {
-	size := pipefile.FormatSize
+	size := pipefile.HumanSize
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "variant\ttime\tread/s\tstored/s\tratio\tbottleneck\tbudget\tpeak RSS\n")
 	anyCut := false
