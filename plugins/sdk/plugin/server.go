@@ -51,28 +51,12 @@ type pendingObject struct {
 // first, so that no error an endpoint returns repeats them.
 func secretValues(schema *pb.Schema, cfg sdk.Config) []string {
 	var out []string
-	add := func(s string) {
-		if len(s) >= 4 {
-			out = append(out, s)
-		}
-	}
 	for _, a := range schema.GetAttributes() {
 		if !a.GetSecret() {
 			continue
 		}
 		v, _ := cfg.Get(a.GetName())
-		switch x := v.(type) {
-		case string:
-			add(x)
-		case []string:
-			for _, s := range x {
-				add(s)
-			}
-		case map[string]string:
-			for _, s := range x {
-				add(s)
-			}
-		}
+		out = append(out, sdk.SecretStrings(v)...)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
