@@ -3,7 +3,7 @@
 GO      ?= go
 BIN     := bin/pipe
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION) -X github.com/pipebackup/pipe/runner.Version=$(VERSION)
+LDFLAGS := -X github.com/pipebackup/pipe/internal/version.Version=$(VERSION)
 # disable_grpc_modules: cloud.google.com/go/storage's documented opt-out of
 # its gRPC API (pipe's gcs endpoint uses the JSON API), which drops grpc/xds
 # and ~100 packages of Envoy protos from the binary: 83 -> 63 MB, and ~7 ms

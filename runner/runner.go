@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
@@ -22,9 +23,6 @@ import (
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
 )
-
-// Version is recorded in manifests.
-var Version = "dev"
 
 // Options configure a run.
 type Options struct {
@@ -550,7 +548,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: Version}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version}
 		for k, r := range res.Streams {
 			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
 				OriginalSize: r.Read, Digest: r.Observed["checksum"], Codec: codec, Encryption: encryption, Recipients: recipients}

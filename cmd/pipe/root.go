@@ -16,13 +16,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/profiles"
 )
-
-var version = "dev"
 
 // app holds what every command shares.
 type app struct {
@@ -74,7 +73,7 @@ any command) through parallel compression, encryption and checksums into
 sinks (local disk, any command), and the same the other way round to restore.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       version.Version,
 	}
 	a.logf.register(root)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
