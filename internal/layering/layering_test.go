@@ -63,6 +63,13 @@ func TestImportRules(t *testing.T) {
 	if strings.Contains(string(out), "google.golang.org/grpc") {
 		t.Error("plugins/sdk imports gRPC; only plugins/sdk/plugin should")
 	}
+	// The whole-file moves are linked into every plugin binary through
+	// the plugin server: they import the SDK and nothing else of pipe.
+	for _, d := range deps(t, "internal/direct") {
+		if d != "plugins/sdk" {
+			t.Errorf("internal/direct imports %s; it imports only plugins/sdk", d)
+		}
+	}
 	for _, st := range packages(t, "stages/...") {
 		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
 	}

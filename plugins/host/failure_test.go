@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -425,7 +426,7 @@ func TestFill(t *testing.T) {
 		}
 		t.Cleanup(func() { f.Close() })
 		var progress atomic.Int64
-		n, err := src.(sdk.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
+		n, err := src.(direct.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
 		return f, n, progress.Load(), err
 	}
 
@@ -494,7 +495,7 @@ func TestSendFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		var progress atomic.Int64
-		n, taken, err := sdk.SendFile(w, f, int64(len(data)), func(k int64) { progress.Add(k) })
+		n, taken, err := direct.SendFile(w, f, int64(len(data)), func(k int64) { progress.Add(k) })
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -124,10 +125,10 @@ type remoteSource struct {
 var (
 	_ sdk.Source    = (*remoteSource)(nil)
 	_ sdk.Describer = (*remoteSource)(nil)
-	_ sdk.Filler    = (*remoteSource)(nil)
+	_ direct.Filler = (*remoteSource)(nil)
 )
 
-// Fill has the plugin write the stream into f itself (see sdk.Filler):
+// Fill has the plugin write the stream into f itself (see direct.Filler):
 // pipe hands it the file, and it reports the bytes written as it goes. A
 // plugin that cannot take files has its stream read here, in order.
 func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progress func(int64)) (int64, error) {
@@ -136,7 +137,7 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 		if err != nil {
 			return 0, err
 		}
-		return sdk.FillFrom(ctx, rc, f, progress)
+		return direct.FillFrom(ctx, rc, f, progress)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the plugin's side too, however this ends
@@ -260,7 +261,7 @@ type fileReader struct {
 var _ sdk.FileReader = (*fileReader)(nil)
 
 // File is the stream's file, for whoever reads it otherwise than by Read
-// (sdk.SendFile hands it to a sink); Done then says whether it was read to
+// (direct.SendFile hands it to a sink); Done then says whether it was read to
 // the end.
 func (r *fileReader) File() *os.File { return r.f }
 func (r *fileReader) Done(eof bool)  { r.eof = eof }
@@ -676,11 +677,11 @@ func (w *fileWriter) finish(commit bool) error {
 	return w.s.finishObject(w.token, commit)
 }
 
-// File is the object's file: a source may write it itself (sdk.Fill).
+// File is the object's file: a source may write it itself (direct.Fill).
 func (w *fileWriter) File() *os.File { return w.f }
 
 // SendFile has the plugin's object take its bytes from f itself (see
-// sdk.FileSender): pipe hands it the file, and it reports the bytes sent
+// direct.FileSender): pipe hands it the file, and it reports the bytes sent
 // as it goes. Only for an object written through a pipe (an upload), and
 // a plugin that serves SendFile; an object that cannot is untouched.
 func (w *fileWriter) SendFile(f *os.File, size int64, progress func(int64)) (int64, bool, error) {

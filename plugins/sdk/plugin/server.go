@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/fdsock"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
@@ -317,7 +318,7 @@ func (s *server) handedFile(ctx context.Context, token uint64) (*os.File, error)
 }
 
 // FillFile writes a source's stream into the file pipe handed over (see
-// sdk.Fill), reporting the bytes written as it goes. Pipe ending the call
+// direct.Fill), reporting the bytes written as it goes. Pipe ending the call
 // cancels the context the stream was opened with.
 func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer) error {
 	h := req.GetHandle()
@@ -334,7 +335,7 @@ func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer
 		return err
 	}
 	n, written, err := report(cancel, func(progress func(int64)) (int64, error) {
-		return sdk.Fill(ctx, src, req.GetName(), f, progress)
+		return direct.Fill(ctx, src, req.GetName(), f, progress)
 	}, func(written int64) error { return out.Send(&pb.FillFile_Response{Written: written}) })
 	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
 		return out.Send(&pb.FillFile_Response{Written: written, WriteError: status.Convert(s.status(h, err)).Message()})
@@ -380,7 +381,7 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 	stop := context.AfterFunc(ctx, func() { w.Abort(context.Background()) })
 	defer stop()
 	n, sent, err := report(cancel, func(progress func(int64)) (int64, error) {
-		n, _, err := sdk.SendFile(w, f, req.GetSize(), progress)
+		n, _, err := direct.SendFile(w, f, req.GetSize(), progress)
 		return n, err
 	}, func(sent int64) error { return out.Send(&pb.SendFile_Response{Sent: sent}) })
 	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
