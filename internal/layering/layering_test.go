@@ -77,10 +77,10 @@ func TestImportRules(t *testing.T) {
 	// helpers they share (the ranged reader, the bulk transport), which
 	// import nothing of pipe at all but the buffer allocator, and the
 	// command and database plugins the program runner, which imports the
-	// SDK only. The buffer allocator, the OS pipes and pipe's version
-	// import nothing of pipe.
+	// SDK only. The buffer allocator, the OS pipes, pipe's version and
+	// the /proc memory reader import nothing of pipe.
 	const shared, runner, buffers, pipes = "plugins/storage/internal/", "plugins/internal/command", "plugins/sdk/hugepage", "plugins/sdk/ospipe"
-	for _, leaf := range []string{buffers, pipes, "internal/version"} {
+	for _, leaf := range []string{buffers, pipes, "internal/version", "internal/procmem"} {
 		if d := deps(t, leaf); len(d) > 0 {
 			t.Errorf("%s imports %v; it imports nothing of pipe", leaf, d)
 		}
