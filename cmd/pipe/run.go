@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
 )
 
@@ -76,7 +74,7 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 			var reports []runSummary
 			failed := false
 			for _, pp := range p.Pipelines {
-				setMemoryLimit(pp)
+				runner.SetMemoryLimit(pp)
 				o := runner.Options{RunID: runID, Registry: a.registry,
 					Warn: func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) }}
 				if showProgress {
@@ -133,14 +131,6 @@ nothing at a final path. Exit code 0 only when every pipeline succeeded.`,
 // itself.
 func interrupted(ctx context.Context) bool {
 	return ctx.Err() != nil && context.Cause(ctx) != context.Canceled
-}
-
-// setMemoryLimit tells the Go runtime the run's budget, so garbage is
-// collected before the heap outgrows it. GOMEMLIMIT, if set, wins.
-func setMemoryLimit(p *plan.Pipeline) {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(p.Budget())
-	}
 }
 
 // scrub replaces every secret in msg.

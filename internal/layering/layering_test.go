@@ -51,7 +51,12 @@ func forbid(t *testing.T, pkg string, prefixes ...string) {
 
 func TestImportRules(t *testing.T) {
 	// The engine knows stages and endpoints through interfaces only.
-	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner")
+	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner", "tune")
+	// pipe bench's tuner sits between the CLI and the runner: nothing
+	// below it imports it, and it knows no CLI.
+	for _, p := range []string{"runner", "plan", "pipefile", "plugins/host"} {
+		forbid(t, p, "tune")
+	}
 	// A plugin binary links the SDK and nothing else of pipe; the
 	// interfaces themselves depend on nothing at all.
 	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command", "plugins/internal", "plugins/sdk/plugin")
@@ -104,11 +109,11 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	// Nothing but the CLI wires the built-ins in.
-	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance"} {
+	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance", "tune"} {
 		forbid(t, p, "plugins/all")
 	}
-	// The host and the loader know no concrete plugin.
-	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan"} {
+	// The host, the loader and the tuner know no concrete plugin.
+	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan", "tune"} {
 		forbid(t, p, "plugins/storage", "plugins/command", "plugins/database")
 	}
 }
