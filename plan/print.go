@@ -142,40 +142,6 @@ func placeholderKey(k *pipefile.KeyTemplate, manifest bool, ext string) string {
 	return s
 }
 
-func (s *Stage) describe() string {
-	src := func(attr string) string {
-		if s.Explicit[attr] {
-			return ""
-		}
-		return " (profile)"
-	}
-	switch s.Type {
-	case "compress":
-		if s.Codec == "none" {
-			return "none (data stored as is)"
-		}
-		return fmt.Sprintf("%s level %d%s, %s%s, frames of %s", s.Codec, s.Level, src("level"), Plural(s.Workers, "worker"), src("workers"), size(int64(s.ChunkSize)))
-	case "decompress":
-		codec := s.Codec
-		if codec == "auto" {
-			codec = "codec from the manifest or the file extension"
-		}
-		return fmt.Sprintf("%s, %s%s", codec, Plural(s.Workers, "worker"), src("workers"))
-	case "encrypt", "decrypt":
-		if len(s.Keys.Fingerprints) == 0 {
-			return "age, keys known at run time"
-		}
-		what := Plural(len(s.Keys.Fingerprints), "recipient")
-		if s.Type == "decrypt" {
-			what = Plural(len(s.Keys.Fingerprints), "identity")
-		}
-		return fmt.Sprintf("age, %s (%s)", what, strings.Join(s.Keys.Fingerprints, ", "))
-	case "checksum":
-		return "sha256 of the stored bytes, into the manifest"
-	}
-	return ""
-}
-
 // endpointAttrs prints an endpoint's settings, and those the profile set;
 // secrets never appear.
 func endpointAttrs(e *pipefile.Endpoint, fromProfile []string) string {
@@ -278,7 +244,7 @@ func (pl *Plan) JSON() JSON {
 				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
 			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}
-			if s.Type == "compress" || s.Type == "decompress" {
+			if s.Kind().ChunkParallel {
 				sj.Workers, sj.ChunkSize = s.Workers, s.ChunkSize
 			}
 			pj.Stages = append(pj.Stages, sj)

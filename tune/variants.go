@@ -158,15 +158,13 @@ func knobPlace(p *Planned, knob string) string {
 	switch knob {
 	case "chunk_size", "streams":
 		return "pipeline"
-	case "workers":
+	case "workers", "level":
+		// The first stage that takes it and runs: workers of a
+		// chunk-parallel stage, compress's level.
 		for _, s := range p.Stages {
-			if s.Type == "compress" && s.Codec != "none" || s.Type == "decompress" {
+			if _, takes := s.Kind().Attribute(knob); takes && !s.Idle() {
 				return s.Type
 			}
-		}
-	case "level":
-		if s := p.Stage("compress"); s != nil && s.Codec != "none" {
-			return "compress"
 		}
 	case "part_size", "concurrency":
 		for _, e := range append([]*pipefile.Endpoint{p.Source}, p.Sinks...) {

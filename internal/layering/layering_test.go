@@ -78,6 +78,15 @@ func TestImportRules(t *testing.T) {
 	for _, st := range packages(t, "stages/...") {
 		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
 	}
+	// The table of stage kinds is facts only, so that the file loader
+	// reads it without the engine; what each kind does is registered in
+	// plan, which may import the engine and the stages.
+	for _, d := range deps(t, "stages/stagekind") {
+		if d != "plugins/sdk" {
+			t.Errorf("stages/stagekind imports %s; it imports only plugins/sdk", d)
+		}
+	}
+	forbid(t, "pipefile", "engine", "stages/compress", "stages/encrypt", "stages/checksum", "plan", "runner")
 	// Built-in plugins import the SDK only, the storage plugins the
 	// helpers they share (the ranged reader, the bulk transport), which
 	// import nothing of pipe at all but the buffer allocator, and the
