@@ -34,13 +34,21 @@ func (r *rng) intn(n int) int { return int((r.next() >> 32) * uint64(n) >> 32) }
 // (COPY rows: ids, words, sentences, numbers, timestamps, small JSON). The
 // stream is a pure function of the seed: its first n bytes are the same
 // whatever n is asked for later.
+//
+// It is not package synthetic's generator (`pipe bench --synthetic`), on
+// purpose. This one is the comparison harness's fixed data set: its bytes
+// are frozen under genVersion, so results of different commits (and the
+// cached files under bench/results/data) compare; its free text of words
+// drawn one by one compresses less (zstd -3: 2.8x on 256 MiB) and it makes
+// ~350 MB/s. synthetic's pastes template rows and changes a dozen digits
+// each: ~2 GB/s, so that it is never what a tuning run measures, and 4.0x.
+// Feeding the harness synthetic's data would change every number the
+// reports have recorded; do it with a new genVersion and a fresh run.
 type pgDump struct {
-	r       rng
-	words   [][]byte
-	id      int64
-	ts      int64 // seconds since 2020-01-01
-	started bool
-	row     []byte
+	r     rng
+	words [][]byte
+	id    int64
+	ts    int64 // seconds since 2020-01-01
 }
 
 const dumpHeader = `--

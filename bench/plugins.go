@@ -59,9 +59,13 @@ func (b *bench) startupCost(ctx context.Context) (plugin, inproc time.Duration, 
 	logf("scenario 5: start-up cost of the plugin process")
 	dir := filepath.Join(b.work, "startup")
 	defer os.RemoveAll(dir)
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, err
+	}
 	one := filepath.Join(dir, "one")
-	os.WriteFile(one, []byte{1}, 0o644)
+	if err := os.WriteFile(one, []byte{1}, 0o644); err != nil {
+		return 0, 0, err
+	}
 	file, err := writePipeline(b.hcl, "startup", fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"fs\" {\n    path = %s\n  }\n", hclString(one), hclString(filepath.Join(dir, "out")+"/")))
 	if err != nil {
 		return 0, 0, err

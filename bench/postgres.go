@@ -140,7 +140,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	}
 	rmPrefix := func(prefix string) func() {
 		return func() {
-			timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, mcEnv...)
+			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, mcEnv...)
 		}
 	}
 
@@ -193,11 +193,11 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	// then check its rows.
 	fresh := func(db string) func() {
 		return func() {
-			admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-			admin.Exec(ctx, "CREATE DATABASE "+db)
+			_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+			_, _ = admin.Exec(ctx, "CREATE DATABASE "+db)
 			// Every restore starts with nothing dirty in the server: the
 			// previous one's writes are not flushed during this one.
-			admin.Exec(ctx, "CHECKPOINT")
+			_, _ = admin.Exec(ctx, "CHECKPOINT")
 		}
 	}
 	check := func(ctx context.Context, db string) error {

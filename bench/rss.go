@@ -2,11 +2,11 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/pipebackup/pipe/internal/procmem"
 )
 
 // rssSampler follows the summed resident memory of a process and of its
@@ -59,30 +59,15 @@ func (s *rssSampler) Peak() (rss, pss int64) {
 // treeRSS sums RSS, and PSS if withPSS, over pid and its descendants
 // running exe.
 func treeRSS(pid int, exe string, withPSS bool) (rss, pss int64) {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command name may hold spaces: fields start after the last ')'.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 2 {
-			ppid, _ := strconv.Atoi(f[1])
-			children[ppid] = append(children[ppid], n)
-		}
-	}
+	children := procmem.Children()
 	var walk func(int)
 	walk = func(p int) {
 		if e, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/exe"); e == exe || p == pid {
-			rss += procKB(p, "status", "VmRSS:")
+			n, _ := procmem.Field(p, "status", "VmRSS:")
+			rss += n
 			if withPSS {
-				pss += procKB(p, "smaps_rollup", "Pss:")
+				n, _ := procmem.Field(p, "smaps_rollup", "Pss:")
+				pss += n
 			}
 		}
 		for _, c := range children[p] {
@@ -91,19 +76,4 @@ func treeRSS(pid int, exe string, withPSS bool) (rss, pss int64) {
 	}
 	walk(pid)
 	return rss, pss
-}
-
-// procKB reads the field named key, in kB, of /proc/PID/file, in bytes.
-func procKB(pid int, file, key string) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }

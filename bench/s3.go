@@ -127,7 +127,7 @@ func (b *bench) s3Scenario(ctx context.Context, tools s3Tools) (*s3Result, error
 	uploaded := func(key string, run func(ctx context.Context) (measurement, error)) *contender {
 		c := &contender{
 			clean: func() {
-				timeCommand(ctx, []string{tools.mc, "rm", "--quiet", mcAlias + "/" + s3Bucket + "/" + key}, mcEnv...)
+				_, _ = timeCommand(ctx, []string{tools.mc, "rm", "--quiet", mcAlias + "/" + s3Bucket + "/" + key}, mcEnv...)
 			},
 			run: func(ctx context.Context, rep int) (measurement, error) {
 				m, err := run(ctx)
@@ -335,7 +335,7 @@ func moduleVersion(bin string) string {
 // genBytes returns n bytes of the benchmark's text.
 func genBytes(n int) []byte {
 	var b bytes.Buffer
-	newPGDump(7).writeN(&b, int64(n))
+	_ = newPGDump(7).writeN(&b, int64(n)) // a bytes.Buffer takes every byte
 	return b.Bytes()
 }
 

@@ -86,7 +86,7 @@ func sameAfterZstd(ctx context.Context, zst, want string) error {
 		return err
 	}
 	cerr := sameContent(out, want, "zstd -d -c "+zst)
-	io.Copy(io.Discard, out)
+	_, _ = io.Copy(io.Discard, out)
 	werr := cmd.Wait()
 	if cerr != nil {
 		return cerr

@@ -276,7 +276,7 @@ func sendJob(src *fileSource, snk *atSink, size int64) *Job {
 }
 
 // A regular file that goes unchanged into an object the sink can take from
-// a file is handed to the sink (sdk.SendFile); anything between them has it
+// a file is handed to the sink (direct.SendFile); anything between them has it
 // written in order. A failed send fails the run with the sink's error.
 func TestSendHandsTheFile(t *testing.T) {
 	data := randBytes(23, 12_345)

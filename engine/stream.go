@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -157,7 +158,7 @@ func abort(ctx context.Context, ws []sdk.ObjectWriter) {
 }
 
 // fillTarget returns the file of a direct stream's object when the source
-// may write it itself (sdk.Fill): an empty regular file (the fs sink's).
+// may write it itself (direct.Fill): an empty regular file (the fs sink's).
 // Otherwise nil (a command's input, say).
 func fillTarget(w sdk.ObjectWriter) *os.File {
 	fw, ok := w.(sdk.FileWriter)
@@ -173,10 +174,10 @@ func fillTarget(w sdk.ObjectWriter) *os.File {
 
 // fill has the source write the stream into f: an object store's ranges
 // go in parallel straight to where they belong in the file, instead of
-// being reassembled in order and copied through chunks (see sdk.Fill).
+// being reassembled in order and copied through chunks (see direct.Fill).
 func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
 	h := r.handover()
-	n, err := sdk.Fill(ctx, r.job.Source, st.Name, f, h.progress)
+	n, err := direct.Fill(ctx, r.job.Source, st.Name, f, h.progress)
 	res.Read, res.Written = n, n // what landed, also when it failed
 	return h.end(ctx, st, res, n, err, r.source)
 }
@@ -194,7 +195,7 @@ func (r *Run) open(ctx context.Context, st *Stream) (io.ReadCloser, error) {
 
 // send has the sink's object take the stream's file itself, when the
 // stream is a regular file (the fs source's) and the object can
-// (sdk.SendFile): an upload's parts then go up from their places in the
+// (direct.SendFile): an upload's parts then go up from their places in the
 // file, without passing through chunks. Otherwise it returns the stream,
 // opened, for the chunks.
 func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.ObjectWriter) (io.ReadCloser, error) {
@@ -211,13 +212,13 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 	// source has read into already) go through the chunks, read to EOF.
 	fi, err := fr.File().Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
-		return rc, nil
+		return rc, nil //nolint:nilerr // no fast path: the chunks read it
 	}
 	if pos, err := fr.File().Seek(0, io.SeekCurrent); err != nil || pos != 0 {
-		return rc, nil
+		return rc, nil //nolint:nilerr // no fast path: the chunks read it
 	}
 	h := r.handover()
-	n, taken, err := sdk.SendFile(w, fr.File(), fi.Size(), h.progress)
+	n, taken, err := direct.SendFile(w, fr.File(), fi.Size(), h.progress)
 	if !taken {
 		return rc, nil
 	}

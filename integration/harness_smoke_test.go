@@ -29,9 +29,11 @@ func TestHarness(t *testing.T) {
 	}
 	resp.Body.Close()
 	gcs, _ := startFakeGCS(t)
-	if resp, err := http.Get(gcs + "/storage/v1/b"); err != nil || resp.StatusCode != 200 {
+	resp, err = http.Get(gcs + "/storage/v1/b")
+	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("fake-gcs: %v %v", resp, err)
 	}
+	resp.Body.Close()
 	cs, _ := startAzurite(t)
 	if !strings.Contains(cs, "BlobEndpoint=http://") {
 		t.Fatalf("azurite connection string %q", cs)

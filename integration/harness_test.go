@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"flag"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -47,6 +48,11 @@ func TestMain(m *testing.M) {
 	conformance.ServeIfAsked(all.Builtin())
 	// On machines where /.dockerenv exists testcontainers-go would dial the
 	// default gateway; the containers' ports are on localhost.
+	// Under -short every test skips at requireDocker: no pipe to build.
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	if _, err := os.Stat("/.dockerenv"); err == nil && os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
 		os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
 	}
@@ -71,8 +77,13 @@ var (
 )
 
 // requireDocker skips the test without a Docker engine, or fails it in CI.
+// Under -short it skips: every caller starts containers, which take
+// minutes (make test-short).
 func requireDocker(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts containers; skipped under -short")
+	}
 	dockerOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

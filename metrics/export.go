@@ -53,7 +53,7 @@ func (m *Metrics) Listen(addr string) (*Server, error) {
 		fmt.Fprintln(w, "pipe: the metrics of this run are at /metrics")
 	})
 	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
-	go s.srv.Serve(ln)
+	go func() { _ = s.srv.Serve(ln) }() // ErrServerClosed once Close shuts it down
 	return s, nil
 }
 

@@ -689,7 +689,8 @@ func TestListen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := http.Get(s.URL()); err == nil {
+	if resp, err := http.Get(s.URL()); err == nil {
+		resp.Body.Close()
 		t.Errorf("still serving after Close")
 	}
 }

@@ -145,22 +145,8 @@ func (f *File) unsetUses(expr hcl.Expression) hcl.Diagnostics {
 }
 
 func (f *File) addSecrets(v any) {
-	add := func(s string) {
-		if len(s) >= 4 {
-			f.secrets[s] = true
-		}
-	}
-	switch x := v.(type) {
-	case string:
-		add(x)
-	case []string:
-		for _, s := range x {
-			add(s)
-		}
-	case map[string]string:
-		for _, s := range x {
-			add(s)
-		}
+	for _, s := range sdk.SecretStrings(v) {
+		f.secrets[s] = true
 	}
 }
 

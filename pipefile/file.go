@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // Options is what a load knows about the run.
@@ -159,9 +160,6 @@ var retentionAttrs = []sdk.Attribute{
 	{Name: "keep_within", Type: sdk.String, Description: `After a successful run, keep the runs that finished within this long ("30d", "12h", "2w"), deleting older ones.`},
 }
 
-// Stage types, in the order data meets them in a backup.
-var StageTypes = []string{"compress", "decompress", "encrypt", "decrypt", "checksum"}
-
 // Has reports whether the attribute was set (or has a default).
 func (b *Block) Has(name string) bool {
 	_, ok := b.Values[name]
@@ -258,32 +256,6 @@ var pipelineAttrs = []sdk.Attribute{
 	{Name: "buffers", Type: sdk.Number, Description: "Total chunk buffers of a run (default: computed from workers and streams)."},
 	{Name: "streams", Type: sdk.Number, Description: "How many streams move at once (default from the profile)."},
 	rateAttr,
-}
-
-// StageAttributes declares the attributes of each stage block.
-var StageAttributes = map[string][]sdk.Attribute{
-	"compress": {
-		{Name: "codec", Type: sdk.String, Default: "zstd", Description: "zstd, gzip, lz4 or none."},
-		{Name: "level", Type: sdk.Number, Description: "Compression level in the codec's scale (default from the profile)."},
-		{Name: "workers", Type: sdk.Number, Description: "Encoders working at once, shared by all streams (default from the profile)."},
-		{Name: "chunk_size", Type: sdk.Size, Description: "Frame size: each frame is compressed independently (default: the pipeline's chunk_size)."},
-	},
-	"decompress": {
-		{Name: "codec", Type: sdk.String, Default: "auto", Description: "zstd, gzip, lz4, none, or auto: from the manifest, else from the file extension."},
-		{Name: "workers", Type: sdk.Number, Description: "Decoders working at once (zstd frames decode in parallel)."},
-		{Name: "chunk_size", Type: sdk.Size, Description: "Largest frame expected (default: the manifest's frame size, else chunk_size); larger frames decode sequentially."},
-	},
-	"encrypt": {
-		{Name: "recipients", Type: sdk.StringList, Description: `age public keys (age1…) or the contents of recipient files: [file("keys/backup.pub")].`},
-		{Name: "passphrase", Type: sdk.String, Secret: true, Description: `Encrypt with a passphrase instead (scrypt), e.g. env("PIPE_PASSPHRASE").`},
-	},
-	"decrypt": {
-		{Name: "identities", Type: sdk.StringList, Secret: true, Description: `Contents of age identity files: [file("keys/backup.key")].`},
-		{Name: "passphrase", Type: sdk.String, Secret: true, Description: "The passphrase the backup was encrypted with."},
-	},
-	"checksum": {
-		{Name: "algorithm", Type: sdk.String, Default: "sha256", Description: "Digest of the stored bytes; sha256."},
-	},
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -400,8 +372,8 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			{Type: "sink", LabelNames: []string{"type"}},
 		},
 	}
-	for _, t := range StageTypes {
-		schema.Blocks = append(schema.Blocks, hcl.BlockHeaderSchema{Type: t})
+	for _, k := range stagekind.All {
+		schema.Blocks = append(schema.Blocks, hcl.BlockHeaderSchema{Type: k.Name})
 	}
 	content, diags := b.Body.Content(schema)
 	attrs, d := f.decodeAttributes("pipeline", b.DefRange, content.Attributes, pipelineAttrs, "", ectx, src)
@@ -444,9 +416,10 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 				continue
 			}
 			stageSeen[blk.Type] = blk.DefRange
-			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(StageAttributes[blk.Type], "")})
+			attrs := stagekind.Lookup(blk.Type).Attributes // the schema allows only kinds' blocks here
+			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
 			diags = append(diags, d...)
-			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, StageAttributes[blk.Type], "", ectx, src)
+			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, attrs, "", ectx, src)
 			diags = append(diags, d...)
 			p.Stages = append(p.Stages, st)
 		}

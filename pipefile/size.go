@@ -35,5 +35,8 @@ func ParseSize(s string) (n int64, warning string, err error) {
 	return int64(v), warning, nil
 }
 
-// FormatSize prints n in binary units ("8 MiB").
-func FormatSize(n int64) string { return humanize.IBytes(uint64(n)) }
+// HumanSize is n rounded for a person to read, as plans, reports and
+// tables print sizes and rates: "8.0 MiB", "1.5 GiB", "977 KiB". It is
+// not a value to write into a pipeline file: sdk.FormatSize writes the
+// exact one ("8MiB", "1000000 bytes").
+func HumanSize(n int64) string { return humanize.IBytes(uint64(n)) }

@@ -159,10 +159,10 @@ func (f *File) addSecretValue(v cty.Value) {
 // parseOverride reads a --var value: the raw text for strings, a literal
 // for numbers and bools, an HCL expression for lists and maps.
 func parseOverride(raw string, ty cty.Type) (cty.Value, error) {
-	switch {
-	case ty == cty.String || ty == cty.DynamicPseudoType:
+	switch ty {
+	case cty.String, cty.DynamicPseudoType:
 		return cty.StringVal(raw), nil
-	case ty == cty.Number || ty == cty.Bool:
+	case cty.Number, cty.Bool:
 		v, err := convert.Convert(cty.StringVal(strings.TrimSpace(raw)), ty)
 		if err != nil {
 			return cty.NilVal, fmt.Errorf("%q is not a %s", raw, ty.FriendlyName())

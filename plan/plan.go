@@ -10,9 +10,9 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/profiles"
-	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // Options steer resolution.
@@ -69,6 +69,7 @@ type Pipeline struct {
 
 // Stage is one resolved stage.
 type Stage struct {
+	// Type is the stage's kind's name (see Kind).
 	Type string
 	Def  *pipefile.Block
 	// Codec is set for compress and decompress ("auto" until the run
@@ -84,26 +85,6 @@ type Stage struct {
 	// Implicit is set on the checksum stage a backup gets without a
 	// checksum block: every object a manifest names has a digest.
 	Implicit bool
-}
-
-// Encodes reports whether the stage writes a stored form (compress,
-// encrypt) rather than reading one back (decompress, decrypt).
-func (s *Stage) Encodes() bool { return s.Type == "compress" || s.Type == "encrypt" }
-
-// Decodes reports whether the stage reads a stored form back.
-func (s *Stage) Decodes() bool { return s.Type == "decompress" || s.Type == "decrypt" }
-
-// Ext is the extension an encoding stage adds to stream names.
-func (s *Stage) Ext() string {
-	switch s.Type {
-	case "compress":
-		if c, ok := compress.Lookup(s.Codec); ok {
-			return c.Ext
-		}
-	case "encrypt":
-		return encrypt.Ext
-	}
-	return ""
 }
 
 // Restores reports whether the pipeline's last transforming stage decodes:
@@ -260,8 +241,8 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	if diags.HasErrors() {
 		return p, diags
 	}
-	if p.WritesManifest() && p.Stage("checksum") == nil {
-		p.Stages = append(p.Stages, &Stage{Type: "checksum", Def: &pipefile.Block{Type: "checksum", Range: def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})
+	if p.WritesManifest() && p.Stage(stagekind.Checksum.Name) == nil {
+		p.Stages = append(p.Stages, &Stage{Type: stagekind.Checksum.Name, Def: &pipefile.Block{Type: stagekind.Checksum.Name, Range: def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})
 	}
 	job, err := p.Job("", 0)
 	if err != nil {
@@ -351,7 +332,7 @@ func overrideStage(s *Stage, ov map[string]int64) hcl.Diagnostics {
 	if n, ok := ov["chunk_size"]; ok {
 		s.ChunkSize = int(n)
 	}
-	if n, ok := ov["level"]; ok && s.Type == "compress" && s.Codec != "none" {
+	if n, ok := ov["level"]; ok && s.Kind() == stagekind.Compress && !s.Idle() {
 		if c, known := compress.Lookup(s.Codec); known {
 			if err := c.CheckLevel(int(n)); err != nil {
 				return hcl.Diagnostics{errAt(s.Def.Range, "Invalid compression level", fmt.Sprintf("level %d (overriding the file): %v.", n, err))}
@@ -380,17 +361,18 @@ func checkRetention(e *pipefile.Endpoint) hcl.Diagnostics {
 
 func checkChunk(b *pipefile.Block, attr string, n int64) *hcl.Diagnostic {
 	if n < MinChunk || n > MaxChunk {
-		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.FormatSize(n), pipefile.FormatSize(MinChunk), pipefile.FormatSize(MaxChunk)))
+		return errAt(b.AttrRange(attr), "Invalid chunk size", fmt.Sprintf("%s = %s is out of range: use between %s and %s.", attr, pipefile.HumanSize(n), pipefile.HumanSize(MinChunk), pipefile.HumanSize(MaxChunk)))
 	}
 	return nil
 }
 
 func resolveStage(b *pipefile.Block, p *Pipeline) (*Stage, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
+	k := stagekind.Lookup(b.Type)
 	s := &Stage{Type: b.Type, Def: b, Workers: p.Profile.Workers, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}}
-	for _, attr := range []string{"codec", "level", "workers", "chunk_size", "recipients", "identities", "passphrase"} {
-		if b.Set(attr) {
-			s.Explicit[attr] = true
+	for _, a := range k.Attributes {
+		if b.Set(a.Name) {
+			s.Explicit[a.Name] = true
 		}
 	}
 	if n, ok := b.Int("workers"); ok {
@@ -409,83 +391,18 @@ func resolveStage(b *pipefile.Block, p *Pipeline) (*Stage, hcl.Diagnostics) {
 	}
 	if b.Unknown["codec"] || b.Unknown["level"] || b.Unknown["algorithm"] {
 		// Known at run time only: plan with the defaults, check at run.
-		s.Codec = map[string]string{"compress": "zstd", "decompress": "auto"}[b.Type]
+		if a, ok := k.Attribute("codec"); ok {
+			s.Codec, _ = a.Default.(string)
+		}
 		s.Level = 3
 		return s, diags
 	}
-	switch b.Type {
-	case "compress":
-		s.Codec = b.String("codec")
-		if s.Codec == "none" {
-			return s, diags
-		}
-		c, ok := compress.Lookup(s.Codec)
-		if !ok {
-			return nil, append(diags, unknownCodec(b, s.Codec, false))
-		}
-		s.Level = c.DefaultLevel
-		if l, ok := p.Profile.Levels[c.Name]; ok {
-			s.Level = l
-		}
-		if n, ok := b.Int("level"); ok {
-			s.Level = int(n)
-			if err := c.CheckLevel(s.Level); err != nil {
-				diags = append(diags, errAt(b.AttrRange("level"), "Invalid compression level", err.Error()+"."))
-			}
-		}
-	case "decompress":
-		s.Codec = b.String("codec")
-		if s.Codec != "auto" && s.Codec != "none" {
-			if _, ok := compress.Lookup(s.Codec); !ok {
-				return nil, append(diags, unknownCodec(b, s.Codec, true))
-			}
-		}
-	case "encrypt", "decrypt":
-		keysAttr := map[string]string{"encrypt": "recipients", "decrypt": "identities"}[b.Type]
-		switch {
-		case b.Has(keysAttr) && b.Has("passphrase"):
-			return nil, append(diags, errAt(b.AttrRange("passphrase"), "Keys and passphrase", fmt.Sprintf("Give %s or passphrase, not both.", keysAttr)))
-		case b.Unknown[keysAttr] || b.Unknown["passphrase"]:
-			// Known at run time only.
-		case b.Has("passphrase"):
-			k, err := encrypt.Passphrase(b.String("passphrase"))
-			if err != nil {
-				return nil, append(diags, errAt(b.AttrRange("passphrase"), "Invalid passphrase", err.Error()+"."))
-			}
-			s.Keys = k
-		case b.Has(keysAttr):
-			var k encrypt.Keys
-			var err error
-			if b.Type == "encrypt" {
-				k, err = encrypt.ParseRecipients(b.Strings(keysAttr))
-			} else {
-				k, err = encrypt.ParseIdentities(b.Strings(keysAttr))
-			}
-			if err != nil {
-				return nil, append(diags, errAt(b.AttrRange(keysAttr), "Invalid "+keysAttr, err.Error()+"."))
-			}
-			s.Keys = k
-		default:
-			what := `recipients = [file("keys/backup.pub")]`
-			if b.Type == "decrypt" {
-				what = `identities = [file("keys/backup.key")]`
-			}
-			return nil, append(diags, errAt(b.Range, "Missing keys", fmt.Sprintf("%s needs %s or passphrase = env(\"PIPE_PASSPHRASE\"); `pipe keygen` creates a key pair.", b.Type, what)))
-		}
-	case "checksum":
-		if alg := b.String("algorithm"); alg != checksum.Algorithm {
-			return nil, append(diags, errAt(b.AttrRange("algorithm"), "Unsupported checksum algorithm", fmt.Sprintf("%q: the checksum stage computes sha256.", alg)))
-		}
+	keep, d := kindOps[k].resolve(s, b, p)
+	diags = append(diags, d...)
+	if !keep {
+		return nil, diags
 	}
 	return s, diags
-}
-
-func unknownCodec(b *pipefile.Block, codec string, auto bool) *hcl.Diagnostic {
-	names := compress.Names()
-	if auto {
-		names = append(names, "auto")
-	}
-	return errAt(b.AttrRange("codec"), "Unknown codec", fmt.Sprintf("%q is not a codec; codecs are %s.", codec, strings.Join(names, ", ")))
 }
 
 // checkOrder enforces the order data must meet stages in: compress before
@@ -493,34 +410,55 @@ func unknownCodec(b *pipefile.Block, codec string, auto bool) *hcl.Diagnostic {
 // decompress, decoding before encoding, checksum last.
 func checkOrder(p *Pipeline) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	idx := map[string]int{}
+	idx := map[*stagekind.Kind]int{}
 	for i, s := range p.Stages {
-		idx[s.Type] = i
+		idx[s.Kind()] = i
 	}
-	at := func(t string) (int, bool) { i, ok := idx[t]; return i, ok }
-	if c, ok := at("compress"); ok {
-		if e, ok := at("encrypt"); ok && e < c && p.Stages[c].Codec != "none" {
+	at := func(k *stagekind.Kind) (int, bool) { i, ok := idx[k]; return i, ok }
+	if c, ok := at(stagekind.Compress); ok {
+		if e, ok := at(stagekind.Encrypt); ok && e < c && !p.Stages[c].Idle() {
 			diags = append(diags, warnAt(p.Stages[c].Def.Range, "Compress after encrypt",
 				"Encrypted data looks random and does not compress: put compress before encrypt."))
 		}
 	}
-	if d, ok := at("decompress"); ok {
-		if x, ok := at("decrypt"); ok && d < x {
+	if d, ok := at(stagekind.Decompress); ok {
+		if x, ok := at(stagekind.Decrypt); ok && d < x {
 			diags = append(diags, errAt(p.Stages[d].Def.Range, "Decompress before decrypt",
 				"Backups are compressed, then encrypted: a restore decrypts first. Put decrypt before decompress."))
 		}
 	}
-	for _, pair := range [][2]string{{"decompress", "compress"}, {"decrypt", "encrypt"}, {"decrypt", "compress"}, {"decompress", "encrypt"}} {
+	for _, pair := range decodeEncodePairs() {
 		dec, ok1 := at(pair[0])
 		enc, ok2 := at(pair[1])
 		if ok1 && ok2 && enc < dec {
-			diags = append(diags, errAt(p.Stages[dec].Def.Range, pair[0]+" after "+pair[1],
-				fmt.Sprintf("%s reads back what a backup stored; it cannot follow %s in the same pipeline. To convert a backup, %s first.", pair[0], pair[1], pair[0])))
+			d, e := pair[0].Name, pair[1].Name
+			diags = append(diags, errAt(p.Stages[dec].Def.Range, d+" after "+e,
+				fmt.Sprintf("%s reads back what a backup stored; it cannot follow %s in the same pipeline. To convert a backup, %s first.", d, e, d)))
 		}
 	}
-	if c, ok := at("checksum"); ok && c != len(p.Stages)-1 {
+	if c, ok := at(stagekind.Checksum); ok && c != len(p.Stages)-1 {
 		diags = append(diags, errAt(p.Stages[c].Def.Range, "Checksum is not last",
 			fmt.Sprintf("checksum records the digest of the bytes the sinks store, so it must be the last stage; %s follows it.", p.Stages[c+1].Type)))
 	}
 	return diags
+}
+
+// decodeEncodePairs is every decoding kind with every encoding kind, none
+// of which may follow the other in one pipeline: first each decoder with
+// the kind it undoes, then the other pairs by encoder.
+func decodeEncodePairs() [][2]*stagekind.Kind {
+	var pairs [][2]*stagekind.Kind
+	for _, d := range stagekind.All {
+		if d.Decodes() {
+			pairs = append(pairs, [2]*stagekind.Kind{d, d.Undoes})
+		}
+	}
+	for _, e := range stagekind.All {
+		for _, d := range stagekind.All {
+			if e.Encodes() && d.Decodes() && d.Undoes != e {
+				pairs = append(pairs, [2]*stagekind.Kind{d, e})
+			}
+		}
+	}
+	return pairs
 }

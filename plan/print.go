@@ -44,7 +44,7 @@ func (p *Pipeline) Budget() int64 {
 	return p.Layout.Total + p.EndpointMemory + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
 }
 
-var size = pipefile.FormatSize
+var size = pipefile.HumanSize
 
 // Print writes the plan for people.
 func (pl *Plan) Print(w io.Writer) {
@@ -60,7 +60,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	fmt.Fprintf(w, "pipeline %q\n", p.Name)
 	fmt.Fprintf(w, "  profile     %s (%s) on %d CPUs: chunk_size %s, %s, %s, queue depth %d\n",
 		p.Profile.Name, map[string]string{"flag": "from --profile", "file": "from the file", "default": "default"}[p.ProfileFrom],
-		cpus, size(int64(p.Profile.ChunkSize)), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
+		cpus, size(p.Profile.ChunkSize), Plural(p.Profile.Workers, "worker"), Plural(p.Profile.Streams, "stream"), p.Profile.Depth)
 	if p.Profile.Rule != "" {
 		fmt.Fprintf(w, "  auto        %s\n", p.Profile.Rule)
 	}
@@ -140,43 +140,6 @@ func placeholderKey(k *pipefile.KeyTemplate, manifest bool, ext string) string {
 		return k.Text
 	}
 	return s
-}
-
-func (s *Stage) describe() string {
-	src := func(attr string) string {
-		if s.Explicit[attr] {
-			return ""
-		}
-		return " (profile)"
-	}
-	switch s.Type {
-	case "compress":
-		if s.Codec == "none" {
-			return "none (data stored as is)"
-		}
-		return fmt.Sprintf("%s level %d%s, %s%s, frames of %s", s.Codec, s.Level, src("level"), Plural(s.Workers, "worker"), src("workers"), size(int64(s.ChunkSize)))
-	case "decompress":
-		codec := s.Codec
-		if codec == "auto" {
-			codec = "codec from the manifest or the file extension"
-		}
-		return fmt.Sprintf("%s, %s%s", codec, Plural(s.Workers, "worker"), src("workers"))
-	case "encrypt", "decrypt":
-		if len(s.Keys.Fingerprints) == 0 {
-			return "age, keys known at run time"
-		}
-		what := Plural(len(s.Keys.Fingerprints), "recipient")
-		if s.Type == "decrypt" {
-			what = Plural(len(s.Keys.Fingerprints), "identity")
-		}
-		return fmt.Sprintf("age, %s (%s)", what, strings.Join(s.Keys.Fingerprints, ", "))
-	case "checksum":
-		if s.Implicit {
-			return "sha256 of the stored bytes, into the manifest (always on for a backup)"
-		}
-		return "sha256 of the stored bytes, into the manifest"
-	}
-	return ""
 }
 
 // endpointAttrs prints an endpoint's settings, and those the profile set;
@@ -281,7 +244,7 @@ func (pl *Plan) JSON() JSON {
 				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
 			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}
-			if s.Type == "compress" || s.Type == "decompress" {
+			if s.Kind().ChunkParallel {
 				sj.Workers, sj.ChunkSize = s.Workers, s.ChunkSize
 			}
 			pj.Stages = append(pj.Stages, sj)

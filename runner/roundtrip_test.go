@@ -44,7 +44,7 @@ func run(t *testing.T, src, pipeline string) *runner.Report {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
+		defer cancel() //nolint:revive // the loop returns in this iteration
 		rep, err := runner.Run(ctx, p, runner.Options{RunID: runID, Registry: reg})
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
@@ -22,10 +23,8 @@ import (
 	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
-
-// Version is recorded in manifests.
-var Version = "dev"
 
 // Options configure a run.
 type Options struct {
@@ -257,19 +256,14 @@ type stream struct {
 	digest  string // recorded digest to verify (restore), or ""
 }
 
-// maxStored bounds what encoding stages make of n source bytes: compressed
-// frames may grow a little, age adds a header and 16 bytes per 64 KiB.
+// maxStored bounds what encoding stages make of n source bytes (each
+// stage's kind knows its own bound; a decoding stage's is unknown).
 func maxStored(p *plan.Pipeline, n int64) int64 {
 	if n < 0 {
 		return -1
 	}
 	for _, s := range p.Stages {
-		switch {
-		case s.Type == "compress" && s.Codec != "none":
-			n = int64(compress.Bound(int(min(n, 1<<40)))) + n/int64(max(s.ChunkSize, 1))*1024
-		case s.Type == "encrypt":
-			n += n/(64<<10)*16 + 16 + 4096
-		case s.Decodes():
+		if n = s.MaxOut(n); n < 0 {
 			return -1
 		}
 	}
@@ -442,7 +436,7 @@ func fromManifest(p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPl
 	m := r.Manifest
 	sp.manifestKey = r.Key
 	sp.frame = int(m.FrameSize)
-	dec, decomp := p.Stage("decrypt"), p.Stage("decompress")
+	dec, decomp := p.Stage(stagekind.Decrypt.Name), p.Stage(stagekind.Decompress.Name)
 	codecs := map[string]bool{}
 	for _, o := range m.Objects {
 		codecs[o.Codec] = true
@@ -506,32 +500,26 @@ func anyShared(a, b []string) bool {
 // fromListing reads the source's streams as they are. Decoding stages take
 // their extension off a stream's name; encoding stages add theirs.
 func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) error {
-	decomp := p.Stage("decompress")
+	decomp := p.Stage(stagekind.Decompress.Name)
 	codecs := map[string][]string{}
 	sizeKept := true
 	for _, s := range p.Stages {
-		if s.Type != "checksum" && !(s.Type == "compress" && s.Codec == "none") && !(s.Type == "decompress" && s.Codec == "none") {
+		if !s.KeepsSize() {
 			sizeKept = false
 		}
 	}
 	for _, in := range infos {
 		name, ext := in.Name, ""
 		for _, s := range p.Stages {
-			switch s.Type {
-			case "decrypt":
-				name = strings.TrimSuffix(name, encrypt.Ext)
-			case "decompress":
-				codec := s.Codec
-				if codec == "auto" {
-					c, ok := compress.ByExt(name)
-					if !ok {
-						return fmt.Errorf("cannot tell how %s is compressed from its name: set decompress { codec = \"zstd\" } (or gzip, lz4, none)", in.Name)
-					}
-					codec = c.Name
-					codecs[codec] = append(codecs[codec], in.Name)
+			switch {
+			case s.Decodes():
+				var codec string
+				var err error
+				if name, codec, err = s.Strip(name, in.Name); err != nil {
+					return err
 				}
-				if c, ok := compress.Lookup(codec); ok {
-					name = strings.TrimSuffix(name, c.Ext)
+				if codec != "" {
+					codecs[codec] = append(codecs[codec], in.Name)
 				}
 			default:
 				ext += s.Ext()
@@ -632,13 +620,13 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 		return nil, nil
 	}
 	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
-	if c := p.Stage("compress"); c != nil && c.Codec != "none" {
+	if c := p.Stage(stagekind.Compress.Name); c != nil && !c.Idle() {
 		codec, frame = c.Codec, int64(c.ChunkSize)
 	}
-	if e := p.Stage("encrypt"); e != nil {
+	if e := p.Stage(stagekind.Encrypt.Name); e != nil {
 		encryption, recipients = "age", e.Keys.Fingerprints
 	}
-	decodes := p.Stage("decompress") != nil || p.Stage("decrypt") != nil
+	decodes := p.Stage(stagekind.Decompress.Name) != nil || p.Stage(stagekind.Decrypt.Name) != nil
 	var written []string
 	for i, s := range sinks {
 		mkey, ok := keys[i]
@@ -646,10 +634,10 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: Version}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version}
 		for k, r := range res.Streams {
 			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
-				OriginalSize: r.Read, Digest: r.Observed["checksum"], Codec: codec, Encryption: encryption, Recipients: recipients}
+				OriginalSize: r.Read, Digest: r.Observed[stagekind.Checksum.Name], Codec: codec, Encryption: encryption, Recipients: recipients}
 			if decodes {
 				o.OriginalSize = -1
 			}
@@ -725,7 +713,7 @@ func removeAll(ctx context.Context, sinks []*endpoint, keys map[int]string, writ
 	for i, s := range sinks {
 		if k, ok := keys[i]; ok && done[k] {
 			if rm, ok := s.sink.(sdk.Remover); ok {
-				rm.Remove(context.WithoutCancel(ctx), k)
+				_ = rm.Remove(context.WithoutCancel(ctx), k)
 			}
 		}
 	}

@@ -80,7 +80,7 @@ func (a *app) fmtCmd() *cobra.Command {
 				}
 				out, parser, diags := pipefile.Format(path, src)
 				if diags.HasErrors() {
-					pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
+					_ = pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
 					code = exitInvalid
 					continue
 				}
@@ -128,7 +128,7 @@ chooses one, --profile beats the file, and explicit settings beat both.`,
 				return writeJSON(a.stdout, map[string]any{"cpus": a.host.CPUs, "memory_bytes": a.host.Memory, "auto": one.Base, "auto_rule": profiles.AutoRule,
 					"auto_streams_not_known": unknown, "auto_one_stream": one, "auto_8_streams": many, "profiles": all})
 			}
-			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto starts from %s.\n\n", a.host.CPUs, pipefile.FormatSize(a.host.Memory), one.Base)
+			fmt.Fprintf(a.stdout, "This machine: %d CPUs, %s of memory. auto starts from %s.\n\n", a.host.CPUs, pipefile.HumanSize(a.host.Memory), one.Base)
 			fmt.Fprintf(a.stdout, "%-16s %9s %8s %8s %6s  %-21s %9s %5s\n", "PROFILE", "CHUNK", "WORKERS", "STREAMS", "DEPTH", "LEVELS", "PART", "CONC")
 			unknown.Name, one.Name, many.Name = "auto", "auto, 1 stream", "auto, 8 streams"
 			all = append(all, unknown, one, many)
@@ -137,8 +137,8 @@ chooses one, --profile beats the file, and explicit settings beat both.`,
 				if p.Name == one.Base {
 					mark = " ← auto starts here"
 				}
-				fmt.Fprintf(a.stdout, "%-16s %9s %8d %8d %6d  %-21s %9s %5d%s\n", p.Name, pipefile.FormatSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
-					fmt.Sprintf("zstd %d gzip %d lz4 %d", p.Levels["zstd"], p.Levels["gzip"], p.Levels["lz4"]), pipefile.FormatSize(p.PartSize), p.Concurrency, mark)
+				fmt.Fprintf(a.stdout, "%-16s %9s %8d %8d %6d  %-21s %9s %5d%s\n", p.Name, pipefile.HumanSize(p.ChunkSize), p.Workers, p.Streams, p.Depth,
+					fmt.Sprintf("zstd %d gzip %d lz4 %d", p.Levels["zstd"], p.Levels["gzip"], p.Levels["lz4"]), pipefile.HumanSize(p.PartSize), p.Concurrency, mark)
 			}
 			fmt.Fprintln(a.stdout, "\nPART and CONC: part (block) size and parts in flight per object for object stores.")
 			fmt.Fprintln(a.stdout)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // logFlags choose how pipe logs: records go to stderr, as lines for people
@@ -257,8 +258,8 @@ func (r *redactor) learn(p *plan.Plan) {
 			}
 		}
 	}
-	for _, attrs := range pipefile.StageAttributes {
-		for _, a := range attrs {
+	for _, k := range stagekind.All {
+		for _, a := range k.Attributes {
 			if a.Secret {
 				s.keys[a.Name] = true
 			}

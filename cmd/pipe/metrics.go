@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/metrics"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
@@ -84,7 +85,7 @@ func (a *app) startMetrics(f *metricsFlags, file string) (*runMetrics, error) {
 		labels[name] = value
 	}
 	r := &runMetrics{a: a, f: *f, file: filepath.Base(file),
-		m: metrics.New(metrics.Options{Version: version, Labels: labels})}
+		m: metrics.New(metrics.Options{Version: version.Version, Labels: labels})}
 	if f.pushgateway != "" {
 		target, err := metrics.PushTarget(f.pushgateway)
 		if err != nil {

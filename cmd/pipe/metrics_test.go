@@ -343,7 +343,8 @@ pipeline "slow" {
 	case <-time.After(time.Minute):
 		t.Fatal("the run did not end a minute after its source was released")
 	}
-	if _, err := http.Get(url); err == nil {
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
 		t.Errorf("still serving after the command ended")
 	}
 }

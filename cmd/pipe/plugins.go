@@ -199,7 +199,7 @@ func defaultText(a sdk.Attribute) string {
 	switch v := a.Default.(type) {
 	case int64:
 		if a.Type == sdk.Size {
-			return pipefile.FormatSize(v)
+			return pipefile.HumanSize(v)
 		}
 	case time.Duration:
 		return v.String()

@@ -17,13 +17,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/profiles"
 )
-
-var version = "dev"
 
 // app holds what every command shares.
 type app struct {
@@ -80,7 +79,7 @@ Start with pipe keygen, then pipe validate, pipe plan and pipe run on a
 pipeline file. The manual is docs/README.md in pipe's source.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       version.Version,
 	}
 	a.logf.register(root)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
@@ -198,8 +197,8 @@ func (a *app) printDiags(f *pipefile.File, diags hcl.Diagnostics) {
 		files, secrets = f.Files(), f.Secrets()
 	}
 	var buf bytes.Buffer
-	pipefile.WriteDiagnostics(&buf, files, diags, a.color)
-	io.WriteString(a.stderr, scrub(buf.String(), secrets))
+	_ = pipefile.WriteDiagnostics(&buf, files, diags, a.color)
+	_, _ = io.WriteString(a.stderr, scrub(buf.String(), secrets))
 }
 
 // newRunID returns a sortable run id: UTC time and 6 random hex digits.

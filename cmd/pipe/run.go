@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
 )
 
@@ -81,7 +79,7 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 			var reports []runSummary
 			failed := false
 			for _, pp := range p.Pipelines {
-				setMemoryLimit(pp)
+				runner.SetMemoryLimit(pp)
 				o := runner.Options{RunID: runID, Registry: a.registry,
 					Warn: func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) }}
 				if showProgress {
@@ -129,7 +127,7 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 	mf.register(cmd)
 	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
-	cmd.Flags().MarkHidden("cpuprofile")
+	_ = cmd.Flags().MarkHidden("cpuprofile") // fails only for a flag not defined
 	return cmd
 }
 
@@ -138,14 +136,6 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 // itself.
 func interrupted(ctx context.Context) bool {
 	return ctx.Err() != nil && context.Cause(ctx) != context.Canceled
-}
-
-// setMemoryLimit tells the Go runtime the run's budget, so garbage is
-// collected before the heap outgrows it. GOMEMLIMIT, if set, wins.
-func setMemoryLimit(p *plan.Pipeline) {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(p.Budget())
-	}
 }
 
 // scrub replaces every secret in msg.

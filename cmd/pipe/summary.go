@@ -67,7 +67,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 }
 
 func (a *app) printSummary(s runSummary) {
-	size := pipefile.FormatSize
+	size := pipefile.HumanSize
 	status := "ok"
 	if !s.OK {
 		status = "FAILED"

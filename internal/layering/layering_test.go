@@ -51,7 +51,12 @@ func forbid(t *testing.T, pkg string, prefixes ...string) {
 
 func TestImportRules(t *testing.T) {
 	// The engine knows stages and endpoints through interfaces only.
-	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner")
+	forbid(t, "engine", "cmd", "stages", "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "pipefile", "plan", "runner", "tune")
+	// pipe bench's tuner sits between the CLI and the runner: nothing
+	// below it imports it, and it knows no CLI.
+	for _, p := range []string{"runner", "plan", "pipefile", "plugins/host"} {
+		forbid(t, p, "tune")
+	}
 	// A plugin binary links the SDK and nothing else of pipe; the
 	// interfaces themselves depend on nothing at all.
 	forbid(t, "plugins/sdk", "engine", "stages", "pipefile", "plan", "runner", "cmd", "plugins/all", "plugins/host", "plugins/storage", "plugins/command", "plugins/internal", "plugins/sdk/plugin")
@@ -63,17 +68,33 @@ func TestImportRules(t *testing.T) {
 	if strings.Contains(string(out), "google.golang.org/grpc") {
 		t.Error("plugins/sdk imports gRPC; only plugins/sdk/plugin should")
 	}
+	// The whole-file moves are linked into every plugin binary through
+	// the plugin server: they import the SDK and nothing else of pipe.
+	for _, d := range deps(t, "internal/direct") {
+		if d != "plugins/sdk" {
+			t.Errorf("internal/direct imports %s; it imports only plugins/sdk", d)
+		}
+	}
 	for _, st := range packages(t, "stages/...") {
 		forbid(t, st, "plugins/storage", "plugins/command", "plugins/all", "plugins/host", "cmd", "runner", "plan", "pipefile")
 	}
+	// The table of stage kinds is facts only, so that the file loader
+	// reads it without the engine; what each kind does is registered in
+	// plan, which may import the engine and the stages.
+	for _, d := range deps(t, "stages/stagekind") {
+		if d != "plugins/sdk" {
+			t.Errorf("stages/stagekind imports %s; it imports only plugins/sdk", d)
+		}
+	}
+	forbid(t, "pipefile", "engine", "stages/compress", "stages/encrypt", "stages/checksum", "plan", "runner")
 	// Built-in plugins import the SDK only, the storage plugins the
 	// helpers they share (the ranged reader, the bulk transport), which
 	// import nothing of pipe at all but the buffer allocator, and the
 	// command and database plugins the program runner, which imports the
-	// SDK only. The buffer allocator and the OS pipes import nothing of
-	// pipe.
+	// SDK only. The buffer allocator, the OS pipes, pipe's version and
+	// the /proc memory reader import nothing of pipe.
 	const shared, runner, buffers, pipes = "plugins/storage/internal/", "plugins/internal/command", "plugins/sdk/hugepage", "plugins/sdk/ospipe"
-	for _, leaf := range []string{buffers, pipes} {
+	for _, leaf := range []string{buffers, pipes, "internal/version", "internal/procmem"} {
 		if d := deps(t, leaf); len(d) > 0 {
 			t.Errorf("%s imports %v; it imports nothing of pipe", leaf, d)
 		}
@@ -97,7 +118,7 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	// Nothing but the CLI wires the built-ins in.
-	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance"} {
+	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance", "tune"} {
 		forbid(t, p, "plugins/all")
 	}
 	// The manifest and the catalog read what stores hold: the SDK's types,
@@ -105,8 +126,8 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"manifest", "catalog"} {
 		forbid(t, p, "engine", "stages", "plugins/storage", "plugins/command", "plugins/database", "plugins/host", "plugins/all", "plugins/internal", "runner", "plan", "pipefile", "cmd")
 	}
-	// The host and the loader know no concrete plugin.
-	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan"} {
+	// The host, the loader and the tuner know no concrete plugin.
+	for _, p := range []string{"plugins/host", "runner", "pipefile", "plan", "tune"} {
 		forbid(t, p, "plugins/storage", "plugins/command", "plugins/database")
 	}
 }

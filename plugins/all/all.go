@@ -6,11 +6,9 @@ package all
 import (
 	"fmt"
 
+	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
-
-// Version is the version of the built-in endpoints.
-const Version = "0.1.0"
 
 var (
 	sources = map[string]sdk.SourceType{}
@@ -35,7 +33,7 @@ func add(name string, source sdk.SourceType, sink sdk.SinkType) {
 
 // Builtin returns the endpoints compiled into pipe.
 func Builtin() sdk.Plugin {
-	p := sdk.Plugin{Name: "builtin", Version: Version, Sources: map[string]sdk.SourceType{}, Sinks: map[string]sdk.SinkType{}}
+	p := sdk.Plugin{Name: "builtin", Version: version.Version, Sources: map[string]sdk.SourceType{}, Sinks: map[string]sdk.SinkType{}}
 	for n, t := range sources {
 		p.Sources[n] = t
 	}

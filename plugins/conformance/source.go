@@ -157,7 +157,7 @@ func RunSource(t *testing.T, s Source) {
 			}
 		}()
 		select {
-		case <-done:
+		case <-done: //nolint:errcheck // any error ends the reads, which is all this asks
 		case <-time.After(5 * time.Second):
 			t.Fatal("reads went on for 5 s after the context was cancelled")
 		}

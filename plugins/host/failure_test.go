@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -63,7 +64,7 @@ func hostHelper(dir string) {
 
 // createObject configures role's sink with a fresh dir and creates an
 // object of unknown size under key with ctx.
-func createObject(t *testing.T, r *Registry, role string, ctx context.Context, key string) sdk.ObjectWriter {
+func createObject(t *testing.T, ctx context.Context, r *Registry, role string, key string) sdk.ObjectWriter {
 	t.Helper()
 	kt, _ := r.Sink(role)
 	snk, diags := kt.Configure(context.Background(), sdk.NewConfig(map[string]any{"dir": t.TempDir()}))
@@ -207,7 +208,7 @@ func TestPipedErrors(t *testing.T) {
 		t.Fatalf("a stream that broke off after %d bytes: %v", n, err)
 	}
 
-	w := createObject(t, r, "good", context.Background(), "refuse-me")
+	w := createObject(t, context.Background(), r, "good", "refuse-me")
 	err = nil
 	chunk := make([]byte, 1<<20)
 	for i := 0; i < 64 && err == nil; i++ {
@@ -314,7 +315,7 @@ func TestPinnedChecksum(t *testing.T) {
 func TestBackpressureAcrossProcesses(t *testing.T) {
 	r := registry(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := createObject(t, r, "slow", ctx, "k")
+	w := createObject(t, ctx, r, "slow", "k")
 	sent := make(chan int64, 1)
 	go func() {
 		var n int64
@@ -347,7 +348,7 @@ func TestBackpressureAcrossProcesses(t *testing.T) {
 // be called while a Write is blocked"), and the Write returns.
 func TestAbortWhileWriting(t *testing.T) {
 	r := registry(t)
-	w := createObject(t, r, "slow", context.Background(), "stuck-k")
+	w := createObject(t, context.Background(), r, "slow", "stuck-k")
 	wrote := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 4<<20)
@@ -425,7 +426,7 @@ func TestFill(t *testing.T) {
 		}
 		t.Cleanup(func() { f.Close() })
 		var progress atomic.Int64
-		n, err := src.(sdk.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
+		n, err := src.(direct.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
 		return f, n, progress.Load(), err
 	}
 
@@ -494,7 +495,7 @@ func TestSendFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		var progress atomic.Int64
-		n, taken, err := sdk.SendFile(w, f, int64(len(data)), func(k int64) { progress.Add(k) })
+		n, taken, err := direct.SendFile(w, f, int64(len(data)), func(k int64) { progress.Add(k) })
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)

@@ -170,7 +170,7 @@ func (p *process) start() (pb.PluginClient, error) {
 func (p *process) startError(err error) error {
 	msg := err.Error()
 	lower := strings.ToLower(msg)
-	what := ""
+	var what string
 	switch {
 	case errors.Is(err, goplugin.ErrChecksumsDoNotMatch):
 		got := fileSHA256(p.path)
@@ -244,7 +244,7 @@ func (p *process) stop() {
 	}
 	p.stopping.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
-	p.rpc.Stop(ctx, &pb.Stop_Request{})
+	_, _ = p.rpc.Stop(ctx, &pb.Stop_Request{}) // Kill follows
 	cancel()
 	p.client.Kill()
 	if p.fds != nil {
@@ -273,7 +273,9 @@ func fileSHA256(path string) string {
 	}
 	defer f.Close()
 	h := sha256.New()
-	io.Copy(h, f)
+	if _, err := io.Copy(h, f); err != nil {
+		return "(unreadable)"
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -407,9 +407,7 @@ func (r *Registry) Types(kind string) []string {
 		}
 	}
 	r.mu.Unlock()
-	for _, p := range r.discovered() {
-		names = append(names, p)
-	}
+	names = append(names, r.discovered()...)
 	sort.Strings(names)
 	return dedupe(names)
 }

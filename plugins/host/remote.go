@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -126,10 +127,10 @@ var (
 	_ sdk.Source    = (*remoteSource)(nil)
 	_ sdk.Describer = (*remoteSource)(nil)
 	_ sdk.Selection = (*remoteSource)(nil)
-	_ sdk.Filler    = (*remoteSource)(nil)
+	_ direct.Filler = (*remoteSource)(nil)
 )
 
-// Fill has the plugin write the stream into f itself (see sdk.Filler):
+// Fill has the plugin write the stream into f itself (see direct.Filler):
 // pipe hands it the file, and it reports the bytes written as it goes. A
 // plugin that cannot take files has its stream read here, in order.
 func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progress func(int64)) (int64, error) {
@@ -138,7 +139,7 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 		if err != nil {
 			return 0, err
 		}
-		return sdk.FillFrom(ctx, rc, f, progress)
+		return direct.FillFrom(ctx, rc, f, progress)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the plugin's side too, however this ends
@@ -237,7 +238,7 @@ func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
 			cancel()
 			return nil, s.proc.wrap(ctx, err)
 		}
-		fr := &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { f.SetReadDeadline(time.Now()) })}
+		fr := &fileReader{reader: r, f: f, stop: context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Now()) })}
 		if ospipe.IsPipe(f) {
 			// A program's output (pg_dump's) or a plugin's pump: read in
 			// batches, outside the poller (see ospipe).
@@ -265,7 +266,7 @@ type fileReader struct {
 var _ sdk.FileReader = (*fileReader)(nil)
 
 // File is the stream's file, for whoever reads it otherwise than by Read
-// (sdk.SendFile hands it to a sink); Done then says whether it was read to
+// (direct.SendFile hands it to a sink); Done then says whether it was read to
 // the end.
 func (r *fileReader) File() *os.File { return r.f }
 func (r *fileReader) Done(eof bool)  { r.eof = eof }
@@ -444,7 +445,7 @@ func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWrit
 		if resp.GetFile() {
 			f, err := s.proc.fds.Take(ctx, resp.GetToken())
 			if err != nil {
-				s.finishObject(resp.GetToken(), false)
+				_ = s.finishObject(resp.GetToken(), false)
 				return nil, s.proc.wrap(ctx, err)
 			}
 			return newFileWriter(ctx, s, resp.GetToken(), f, obj.Key), nil
@@ -525,7 +526,7 @@ func (w *writer) Abort(ctx context.Context) error {
 	if w.ctx.Err() != nil {
 		w.done = true
 		w.cancel()
-		return nil
+		return nil //nolint:nilerr // the cancelled call makes the plugin abort
 	}
 	err := w.finish(false)
 	w.cancel()
@@ -611,7 +612,7 @@ func newFileWriter(ctx context.Context, s *remoteSink, token uint64, f *os.File,
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		w.regular = true
 	}
-	w.stop = context.AfterFunc(ctx, func() { f.SetWriteDeadline(time.Now()) })
+	w.stop = context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Now()) })
 	if ospipe.IsPipe(f) {
 		// A program's input (pg_restore's) or a plugin's pump: written
 		// in batches (see ospipe).
@@ -675,17 +676,17 @@ func (w *fileWriter) finish(commit bool) error {
 		w.f.Close()
 	}
 	if commit && w.ctx.Err() != nil {
-		w.s.finishObject(w.token, false)
+		_ = w.s.finishObject(w.token, false)
 		return fmt.Errorf("not committing %s: %w", w.key, context.Cause(w.ctx))
 	}
 	return w.s.finishObject(w.token, commit)
 }
 
-// File is the object's file: a source may write it itself (sdk.Fill).
+// File is the object's file: a source may write it itself (direct.Fill).
 func (w *fileWriter) File() *os.File { return w.f }
 
 // SendFile has the plugin's object take its bytes from f itself (see
-// sdk.FileSender): pipe hands it the file, and it reports the bytes sent
+// direct.FileSender): pipe hands it the file, and it reports the bytes sent
 // as it goes. Only for an object written through a pipe (an upload), and
 // a plugin that serves SendFile; an object that cannot is untouched.
 func (w *fileWriter) SendFile(f *os.File, size int64, progress func(int64)) (int64, bool, error) {

@@ -98,3 +98,29 @@ func (c Config) decodeStruct(rv reflect.Value) error {
 	}
 	return nil
 }
+
+// SecretStrings returns the strings of a secret attribute's value (a
+// string, or each of a list's or a map's), for the host and the plugin
+// server to scrub from messages. Values under 4 bytes are left out: they
+// would scrub ordinary words and digits, not secrets.
+func SecretStrings(v any) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= 4 {
+			out = append(out, s)
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		add(x)
+	case []string:
+		for _, s := range x {
+			add(s)
+		}
+	case map[string]string:
+		for _, s := range x {
+			add(s)
+		}
+	}
+	return out
+}

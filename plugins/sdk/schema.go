@@ -47,9 +47,10 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", int(t))
 }
 
-// FormatSize writes a byte count the way a pipeline file would, for
-// messages about Size attributes: "16MiB", "256KiB", "2GiB", or "1000 bytes"
-// when no unit divides it.
+// FormatSize writes a byte count exactly, the way a pipeline file would,
+// for messages about Size attributes and for settings pipe writes: "16MiB",
+// "256KiB", "2GiB", or "1000 bytes" when no unit divides it. The host's
+// pipefile.HumanSize is the rounded one for reading ("16 MiB", "1.5 GiB").
 func FormatSize(n int64) string {
 	const kib = 1 << 10
 	for _, u := range []struct {

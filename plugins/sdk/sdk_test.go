@@ -105,3 +105,21 @@ func TestDiagnostics(t *testing.T) {
 		t.Fatalf("%v", d.Err())
 	}
 }
+
+func TestSecretStrings(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{"hunter22", "hunter22"},
+		{"abc", ""}, // too short to scrub
+		{[]string{"token-1", "x", "token-2"}, "token-1,token-2"},
+		{map[string]string{"PGPASSWORD": "s3cret!"}, "s3cret!"},
+		{int64(123456), ""},
+		{nil, ""},
+	} {
+		if got := strings.Join(SecretStrings(tc.v), ","); got != tc.want {
+			t.Errorf("SecretStrings(%#v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

@@ -16,8 +16,8 @@ func StartWriteback(f *os.File, off, n int64) {
 	if err != nil {
 		return
 	}
-	raw.Control(func(fd uintptr) {
+	_ = raw.Control(func(fd uintptr) {
 		const syncFileRangeWrite = 2 // SYNC_FILE_RANGE_WRITE
-		syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, fd, uintptr(off), uintptr(n), syncFileRangeWrite, 0, 0)
+		_, _, _ = syscall.Syscall6(syscall.SYS_SYNC_FILE_RANGE, fd, uintptr(off), uintptr(n), syncFileRangeWrite, 0, 0)
 	})
 }

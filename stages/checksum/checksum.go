@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // Algorithm is the digest's name as digests are written: "sha256:<hex>".
@@ -15,7 +16,7 @@ const Algorithm = "sha256"
 
 // Stage returns the checksum stage.
 func Stage() engine.Stage {
-	return engine.Stage{Name: "checksum", Label: Algorithm, Proc: observer{}, Memory: 512}
+	return engine.Stage{Name: stagekind.Checksum.Name, Label: Algorithm, Proc: observer{}, Memory: 512}
 }
 
 type observer struct{}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // Codec describes one compression format.
@@ -60,6 +61,13 @@ func ByExt(name string) (*Codec, bool) {
 // here, framing included.
 func Bound(n int) int { return n + n/255 + 1024 }
 
+// MaxStored bounds what compressing a stream of n bytes in frames of
+// frame bytes (at least 1) can give with any codec here: Bound of the
+// whole, and 1 KiB more per frame.
+func MaxStored(n int64, frame int) int64 {
+	return int64(Bound(int(min(n, 1<<40)))) + n/int64(max(frame, 1))*1024
+}
+
 // CheckLevel reports whether level is valid for the codec.
 func (c *Codec) CheckLevel(level int) error {
 	if level < c.MinLevel || level > c.MaxLevel {
@@ -78,7 +86,7 @@ func (c *Codec) Stage(level, workers, frame int) (engine.Stage, error) {
 		return engine.Stage{}, err
 	}
 	return engine.Stage{
-		Name:      "compress",
+		Name:      stagekind.Compress.Name,
 		Label:     fmt.Sprintf("%s level %d", c.Name, level),
 		Proc:      encoders{c: c, level: level},
 		Workers:   workers,
@@ -94,7 +102,7 @@ func (c *Codec) Stage(level, workers, frame int) (engine.Stage, error) {
 // decode sequentially with read-ahead.
 func (c *Codec) DecompressStage(workers, frame int) engine.Stage {
 	s := engine.Stage{
-		Name:   "decompress",
+		Name:   stagekind.Decompress.Name,
 		Label:  c.Name,
 		Proc:   c.decoder(workers),
 		Bound:  Bound,

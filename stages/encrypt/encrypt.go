@@ -12,10 +12,16 @@ import (
 	"filippo.io/age"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
 // Ext is the extension encrypted streams get.
 const Ext = ".age"
+
+// MaxStored bounds what encrypting a stream of n bytes gives: age adds a
+// header (4096 bytes are allowed for it) and 16 bytes per 64 KiB chunk,
+// and 16 for the last one.
+func MaxStored(n int64) int64 { return n + n/(64<<10)*16 + 16 + 4096 }
 
 // streamMemory is what one age stream keeps: a plaintext and a ciphertext
 // chunk of 64 KiB.
@@ -143,7 +149,7 @@ func scrub(err error) string {
 // Stage returns the encrypt stage.
 func Stage(k Keys) engine.Stage {
 	return engine.Stage{
-		Name:   "encrypt",
+		Name:   stagekind.Encrypt.Name,
 		Label:  fmt.Sprintf("age, %d recipient(s)", len(k.Recipients)),
 		Proc:   encrypter{k.Recipients},
 		Memory: k.memory(),
@@ -153,7 +159,7 @@ func Stage(k Keys) engine.Stage {
 // DecryptStage returns the decrypt stage.
 func DecryptStage(k Keys) engine.Stage {
 	return engine.Stage{
-		Name:   "decrypt",
+		Name:   stagekind.Decrypt.Name,
 		Label:  "age",
 		Proc:   decrypter{k.Identities},
 		Memory: k.memory(),

@@ -121,7 +121,7 @@ func (s *snapshot) Read(p []byte) (int, error) {
 // Close waits for redis-cli: a snapshot is good only if it exited zero.
 func (s *snapshot) Close() error {
 	if !s.eof {
-		s.cmd.Process.Kill()
+		_ = s.cmd.Process.Kill()
 	}
 	if err := s.cmd.Wait(); err != nil && s.eof {
 		return fmt.Errorf("redis-cli failed (%v): %s", err, lastLine(s.stderr.String()))

@@ -323,7 +323,7 @@ func (s *Sink) load(ctx context.Context, pc *pgx.Conn, id string, in io.Reader) 
 		return err
 	}
 	if !pc.IsClosed() {
-		pc.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		_, _ = pc.Exec(context.WithoutCancel(ctx), "ROLLBACK") // err says what failed
 	}
 	return err
 }

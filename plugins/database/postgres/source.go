@@ -450,7 +450,7 @@ func (s *Source) worker(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err == nil {
+	if _, err = pc.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"); err == nil {
 		_, err = pc.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(s.snapshot))
 	}
 	if err != nil {

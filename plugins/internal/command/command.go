@@ -131,7 +131,7 @@ func (c *Cmd) Start() error {
 // Kill stops the program and its children.
 func (c *Cmd) Kill() {
 	if c.cmd.Process != nil {
-		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 
@@ -258,7 +258,7 @@ func (r *Reader) Close() error {
 		defer r.r.Close()
 		if !r.eof {
 			r.c.Kill()
-			r.c.Wait()
+			_ = r.c.Wait()
 			return
 		}
 		r.err = r.c.Wait()
@@ -353,7 +353,7 @@ func (w *Writer) Abort(ctx context.Context) error {
 	}
 	w.c.Kill()
 	w.w.Close()
-	w.c.Wait()
+	_ = w.c.Wait()
 	return nil
 }
 
@@ -365,7 +365,7 @@ func readerGone(f *os.File) bool {
 		return false
 	}
 	gone := false
-	rc.Control(func(fd uintptr) {
+	_ = rc.Control(func(fd uintptr) {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 		n, err := unix.Poll(fds, 0)
 		gone = err == nil && n > 0 && fds[0].Revents&unix.POLLERR != 0

@@ -30,5 +30,5 @@ func advise(b []byte) {
 type span struct{ start, n uintptr }
 
 func unadvise(s span) {
-	syscall.Syscall(syscall.SYS_MADVISE, s.start, s.n, syscall.MADV_NOHUGEPAGE)
+	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, s.start, s.n, syscall.MADV_NOHUGEPAGE)
 }

@@ -30,8 +30,7 @@ func TestAdvised(t *testing.T) {
 	if p < interior && flags(t, p) == "hg" {
 		t.Errorf("the unaligned head of the buffer at %#x is advised too", p)
 	}
-	runtime.KeepAlive(b)
-	b = nil
+	runtime.KeepAlive(b) // b is unreachable from here on
 	deadline := time.Now().Add(5 * time.Second)
 	for flags(t, interior) != "nh" {
 		if time.Now().After(deadline) {

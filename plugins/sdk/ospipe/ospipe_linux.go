@@ -18,7 +18,7 @@ func New() (r, w *os.File, err error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, os.NewSyscallError("pipe2", err)
 	}
-	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, Size)
+	_, _ = unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, Size) // less is fine (see Grow)
 	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 
@@ -169,6 +169,6 @@ func (w *Writer) room(fd int) int {
 // 64 KiB); a system that grants less is fine.
 func Grow(f *os.File) {
 	if rc, err := f.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, Size) })
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, Size) })
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/fdsock"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
@@ -51,28 +52,12 @@ type pendingObject struct {
 // first, so that no error an endpoint returns repeats them.
 func secretValues(schema *pb.Schema, cfg sdk.Config) []string {
 	var out []string
-	add := func(s string) {
-		if len(s) >= 4 {
-			out = append(out, s)
-		}
-	}
 	for _, a := range schema.GetAttributes() {
 		if !a.GetSecret() {
 			continue
 		}
 		v, _ := cfg.Get(a.GetName())
-		switch x := v.(type) {
-		case string:
-			add(x)
-		case []string:
-			for _, s := range x {
-				add(s)
-			}
-		case map[string]string:
-			for _, s := range x {
-				add(s)
-			}
-		}
+		out = append(out, sdk.SecretStrings(v)...)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
@@ -336,7 +321,7 @@ func (s *server) handedFile(ctx context.Context, token uint64) (*os.File, error)
 }
 
 // FillFile writes a source's stream into the file pipe handed over (see
-// sdk.Fill), reporting the bytes written as it goes. Pipe ending the call
+// direct.Fill), reporting the bytes written as it goes. Pipe ending the call
 // cancels the context the stream was opened with.
 func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer) error {
 	h := req.GetHandle()
@@ -353,7 +338,7 @@ func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer
 		return err
 	}
 	n, written, err := report(cancel, func(progress func(int64)) (int64, error) {
-		return sdk.Fill(ctx, src, req.GetName(), f, progress)
+		return direct.Fill(ctx, src, req.GetName(), f, progress)
 	}, func(written int64) error { return out.Send(&pb.FillFile_Response{Written: written}) })
 	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
 		return out.Send(&pb.FillFile_Response{Written: written, WriteError: status.Convert(s.status(h, err)).Message()})
@@ -399,7 +384,7 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 	stop := context.AfterFunc(ctx, func() { w.Abort(context.Background()) })
 	defer stop()
 	n, sent, err := report(cancel, func(progress func(int64)) (int64, error) {
-		n, _, err := sdk.SendFile(w, f, req.GetSize(), progress)
+		n, _, err := direct.SendFile(w, f, req.GetSize(), progress)
 		return n, err
 	}, func(sent int64) error { return out.Send(&pb.SendFile_Response{Sent: sent}) })
 	if re := (*sdk.ReadError)(nil); errors.As(err, &re) {
@@ -417,9 +402,11 @@ func (s *server) SendFile(req *pb.SendFile_Request, out pb.Plugin_SendFileServer
 // away) cancels the work's context and waits for it.
 func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, error), tell func(moved int64) error) (n, moved int64, err error) {
 	var counted atomic.Int64
+	var wn int64
+	var werr error
 	done := make(chan struct{})
 	go func() {
-		n, err = work(func(k int64) { counted.Add(k) })
+		wn, werr = work(func(k int64) { counted.Add(k) })
 		close(done) // not deferred: a panic must kill the process, not look done
 	}()
 	tick := time.NewTicker(progressEvery)
@@ -427,12 +414,12 @@ func report(cancel context.CancelFunc, work func(progress func(int64)) (int64, e
 	for {
 		select {
 		case <-done:
-			return n, counted.Load(), err
+			return wn, counted.Load(), werr
 		case <-tick.C:
 			if terr := tell(counted.Load()); terr != nil {
 				cancel()
 				<-done
-				return n, counted.Load(), terr
+				return wn, counted.Load(), terr
 			}
 		}
 	}

@@ -355,7 +355,7 @@ func (w *blockWriter) takeBack(err error) {
 	}
 	for k, v := range props.Metadata {
 		if strings.EqualFold(k, uploadMetaKey) && v != nil && *v == w.uploadID {
-			bc.Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+			_, _ = bc.Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
 				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}}})
 			return
 		}

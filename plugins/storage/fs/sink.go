@@ -115,7 +115,7 @@ func (s *Sink) Remove(ctx context.Context, key string) error {
 			break // not empty (or not ours)
 		}
 	}
-	return nil
+	return nil //nolint:nilerr // a file already gone is removed
 }
 
 // Flush fsyncs every folder that received a rename, once.
@@ -300,7 +300,7 @@ func (w *untarWriter) Abort(ctx context.Context) error {
 	}
 	w.done = true
 	w.pw.CloseWithError(errors.New("aborted"))
-	<-w.result
+	<-w.result //nolint:errcheck // the untar's error is the abort's own
 	return os.RemoveAll(w.tmp)
 }
 

@@ -113,7 +113,7 @@ func TestS3ConfigureDiagnostics(t *testing.T) {
 		{map[string]any{"bucket": "b", "endpoint": "http://user:pw@minio:9000"}, "endpoint"},
 		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "access_key_id": "AK"}, "secret_access_key"},
 		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "secret_access_key": "SK"}, "access_key_id"},
-		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": int64(1 * mib)}, "part_size"},
+		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": 1 * mib}, "part_size"},
 		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "concurrency": int64(-1)}, "concurrency"},
 		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "checksum": "md5"}, "checksum"},
 		{map[string]any{"bucket": "b", "endpoint": "http://m:9000", "server_side_encryption": "yes"}, "server_side_encryption"},
@@ -133,7 +133,7 @@ func TestS3ConfigureDiagnostics(t *testing.T) {
 	if _, d := (SourceType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b", "endpoint": "http://m:9000", "key": "dir/"})); !d.HasErrors() || d[0].Attribute != "key" {
 		t.Errorf("a source key naming a folder: %+v", d)
 	}
-	if _, d := (SourceType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": int64(mib)})); d.HasErrors() {
+	if _, d := (SourceType{}).Configure(context.Background(), sdk.NewConfig(map[string]any{"bucket": "b", "endpoint": "http://m:9000", "part_size": mib})); d.HasErrors() {
 		t.Errorf("a source with 1 MiB ranges: %v", d.Err())
 	}
 }

@@ -152,7 +152,10 @@ func TestTransportStalls(t *testing.T) {
 
 	// An upload whose bytes the server does not take stalls.
 	start := time.Now()
-	_, err = hc.Post(srv.URL+"/no-read", "application/octet-stream", io.LimitReader(zeros{}, 256<<20))
+	resp, err = hc.Post(srv.URL+"/no-read", "application/octet-stream", io.LimitReader(zeros{}, 256<<20))
+	if err == nil {
+		resp.Body.Close()
+	}
 	var se *StallError
 	if !errors.As(err, &se) || time.Since(start) > 5*time.Second {
 		t.Errorf("upload: %v after %s", err, time.Since(start))

@@ -57,7 +57,7 @@ func (c *stallConn) push(force bool) {
 		}
 	}
 	c.last.Store(now.UnixNano())
-	c.Conn.SetDeadline(now.Add(c.timeout))
+	_ = c.Conn.SetDeadline(now.Add(c.timeout))
 }
 
 // waitOn decides, after a deadline passed, whether the connection is

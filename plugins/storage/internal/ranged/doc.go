@@ -22,5 +22,7 @@
 // (a CRC32C, say) wrap the reader Open returns.
 //
 // It must not import the engine, the runner or another plugin: built-in
-// storage plugins import it, and it imports the standard library only.
+// storage plugins import it, and it imports the standard library and, of
+// pipe, only plugins/sdk/hugepage (the parts' buffers), as
+// internal/layering checks.
 package ranged

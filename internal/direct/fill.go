@@ -1,4 +1,4 @@
-package sdk
+package direct
 
 import (
 	"context"
@@ -6,22 +6,13 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
-// WriterAtTo is implemented by a stream (what Source.Open returns) that can
-// write itself into w at its own offsets, in parallel and out of order (an
-// object store's ranged download writes each range where it belongs),
-// instead of being read in order. pipe uses it, before any Read, when a
-// stream goes unchanged into a file: a restore without stages into the fs
-// sink. It returns the bytes written; the stream is closed after it, as
-// after reading.
-type WriterAtTo interface {
-	WriteAtTo(w io.WriterAt) (int64, error)
-}
-
 // Filler is implemented by sources that write a stream into a file
-// themselves, as Fill does; pipe's stand-in for a plugin's source does, so
-// that the plugin writes the file pipe hands it.
+// themselves, as Fill does: pipe's stand-in for a plugin's source
+// (plugins/host) does, so that the plugin writes the file pipe hands it.
 type Filler interface {
 	Fill(ctx context.Context, name string, f *os.File, progress func(n int64)) (int64, error)
 }
@@ -33,7 +24,7 @@ type Filler interface {
 // 8 MiB block written, without waiting for it, so that the fsync of a
 // commit finds little left to do (a last partial block is left to the
 // fsync). It returns the bytes written.
-func Fill(ctx context.Context, src Source, name string, f *os.File, progress func(n int64)) (int64, error) {
+func Fill(ctx context.Context, src sdk.Source, name string, f *os.File, progress func(n int64)) (int64, error) {
 	if fl, ok := src.(Filler); ok {
 		return fl.Fill(ctx, name, f, progress)
 	}
@@ -46,20 +37,20 @@ func Fill(ctx context.Context, src Source, name string, f *os.File, progress fun
 
 // FillFrom is Fill of a stream already open (with ctx), which it closes.
 func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n int64)) (int64, error) {
-	if fr, ok := rc.(FileReader); ok {
+	if fr, ok := rc.(sdk.FileReader); ok {
 		// A read of a pipe or FIFO that ctx ended must return: it may
 		// not look at ctx itself.
-		defer context.AfterFunc(ctx, func() { fr.File().SetReadDeadline(time.Now()) })()
+		defer context.AfterFunc(ctx, func() { _ = fr.File().SetReadDeadline(time.Now()) })()
 	}
 	w := &fileAt{f: f, progress: progress}
 	var err error
 	var n int64
-	if wt, ok := rc.(WriterAtTo); ok {
+	if wt, ok := rc.(sdk.WriterAtTo); ok {
 		n, err = wt.WriteAtTo(w)
 	} else {
 		// Through the buffer: a WriteTo of rc (an os.File's) would copy in 32 KiB.
 		n, err = io.CopyBuffer(io.NewOffsetWriter(w, 0), struct{ io.Reader }{rc}, make([]byte, fillPiece))
-		if fr, ok := rc.(FileReader); ok {
+		if fr, ok := rc.(sdk.FileReader); ok {
 			fr.Done(err == nil) // read to its end through Read, or not
 		}
 	}
@@ -121,7 +112,7 @@ func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 	n, err := w.f.WriteAt(p, off)
 	if n > 0 {
 		if start, length := completedBlocks(off, int64(n)); length > 0 {
-			StartWriteback(w.f, start, length)
+			sdk.StartWriteback(w.f, start, length)
 		}
 		if w.progress != nil {
 			w.progress(int64(n))
@@ -130,15 +121,7 @@ func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		// The file's name here is no help (a descriptor pipe handed over):
 		// the caller names the object.
-		return n, &WriteError{Err: ExplainIO(unwrapPath(err))}
+		return n, &sdk.WriteError{Err: sdk.ExplainIO(unwrapPath(err))}
 	}
 	return n, nil
 }
-
-// WriteError is a Fill that failed to write the file, not to read the
-// stream: the sink's failure (a full disk, say), which pipe reports as the
-// sink's.
-type WriteError struct{ Err error }
-
-func (e *WriteError) Error() string { return e.Err.Error() }
-func (e *WriteError) Unwrap() error { return e.Err }
