@@ -280,6 +280,9 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 		o.Now = time.Now()
 	}
 	f := &File{Path: path, parser: hclparse.NewParser(), secrets: map[string]bool{}, unset: map[string]*Variable{}, running: o.running()}
+	if d := checkLimits(path, src); d.HasErrors() {
+		return f, d
+	}
 	hf, diags := f.parser.ParseHCL(src, path)
 	if diags.HasErrors() {
 		return f, diags

@@ -10,6 +10,9 @@ import (
 // not formatted; the diagnostics say why.
 func Format(path string, src []byte) ([]byte, *hclparse.Parser, hcl.Diagnostics) {
 	p := hclparse.NewParser()
+	if diags := checkLimits(path, src); diags.HasErrors() {
+		return nil, p, diags
+	}
 	if _, diags := p.ParseHCL(src, path); diags.HasErrors() {
 		return nil, p, diags
 	}

@@ -139,7 +139,7 @@ func envReads(f *hcl.File) []string {
 		return nil
 	}
 	var names []string
-	hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+	_ = hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
 		call, ok := n.(*hclsyntax.FunctionCallExpr)
 		if !ok || call.Name != "env" || len(call.Args) == 0 {
 			return nil

@@ -231,3 +231,33 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// The loader bounds what it accepts: hostile files draw a positioned
+// diagnostic instead of running the parser out of stack or memory.
+func TestLoaderLimits(t *testing.T) {
+	big := strings.Repeat("# a comment line that pads the file out\n", MaxFileSize/40+1)
+	for name, tc := range map[string]struct{ src, want string }{
+		"60,000 [":        {"x = " + strings.Repeat("[", 60000), "too complex"},
+		"65 nested [":     {`variable "x" { default = ` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + " }", "nested too deeply"},
+		"nested template": {`variable "x" { default = ` + strings.Repeat(`"${`, 40) + "1" + strings.Repeat(`}"`, 40) + " }", "nested too deeply"},
+		"unary run":       {`variable "x" { default = ` + strings.Repeat("!", 70) + "true }", "nested too deeply"},
+		"binary chain":    {`variable "x" { default = ` + strings.Repeat("1+", 30000) + "1 }", "too complex"},
+		"size":            {big, "too large"},
+	} {
+		_, diags := LoadSource("hostile.hcl", []byte(tc.src), Options{Schemas: schemas{}})
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", name, diags, tc.want)
+		}
+		if _, _, diags := Format("hostile.hcl", []byte(tc.src)); !diags.HasErrors() {
+			t.Errorf("%s: Format accepted it", name)
+		}
+	}
+	// 64 levels are fine.
+	ok := `variable "x" { default = ` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + " }\n" + `pipeline "p" {
+  source "src" { path = "in" }
+  sink "dst" { path = "out/" }
+}`
+	if _, diags := LoadSource("ok.hcl", []byte(ok), Options{Schemas: schemas{}}); diags.HasErrors() {
+		t.Errorf("60 levels: %v", diags)
+	}
+}

@@ -65,7 +65,7 @@ func FuzzLoad(f *testing.F) {
 			// does; a plan is printed only when all is well.
 			loaded := !diags.HasErrors()
 			{
-				pl, d := plan.New(file, plan.Options{Host: corpusHost})
+				pl, d := plan.New(file, plan.Options{Host: corpusHost, Memory: reg.Memory})
 				diags = append(diags, d...)
 				if loaded && !d.HasErrors() {
 					if pl == nil {

@@ -255,7 +255,9 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	p.Layout = l
 	if o.Memory != nil {
 		for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
-			p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), p.Streams)
+			if e != nil {
+				p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), p.Streams)
+			}
 		}
 	}
 	return p, diags

@@ -477,15 +477,6 @@ func fromManifest(p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPl
 	return nil
 }
 
-// opener reads objects: a source, or a storage sink.
-type opener interface {
-	Open(ctx context.Context, name string) (io.ReadCloser, error)
-}
-
-func readManifest(ctx context.Context, src opener, key string) (*manifest.Manifest, error) {
-	return catalog.ReadManifest(ctx, src, key)
-}
-
 func anyShared(a, b []string) bool {
 	for _, x := range a {
 		for _, y := range b {

@@ -171,7 +171,7 @@ func (c *Cmd) waitOnce() error {
 			break
 		}
 	}
-	syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // ESRCH: nothing was left
 	watch(pid, false)
 	err := c.cmd.Wait()
 	if c.cleanup != nil {

@@ -49,7 +49,7 @@ func reap(r, ready *os.File) int {
 		session = sid
 	}
 	// The starting process waits for this before it runs any program.
-	ready.Write([]byte("ready\n"))
+	_, _ = ready.Write([]byte("ready\n")) // a parent that cannot read it gives up on us
 	ready.Close()
 	lines := make(chan string)
 	go func() {
@@ -93,7 +93,7 @@ func reap(r, ready *os.File) int {
 func killGroups(groups map[int]bool) {
 	for pgid, live := range groups {
 		if live {
-			syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL) // ESRCH: already gone
 		}
 	}
 }
@@ -117,7 +117,7 @@ func killSession(sid int) {
 				continue
 			}
 			if s, err := unix.Getsid(pid); err == nil && s == sid {
-				syscall.Kill(pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL) // ESRCH: already gone
 				found = true
 			}
 		}
@@ -182,12 +182,12 @@ func spawnReaper() {
 		pw.Close()
 		return
 	}
-	go cmd.Wait() // it lives as long as this process; collect it if it ends
+	go func() { _ = cmd.Wait() }() // it lives as long as this process; collect it if it ends
 	// Wait until it watches: a reaper still starting up would die of the
 	// signal meant to wake it.
-	rr.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = rr.SetReadDeadline(time.Now().Add(10 * time.Second)) // without a deadline, the read just has none
 	if _, err := bufio.NewReader(rr).ReadString('\n'); err != nil {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		pw.Close()
 		return
 	}
