@@ -22,7 +22,7 @@ help:
 	@echo "make lint-install install the pinned golangci-lint into bin/tools"
 	@echo "make test         lint, then every test (unit, CLI scripts, round trips, examples, integration)"
 	@echo "make test-short   the tests without containers or large data, in under $(SHORT_TIMEOUT)"
-	@echo "make fuzz         fuzz the pipeline file loader for FUZZTIME (default 60s)"
+	@echo "make fuzz         fuzz the loader, the manifest decoder and the tar extractor, FUZZTIME each (default 60s)"
 	@echo "make bench        benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
 	@echo "make proto        regenerate the plugin protocol's Go code (needs protoc and its Go plugins)"
 	@echo "make docs         regenerate schemas/endpoints.md from the built-in endpoints' schemas"
@@ -66,8 +66,12 @@ test-short:
 	$(GO) test -short -count=1 -timeout $(SHORT_TIMEOUT) ./...
 
 FUZZTIME ?= 60s
+# Each fuzzer runs for FUZZTIME: the pipeline loader, the manifest decoder
+# and the tar extractor (what a file, a store and a stream can hold).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./plan/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./manifest/
+	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./plugins/storage/fs/
 
 # The object-store scenario compares pipe with MinIO's client and rclone,
 # built once into $(TOOLS) (versions pinned here; `go install` of each).

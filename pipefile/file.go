@@ -154,6 +154,22 @@ type Endpoint struct {
 	RateLimit int64
 }
 
+// Stores reports whether a sink keeps objects that a restore reads back,
+// under a path pipe renders per stream: a storage sink, with its key
+// attribute, not switched to consuming its streams (the fs sink's untar).
+// A run writes such a sink a manifest.
+func (e *Endpoint) Stores() bool {
+	if e.Kind != "sink" || !e.Schema.Storage || e.Key == nil {
+		return false
+	}
+	for _, a := range e.Schema.Attributes {
+		if on, _ := e.Values[a.Name].(bool); a.Consumer && on {
+			return false
+		}
+	}
+	return true
+}
+
 // retentionAttrs are pipe's own attributes of every storage sink.
 var retentionAttrs = []sdk.Attribute{
 	{Name: "keep_last", Type: sdk.Number, Description: "After a successful run, keep this many runs of the pipeline (the newest), deleting older ones."},

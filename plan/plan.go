@@ -110,7 +110,7 @@ func (p *Pipeline) WritesManifest() bool {
 		return false
 	}
 	for _, s := range p.Sinks {
-		if s.Schema.Storage && s.Key != nil {
+		if s.Stores() {
 			return true
 		}
 	}

@@ -111,10 +111,13 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 func objectsLine(p *Pipeline, k *pipefile.Endpoint) string {
 	ext := p.Ext()
 	manifest := "no manifest (a restore)"
-	if !p.Restores() && k.Schema.Storage {
+	switch {
+	case !p.Restores() && k.Stores():
 		manifest = "manifest at " + placeholderKey(k.Key, true, ext)
-	} else if !k.Schema.Storage {
+	case !k.Schema.Storage:
 		manifest = "no manifest (not storage)"
+	case !k.Stores():
+		manifest = "no manifest (it consumes its streams)"
 	}
 	switch k.Key.Kind {
 	case pipefile.KeyFolder:

@@ -550,12 +550,12 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 	manifests := map[int]string{}
 	restoring := p.Restores() || sp.manifestKey != ""
 	for i, s := range sinks {
-		if !restoring && s.def.Schema.Storage && s.def.Key != nil && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+		if !restoring && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
 			if _, ok := s.sink.(sdk.Storage); !ok {
 				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
 			}
 		}
-		if !restoring && s.def.Schema.Storage && s.def.Key != nil {
+		if !restoring && s.def.Stores() {
 			k, err := s.def.Key.ManifestKey()
 			if err != nil {
 				return nil, fmt.Errorf("sink %s: %w", s.name, err)

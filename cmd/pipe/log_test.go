@@ -168,7 +168,10 @@ func TestPluginLogLevel(t *testing.T) {
 	t.Chdir(dir)
 	os.WriteFile("p.hcl", []byte(`pipeline "p" {
   source "exec" { command = ["echo", "hi"] }
-  sink "fs" { path = "st/" }
+  sink "fs" {
+    path      = "st/"
+    overwrite = true # every level runs the same backup
+  }
 }
 `), 0o644)
 	for _, tc := range []struct {

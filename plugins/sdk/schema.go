@@ -97,6 +97,11 @@ type Attribute struct {
 	// (an exec source's name): pipe checks it with CheckStreamName when it
 	// loads the file. It implies Public.
 	StreamName bool
+	// Consumer marks a bool attribute of a storage sink that, set to true,
+	// makes the sink a consumer of its streams instead (the fs sink's
+	// untar extracts archives): it keeps nothing a restore reads back, so
+	// pipe writes it no manifest and applies no retention.
+	Consumer bool
 }
 
 // Schema declares an endpoint's configuration.
@@ -149,6 +154,9 @@ func (s Schema) Validate() error {
 		}
 		if a.StreamName && a.Type != String {
 			return fmt.Errorf("attribute %q: a stream name must be a string", a.Name)
+		}
+		if a.Consumer && a.Type != Bool {
+			return fmt.Errorf("attribute %q: a consumer switch must be a bool", a.Name)
 		}
 		if a.Key {
 			keys++

@@ -364,7 +364,11 @@ type Attribute struct {
 	Public bool `protobuf:"varint,9,opt,name=public,proto3" json:"public,omitempty"`
 	// The value is a stream's name: the host checks it is a relative path
 	// that stays inside its folder (and, like public, never secret).
-	StreamName    bool `protobuf:"varint,10,opt,name=stream_name,json=streamName,proto3" json:"stream_name,omitempty"`
+	StreamName bool `protobuf:"varint,10,opt,name=stream_name,json=streamName,proto3" json:"stream_name,omitempty"`
+	// A bool that, set to true, makes a storage sink a consumer of its
+	// streams (the fs sink's untar): it keeps nothing a restore reads back,
+	// so the host writes it no manifest.
+	Consumer      bool `protobuf:"varint,11,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +469,13 @@ func (x *Attribute) GetPublic() bool {
 func (x *Attribute) GetStreamName() bool {
 	if x != nil {
 		return x.StreamName
+	}
+	return false
+}
+
+func (x *Attribute) GetConsumer() bool {
+	if x != nil {
+		return x.Consumer
 	}
 	return false
 }
@@ -3569,7 +3580,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"\xb5\x02\n" +
+	"\x04kind\"\xd1\x02\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.pipe.plugin.v1.TypeR\x04type\x12\x1a\n" +
@@ -3582,7 +3593,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06public\x18\t \x01(\bR\x06public\x12\x1f\n" +
 	"\vstream_name\x18\n" +
 	" \x01(\bR\n" +
-	"streamName\"\x7f\n" +
+	"streamName\x12\x1a\n" +
+	"\bconsumer\x18\v \x01(\bR\bconsumer\"\x7f\n" +
 	"\x06Schema\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x129\n" +
 	"\n" +

@@ -11,6 +11,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,13 +33,15 @@ func (SinkType) Schema() sdk.Schema {
 		Storage:     true,
 		Attributes: []sdk.Attribute{
 			{Name: "path", Type: sdk.String, Required: true, Key: true, Description: `Where each stream goes. A path ending in "/" is a folder that receives every stream as ${stream.name}${stream.ext}; a path that mentions ${stream.name} is a template; any other path is one file and the source must yield exactly one stream.`},
-			{Name: "untar", Type: sdk.Bool, Default: false, Description: "Each stream is a tar archive (from a source with tar = true): extract it into a folder at the path instead of writing a file. The folder appears only when the whole archive was extracted."},
+			{Name: "untar", Type: sdk.Bool, Default: false, Consumer: true, Description: "Each stream is a tar archive (from a source with tar = true, or any tar command): extract it into a folder at the path, without the name's .tar (data.tar → data/), instead of writing a file. The folder appears only when the whole archive was extracted; it gets no manifest."},
+			{Name: "overwrite", Type: sdk.Bool, Default: false, Description: "Replace files (with untar: folders) that already exist at the path. Without it a run refuses to write over anything, as pg_restore, tar and pgBackRest do, and says what is in the way."},
 		},
 	}
 }
 
 type sinkConfig struct {
-	Untar bool `pipe:"untar"`
+	Untar     bool `pipe:"untar"`
+	Overwrite bool `pipe:"overwrite"`
 }
 
 func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
@@ -46,14 +49,19 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if err := cfg.Decode(&c); err != nil {
 		return nil, sdk.AttrError("", "invalid configuration", err.Error())
 	}
-	return &Sink{untar: c.Untar, dirs: map[string]bool{}}, nil
+	return &Sink{untar: c.Untar, overwrite: c.Overwrite, dirs: map[string]bool{}}, nil
 }
 
 // Sink writes local files.
 type Sink struct {
-	untar bool
-	mu    sync.Mutex
-	dirs  map[string]bool // folders with renames not yet made durable
+	untar     bool
+	overwrite bool
+	mu        sync.Mutex
+	dirs      map[string]bool // folders with renames not yet made durable
+	// made are the folders this sink created, deepest last: those an
+	// aborted object leaves empty go, so a failed run leaves no empty
+	// run folder behind.
+	made []string
 }
 
 var (
@@ -66,16 +74,24 @@ var (
 // Create makes the temporary file (or folder, with untar) next to the
 // final path, so the rename at Commit is atomic.
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
-	final := filepath.Clean(obj.Key)
+	final := s.final(obj.Key)
 	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, advise(err)
-	}
-	if fi, err := os.Stat(final); err == nil && fi.IsDir() != s.untar {
-		if fi.IsDir() {
+	if fi, err := os.Lstat(final); err == nil {
+		switch {
+		case fi.IsDir() && !s.untar:
 			return nil, fmt.Errorf("%s is a folder; end the sink path with / to write into it", final)
+		case !fi.IsDir() && s.untar:
+			return nil, fmt.Errorf("%s exists and is not a folder", final)
+		case !s.overwrite:
+			return nil, fmt.Errorf("%s already exists: pipe does not write over it unless the sink says overwrite = true (or give each run its own folder, with ${run.id} in path)", final)
 		}
-		return nil, fmt.Errorf("%s exists and is not a folder", final)
+	}
+	// The folders and the temporary file (or folder) come to be under the
+	// lock that an abort takes to remove folders it left empty.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.mkdirAll(dir); err != nil {
+		return nil, advise(err)
 	}
 	tmp := filepath.Join(dir, ".pipe-tmp-"+filepath.Base(final)+"-"+random())
 	if s.untar {
@@ -97,10 +113,56 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	return &fileWriter{ctx: ctx, s: s, f: f, tmp: tmp, final: final}, nil
 }
 
+// final is where the object at key ends up: the path, or with untar the
+// folder named like the archive without its .tar.
+func (s *Sink) final(key string) string {
+	p := filepath.Clean(key)
+	if s.untar {
+		if base := strings.TrimSuffix(p, ".tar"); base != p && filepath.Base(base) != "." && filepath.Base(base) != "/" {
+			return base
+		}
+	}
+	return p
+}
+
+// mkdirAll makes dir and its missing parents, remembering the ones it
+// made. The caller holds s.mu.
+func (s *Sink) mkdirAll(dir string) error {
+	var missing []string
+	for d := dir; d != "." && d != "/" && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		s.made = append(s.made, missing[i])
+	}
+	return nil
+}
+
+// dropEmpty removes the folders this sink made that are empty now,
+// deepest first.
+func (s *Sink) dropEmpty() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var kept []string
+	for i := len(s.made) - 1; i >= 0; i-- {
+		if os.Remove(s.made[i]) != nil {
+			kept = append(kept, s.made[i])
+		}
+	}
+	slices.Reverse(kept)
+	s.made = kept
+}
+
 // Remove deletes a committed file or extracted folder, and the folders it
 // leaves empty (a run's folder once its last object is gone).
 func (s *Sink) Remove(ctx context.Context, key string) error {
-	p := filepath.Clean(key)
+	p := s.final(key)
 	var err error
 	if s.untar {
 		err = os.RemoveAll(p)
@@ -221,6 +283,7 @@ func (w *fileWriter) Abort(ctx context.Context) error {
 	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 		return err
 	}
+	w.s.dropEmpty()
 	return nil
 }
 
@@ -273,6 +336,7 @@ func (w *untarWriter) Commit(ctx context.Context) error {
 	if err := <-w.result; err != nil {
 		w.done = true
 		os.RemoveAll(w.tmp)
+		w.s.dropEmpty()
 		return fmt.Errorf("extracting into %s: %w", w.final, advise(err))
 	}
 	if err := syncTree(w.tmp); err != nil {
@@ -301,7 +365,9 @@ func (w *untarWriter) Abort(ctx context.Context) error {
 	w.done = true
 	w.pw.CloseWithError(errors.New("aborted"))
 	<-w.result //nolint:errcheck // the untar's error is the abort's own
-	return os.RemoveAll(w.tmp)
+	err := os.RemoveAll(w.tmp)
+	w.s.dropEmpty()
+	return err
 }
 
 func extract(root *os.Root, r io.Reader) error {
@@ -319,6 +385,15 @@ func extract(root *os.Root, r io.Reader) error {
 		name := filepath.FromSlash(filepath.Clean(h.Name))
 		if !iofs.ValidPath(filepath.ToSlash(name)) {
 			return fmt.Errorf("tar entry %q points outside the target folder", h.Name)
+		}
+		// A path no file system tool could use, folders nested by the
+		// thousand, or a sparse file whose few bytes expand to terabytes
+		// of zeros: a hostile archive's ways to exhaust the target.
+		if len(h.Name) > maxEntryName || strings.Count(name, string(filepath.Separator)) >= maxEntryDepth {
+			return fmt.Errorf("tar entry %.80q…: a name of %d bytes and %d levels is beyond what pipe extracts (%d bytes, %d levels)", h.Name, len(h.Name), strings.Count(name, string(filepath.Separator))+1, maxEntryName, maxEntryDepth)
+		}
+		if h.Typeflag == tar.TypeGNUSparse || hasSparse(h) {
+			return fmt.Errorf("tar entry %q is a sparse file, which pipe does not extract: archive it without sparse handling (GNU tar without --sparse)", h.Name)
 		}
 		mode := os.FileMode(h.Mode).Perm()
 		switch h.Typeflag {
@@ -346,6 +421,21 @@ func extract(root *os.Root, r io.Reader) error {
 			if err != nil {
 				return err
 			}
+		case tar.TypeLink:
+			// A second name of a file extracted before (tar records the
+			// first name and links the others to it).
+			target := filepath.FromSlash(filepath.Clean(h.Linkname))
+			if !iofs.ValidPath(filepath.ToSlash(target)) {
+				return fmt.Errorf("tar entry %q links to %q, outside the target folder", h.Name, h.Linkname)
+			}
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			if err := root.Link(target, name); err != nil {
+				return fmt.Errorf("tar entry %q: %w", h.Name, err)
+			}
 		case tar.TypeSymlink:
 			if dir := filepath.Dir(name); dir != "." {
 				if err := root.MkdirAll(dir, 0o700); err != nil {
@@ -356,9 +446,26 @@ func extract(root *os.Root, r io.Reader) error {
 				return err
 			}
 		default:
-			// Hard links, devices and fifos are not restored.
+			// Devices and fifos hold no data; they are not restored.
 		}
 	}
+}
+
+// What extract accepts of an entry's name: PATH_MAX, and a depth no real
+// folder tree reaches.
+const (
+	maxEntryName  = 4096
+	maxEntryDepth = 256
+)
+
+// hasSparse reports whether a PAX header describes a GNU sparse file.
+func hasSparse(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // syncTree fsyncs every file and folder under dir, deepest first.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
@@ -210,6 +211,9 @@ func (s *Source) openTar(ctx context.Context) io.ReadCloser {
 
 func writeTar(ctx context.Context, w io.Writer, root string) error {
 	tw := tar.NewWriter(w)
+	// The first name of each file with several (hard links), by device
+	// and inode: the others are written as links to it, as tar does.
+	names := map[[2]uint64]string{}
 	err := filepath.WalkDir(root, func(p string, d iofs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -243,6 +247,14 @@ func writeTar(ctx context.Context, w io.Writer, root string) error {
 			h.Name += "/"
 		}
 		h.Uname, h.Gname = "", ""
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 {
+			id := [2]uint64{uint64(st.Dev), st.Ino}
+			if first, seen := names[id]; seen {
+				h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+				return tw.WriteHeader(h)
+			}
+			names[id] = h.Name
+		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
