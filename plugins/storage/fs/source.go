@@ -248,7 +248,7 @@ func writeTar(ctx context.Context, w io.Writer, root string) error {
 		}
 		h.Uname, h.Gname = "", ""
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 {
-			id := [2]uint64{uint64(st.Dev), st.Ino}
+			id := [2]uint64{st.Dev, st.Ino}
 			if first, seen := names[id]; seen {
 				h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
 				return tw.WriteHeader(h)
