@@ -40,6 +40,19 @@ type Run struct {
 // ObjectKey returns where object o of the run is, relative to the root.
 func (r *Run) ObjectKey(o manifest.Object) string { return manifest.Resolve(r.Key, o.Key) }
 
+// Keys returns where every object of the run is, relative to the root: its
+// objects', and its run key's (a passphrase backup), not its manifest's.
+func (r *Run) Keys() []string {
+	var out []string
+	for _, o := range r.Manifest.Objects {
+		out = append(out, r.ObjectKey(o))
+	}
+	if k := r.Manifest.RunKey; k != nil {
+		out = append(out, manifest.Resolve(r.Key, k.Key))
+	}
+	return out
+}
+
 // Stored is the bytes the run's objects take in the store.
 func (r *Run) Stored() int64 {
 	var n int64
@@ -138,8 +151,8 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: err})
 			continue
 		}
-		for _, o := range r.Manifest.Objects {
-			named[r.ObjectKey(o)] = true
+		for _, k := range r.Keys() {
+			named[k] = true
 		}
 		c.Runs = append(c.Runs, r)
 	}
@@ -177,10 +190,9 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 
 // inside checks that every object of the run stays inside the store.
 func (r *Run) inside() error {
-	for _, o := range r.Manifest.Objects {
-		k := r.ObjectKey(o)
+	for _, k := range r.Keys() {
 		if k == ".." || strings.HasPrefix(k, "../") || strings.HasPrefix(k, "/") {
-			return fmt.Errorf("invalid manifest: object %q lies outside the store", o.Key)
+			return fmt.Errorf("invalid manifest: object %q lies outside the store", k)
 		}
 	}
 	return nil

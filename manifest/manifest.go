@@ -53,8 +53,20 @@ type Manifest struct {
 	// Source holds facts about what was backed up (endpoint type, …).
 	Source  map[string]string `json:"source,omitempty"`
 	Objects []Object          `json:"objects"`
+	// RunKey, for a backup encrypted with a passphrase, is the object that
+	// holds the key of the run's objects, itself encrypted to the
+	// passphrase (age's scrypt): one key derivation opens the whole run.
+	RunKey *RunKey `json:"run_key,omitempty"`
 	// PipeVersion is the version of pipe that wrote the manifest.
 	PipeVersion string `json:"pipe_version,omitempty"`
+}
+
+// RunKey is where a passphrase backup keeps its run's key.
+type RunKey struct {
+	// Key is where the object is, relative to the manifest's folder.
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	Digest string `json:"digest"`
 }
 
 // Object is one stored stream.
@@ -156,10 +168,26 @@ func (m *Manifest) check() error {
 			return err
 		}
 	}
+	if k := m.RunKey; k != nil {
+		switch {
+		case k.Key == "" || strings.HasPrefix(k.Key, "/"):
+			return fmt.Errorf("run_key: key %q must be relative to the manifest", k.Key)
+		case k.Size <= 0:
+			return errors.New("run_key: no size")
+		case !digestRE.MatchString(k.Digest):
+			return fmt.Errorf("run_key: digest %q is not sha256:<64 hex digits>", k.Digest)
+		}
+		if err := printable("run_key key", k.Key); err != nil {
+			return err
+		}
+	}
 	seen := map[string]bool{}
 	for i, o := range m.Objects {
 		if err := o.check(); err != nil {
 			return fmt.Errorf("object %d: %w", i, err)
+		}
+		if m.RunKey != nil && o.Encryption != "age" {
+			return fmt.Errorf("object %d: a run key but %s is not encrypted", i, o.Key)
 		}
 		if seen[o.Stream] {
 			return fmt.Errorf("stream %q appears twice", o.Stream)

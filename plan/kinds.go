@@ -223,8 +223,13 @@ func resolveKeys(keysAttr string, parse func([]string) (encrypt.Keys, error), ex
 // describeKeys describes an age stage whose keys are called what.
 func describeKeys(what string) func(*Stage) string {
 	return func(s *Stage) string {
-		if len(s.Keys.Fingerprints) == 0 {
+		switch {
+		case len(s.Keys.Fingerprints) == 0:
 			return "age, keys known at run time"
+		case s.Keys.Passphrase() && s.Kind().Encodes() && s.writesRunKey:
+			return "age, passphrase: the objects to a key of the run's own, that key to the passphrase (one scrypt per run)"
+		case s.Keys.Passphrase():
+			return "age, passphrase (one scrypt per stream)"
 		}
 		return fmt.Sprintf("age, %s (%s)", Plural(len(s.Keys.Fingerprints), what), strings.Join(s.Keys.Fingerprints, ", "))
 	}

@@ -85,6 +85,9 @@ type Stage struct {
 	// Implicit is set on the checksum stage a backup gets without a
 	// checksum block: every object a manifest names has a digest.
 	Implicit bool
+	// writesRunKey: a passphrase encrypt stage whose every sink stores,
+	// so the run encrypts to a run key (see runner).
+	writesRunKey bool
 }
 
 // Restores reports whether the pipeline's last transforming stage decodes:
@@ -240,6 +243,12 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	diags = append(diags, checkOrder(p)...)
 	if diags.HasErrors() {
 		return p, diags
+	}
+	if e := p.Stage(stagekind.Encrypt.Name); e != nil && !p.Restores() {
+		e.writesRunKey = len(p.Sinks) > 0
+		for _, s := range p.Sinks {
+			e.writesRunKey = e.writesRunKey && s.Stores()
+		}
 	}
 	if p.WritesManifest() && p.Stage(stagekind.Checksum.Name) == nil {
 		p.Stages = append(p.Stages, &Stage{Type: stagekind.Checksum.Name, Def: &pipefile.Block{Type: stagekind.Checksum.Name, Range: def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})

@@ -106,8 +106,8 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 		n++
 		if keep {
 			rep.Kept = append(rep.Kept, r.Manifest.RunID)
-			for _, obj := range r.Manifest.Objects {
-				keepKeys[r.ObjectKey(obj)] = true
+			for _, k := range r.Keys() {
+				keepKeys[k] = true
 			}
 			continue
 		}
@@ -117,8 +117,7 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 		if err := store.Remove(ctx, r.Key); err != nil {
 			return fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, store.root+r.Key, err)
 		}
-		for _, obj := range r.Manifest.Objects {
-			k := r.ObjectKey(obj)
+		for _, k := range r.Keys() {
 			if keepKeys[k] {
 				continue // a kept run names the same object
 			}

@@ -114,6 +114,15 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		return rep, fmt.Errorf("pipeline %q restores: a trial run would overwrite what its sinks hold and then remove it; only backups can be tried", p.Name)
 	}
 
+	// A passphrase backup that keeps its objects in stores encrypts them
+	// to a key of its own, wrapped by the passphrase beside the manifest:
+	// one key derivation for the run instead of one per object.
+	var runKey *wrappedKey
+	if !rep.Restore {
+		if runKey, err = newRunKey(p, sinks); err != nil {
+			return rep, err
+		}
+	}
 	job, err := p.Job(sp.codec, sp.frame)
 	if err != nil {
 		return rep, err
@@ -134,6 +143,16 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	if err := prepare(ctx, sinks, job); err != nil {
 		return rep, err
 	}
+	if runKey != nil && !o.Trial {
+		if err := runKey.write(ctx, sinks, manifests); err != nil {
+			return rep, err
+		}
+		defer func() {
+			if err != nil {
+				runKey.remove(ctx, sinks)
+			}
+		}()
+	}
 	facts := map[string]string{}
 	if d, ok := src.source.(sdk.Describer); ok {
 		if facts, err = d.Describe(ctx); err != nil {
@@ -142,7 +161,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	started := time.Now().UTC()
 	job.Finish = func(ctx context.Context, res *engine.Result) error {
-		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res)
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey)
 		rep.Manifests = keys
 		return err
 	}
@@ -303,7 +322,7 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 			return nil, fmt.Errorf("source %s: manifest %s: %w", src.name, infos[0].Name, err)
 		}
 		r := &catalog.Run{Key: infos[0].Name, Manifest: m}
-		if err := fromManifest(p, src, r, sp, warn); err != nil {
+		if err := fromManifest(ctx, p, src, r, sp, warn); err != nil {
 			return nil, err
 		}
 	case storage && !single:
@@ -332,7 +351,7 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		for _, g := range cat.Newer(r.Manifest.StartedAt) {
 			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), formatBytes(g.Size), r.Manifest.RunID))
 		}
-		if err := fromManifest(p, src, r, sp, warn); err != nil {
+		if err := fromManifest(ctx, p, src, r, sp, warn); err != nil {
 			return nil, err
 		}
 	default:
@@ -432,10 +451,15 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func fromManifest(p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, warn func(string)) error {
+func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, warn func(string)) error {
 	m := r.Manifest
 	sp.manifestKey = r.Key
 	sp.frame = int(m.FrameSize)
+	if m.RunKey != nil {
+		if err := openRunKey(ctx, p, src, r); err != nil {
+			return err
+		}
+	}
 	dec, decomp := p.Stage(stagekind.Decrypt.Name), p.Stage(stagekind.Decompress.Name)
 	codecs := map[string]bool{}
 	for _, o := range m.Objects {
@@ -445,10 +469,14 @@ func fromManifest(p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPl
 			return fmt.Errorf("manifest %s: object %q lies outside the source", sp.manifestKey, o.Key)
 		}
 		switch {
+		case o.Encryption != "" && dec == nil && m.RunKey != nil:
+			return fmt.Errorf("the backup in %s is encrypted with a passphrase: add decrypt { passphrase = env(\"PIPE_PASSPHRASE\") } to pipeline %q", sp.manifestKey, p.Name)
 		case o.Encryption != "" && dec == nil:
 			return fmt.Errorf("the backup in %s is encrypted (recipients %s): add decrypt { identities = [file(\"keys/backup.key\")] } to pipeline %q", sp.manifestKey, strings.Join(o.Recipients, ", "), p.Name)
 		case o.Encryption == "" && dec != nil:
 			return fmt.Errorf("the backup in %s is not encrypted: remove the decrypt stage from pipeline %q", sp.manifestKey, p.Name)
+		case dec != nil && dec.Keys.Passphrase() && !anyShared(dec.Keys.Fingerprints, o.Recipients):
+			return fmt.Errorf("%s was encrypted to keys (%s), not to a passphrase: give decrypt { identities = [file(\"keys/backup.key\")] } with one of their identity files", o.Key, strings.Join(o.Recipients, ", "))
 		case dec != nil && !anyShared(dec.Keys.Fingerprints, o.Recipients):
 			return fmt.Errorf("wrong key: %s was encrypted to %s, and decrypt holds %s; use the identity file of one of those recipients", o.Key, strings.Join(o.Recipients, ", "), strings.Join(dec.Keys.Fingerprints, ", "))
 		}
@@ -606,7 +634,7 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
-func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -626,6 +654,9 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
 			FrameSize: frame, Source: facts, PipeVersion: version.Version}
+		if runKey != nil {
+			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
+		}
 		for k, r := range res.Streams {
 			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
 				OriginalSize: r.Read, Digest: r.Observed[stagekind.Checksum.Name], Codec: codec, Encryption: encryption, Recipients: recipients}

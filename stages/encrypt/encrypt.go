@@ -1,6 +1,7 @@
 package encrypt
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -46,6 +47,69 @@ type Keys struct {
 	// scrypt says the keys are a passphrase's: each stream derives its key
 	// with scrypt, which takes memory (scryptMemory).
 	scrypt bool
+	// passphrase says the keys stand for a passphrase: the passphrase's
+	// own (scrypt), or a run key it wraps (see NewRunKey).
+	passphrase bool
+}
+
+// Passphrase reports whether the keys stand for a passphrase.
+func (k Keys) Passphrase() bool { return k.passphrase }
+
+// RunKeyName is the base name of a run's key object beside its manifest.
+const RunKeyName = "pipe-run-key.age"
+
+// NewRunKey makes the key a passphrase backup encrypts its objects to: a
+// fresh X25519 identity, wrapped for storage by the passphrase (one scrypt
+// derivation for the whole run, where encrypting each object to the
+// passphrase costs one per object: 40 small files took a minute). age -d
+// opens the wrapped key with the passphrase, and age -d -i with the key
+// every object of the run. pp are Passphrase's keys.
+func NewRunKey(pp Keys) (run Keys, wrapped []byte, err error) {
+	if !pp.scrypt {
+		return Keys{}, nil, errors.New("a run key is wrapped by a passphrase")
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return Keys{}, nil, err
+	}
+	var b bytes.Buffer
+	w, err := age.Encrypt(&b, pp.Recipients...)
+	if err != nil {
+		return Keys{}, nil, err
+	}
+	if _, err := io.WriteString(w, "# the key of one pipe run's objects: age -d -i <this file, decrypted> OBJECT.age\n"+id.String()+"\n"); err != nil {
+		return Keys{}, nil, err
+	}
+	if err := w.Close(); err != nil {
+		return Keys{}, nil, err
+	}
+	r := id.Recipient()
+	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{Fingerprint(r.String())}, passphrase: true}, b.Bytes(), nil
+}
+
+// OpenRunKey unwraps a run key with the passphrase's keys pp.
+func OpenRunKey(pp Keys, wrapped []byte) (Keys, error) {
+	if !pp.scrypt {
+		return Keys{}, errors.New("a run key opens with the passphrase: give decrypt { passphrase = … }")
+	}
+	r, err := age.Decrypt(bytes.NewReader(wrapped), pp.Identities...)
+	if err != nil {
+		var nm *age.NoIdentityMatchError
+		if errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase") {
+			return Keys{}, errors.New("wrong passphrase: it does not open the run's key")
+		}
+		return Keys{}, fmt.Errorf("the run's key is not a valid age file: %w", err)
+	}
+	text, err := io.ReadAll(io.LimitReader(r, 4096))
+	if err != nil {
+		return Keys{}, fmt.Errorf("the run's key is damaged: %w", err)
+	}
+	ks, err := ParseIdentities([]string{string(text)})
+	if err != nil || len(ks.Identities) != 1 {
+		return Keys{}, errors.New("the run's key does not hold one X25519 identity")
+	}
+	ks.passphrase = true
+	return ks, nil
 }
 
 // ParseRecipients reads recipients from the contents of age recipient
@@ -115,7 +179,7 @@ func Passphrase(p string) (Keys, error) {
 	// A header asking for more would take more memory than the budget
 	// counts (up to 4 GiB at age's limit of 22).
 	id.SetMaxWorkFactor(scryptLogN)
-	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{"scrypt"}, scrypt: true}, nil
+	return Keys{Recipients: []age.Recipient{r}, Identities: []age.Identity{id}, Fingerprints: []string{"scrypt"}, scrypt: true, passphrase: true}, nil
 }
 
 // memory is what one stream of the stage holds at most: its chunks, and
@@ -146,11 +210,27 @@ func scrub(err error) string {
 	return msg
 }
 
+// Describe says what the keys are, for summaries: "passphrase", "1
+// recipient", "2 recipients".
+func (k Keys) Describe() string {
+	switch {
+	case k.passphrase:
+		return "passphrase"
+	case len(k.Recipients) == 1:
+		return "1 recipient"
+	case len(k.Recipients) > 1:
+		return fmt.Sprintf("%d recipients", len(k.Recipients))
+	case len(k.Identities) == 1:
+		return "1 identity"
+	}
+	return fmt.Sprintf("%d identities", len(k.Identities))
+}
+
 // Stage returns the encrypt stage.
 func Stage(k Keys) engine.Stage {
 	return engine.Stage{
 		Name:   stagekind.Encrypt.Name,
-		Label:  fmt.Sprintf("age, %d recipient(s)", len(k.Recipients)),
+		Label:  "age, " + k.Describe(),
 		Proc:   encrypter{k.Recipients},
 		Memory: k.memory(),
 	}
@@ -160,8 +240,8 @@ func Stage(k Keys) engine.Stage {
 func DecryptStage(k Keys) engine.Stage {
 	return engine.Stage{
 		Name:   stagekind.Decrypt.Name,
-		Label:  "age",
-		Proc:   decrypter{k.Identities},
+		Label:  "age, " + k.Describe(),
+		Proc:   decrypter{identities: k.Identities, passphrase: k.scrypt},
 		Memory: k.memory(),
 	}
 }
@@ -179,13 +259,19 @@ func (e encrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) err
 	return w.Close()
 }
 
-type decrypter struct{ identities []age.Identity }
+type decrypter struct {
+	identities []age.Identity
+	passphrase bool // the identities are a passphrase's (scrypt)
+}
 
 func (d decrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
 	r, err := age.Decrypt(src, d.identities...)
 	if err != nil {
 		var nm *age.NoIdentityMatchError
-		if errors.As(err, &nm) {
+		switch {
+		case d.passphrase && (errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase")):
+			return errors.New("wrong passphrase: it does not open this stream (or the stream was encrypted to keys, not to a passphrase)")
+		case errors.As(err, &nm):
 			return errors.New("none of the identities opens this stream: it was encrypted to other keys (the manifest lists their fingerprints); use the matching identity file")
 		}
 		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
