@@ -79,7 +79,8 @@ type MeterReport struct {
 	// Utilization is busy time over wall time × workers: 1 means the
 	// position worked all the time on all its workers.
 	Utilization float64 `json:"utilization"`
-	// Throughput is bytes in per second of wall time.
+	// Throughput is bytes in per second of wall time; for the source,
+	// which takes nothing in, bytes out.
 	Throughput float64 `json:"throughput_bytes_per_sec"`
 }
 
@@ -92,7 +93,11 @@ func (m *Meter) report(wall time.Duration) MeterReport {
 	}
 	if wall > 0 {
 		r.Utilization = float64(r.Busy) / (float64(wall) * float64(max(1, m.Workers)))
-		r.Throughput = float64(r.BytesIn) / wall.Seconds()
+		n := r.BytesIn
+		if n == 0 {
+			n = r.BytesOut
+		}
+		r.Throughput = float64(n) / wall.Seconds()
 	}
 	return r
 }

@@ -185,8 +185,36 @@ func displayValue(e *pipefile.Endpoint, a sdk.Attribute) string {
 	case time.Duration:
 		return x.String()
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return marshal(v)
+}
+
+// marshal writes v as JSON, without HTML escapes ("&&" stays "&&").
+func marshal(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Sprint(v)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// jsonValue is an attribute's value for plan --json: lists, maps, numbers
+// and bools as themselves, sizes in bytes; what printing hides stays a
+// string that says why.
+func jsonValue(e *pipefile.Endpoint, a sdk.Attribute) any {
+	switch {
+	case e.Sensitive[a.Name]:
+		return "(sensitive)"
+	case a.Key && e.Key != nil:
+		return e.Key.Text
+	case e.Unknown[a.Name]:
+		return "(known at run time)"
+	}
+	if d, ok := e.Values[a.Name].(time.Duration); ok {
+		return d.String()
+	}
+	return e.Values[a.Name]
 }
 
 // JSON is the plan for programs.
@@ -218,7 +246,7 @@ type PipelineJSON struct {
 
 type EndpointJSON struct {
 	Type      string            `json:"type"`
-	Config    map[string]string `json:"config"`
+	Config    map[string]any    `json:"config"`
 	RateLimit int64             `json:"rate_limit_bytes_per_sec,omitempty"`
 }
 
@@ -264,10 +292,10 @@ func (pl *Plan) JSON() JSON {
 }
 
 func endpointJSON(e *pipefile.Endpoint) EndpointJSON {
-	ej := EndpointJSON{Type: e.Type, Config: map[string]string{}, RateLimit: e.RateLimit}
+	ej := EndpointJSON{Type: e.Type, Config: map[string]any{}, RateLimit: e.RateLimit}
 	for _, a := range e.Schema.Attributes {
 		if e.Set(a.Name) {
-			ej.Config[a.Name] = displayValue(e, a)
+			ej.Config[a.Name] = jsonValue(e, a)
 		}
 	}
 	return ej

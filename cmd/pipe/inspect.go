@@ -157,5 +157,6 @@ chooses one, --profile beats the file, and explicit settings beat both.`,
 func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

@@ -24,11 +24,13 @@ func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w} }
 func (b *progressBar) Start(pipeline string, total int64, r *engine.Run) {
 	b.p = mpb.New(mpb.WithOutput(b.w), mpb.WithRefreshRate(150*time.Millisecond), mpb.WithAutoRefresh())
 	name := decor.Name(pipeline+" ", decor.WCSyncSpaceR)
-	speed := decor.EwmaSpeed(decor.SizeB1024(0), "% .1f", 30)
+	// Averages over the run so far: a moving average starts from zero and
+	// showed "10.3 KiB/s 1h37m" in the first seconds of a 3-second run.
+	speed := decor.AverageSpeed(decor.SizeB1024(0), "% .1f")
 	if total > 0 {
 		b.bar = b.p.AddBar(total,
 			mpb.PrependDecorators(name, decor.CountersKibiByte("% .1f / % .1f")),
-			mpb.AppendDecorators(speed, decor.Name(" "), decor.OnComplete(decor.EwmaETA(decor.ET_STYLE_GO, 30), "done")))
+			mpb.AppendDecorators(speed, decor.Name(" "), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "done")))
 	} else {
 		// The size is not known (a command's output): bytes, speed and time
 		// so far, no pretend percentage.
@@ -42,7 +44,6 @@ func (b *progressBar) Start(pipeline string, total int64, r *engine.Run) {
 		defer close(b.done)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		lastT := time.Now()
 		for {
 			select {
 			case <-b.stop:
@@ -50,14 +51,12 @@ func (b *progressBar) Start(pipeline string, total int64, r *engine.Run) {
 				if total <= 0 {
 					b.bar.SetTotal(n, true)
 				} else {
-					b.bar.EwmaSetCurrent(n, time.Since(lastT))
+					b.bar.SetCurrent(n)
 					b.bar.SetTotal(max(n, total), true)
 				}
 				return
 			case <-t.C:
-				n := src.BytesOut()
-				b.bar.EwmaSetCurrent(n, time.Since(lastT))
-				lastT = time.Now()
+				b.bar.SetCurrent(src.BytesOut())
 			}
 		}
 	}()

@@ -34,6 +34,10 @@ Exit code 0 when every pipeline succeeded; 1 when one failed; 2 for an
 invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if progress != "auto" && progress != "always" && progress != "never" {
+				fmt.Fprintf(a.stderr, "Error: --progress %q: give auto (on a terminal), always or never\n", progress)
+				return &exitError{exitInvalid}
+			}
 			if cpuprofile != "" {
 				pf, err := os.Create(cpuprofile)
 				if err != nil {
