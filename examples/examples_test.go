@@ -143,8 +143,8 @@ echo "output of $(basename "$0")"
 
 // endpoint is an exec endpoint of a plan: its command.
 type endpoint struct {
-	Type   string            `json:"type"`
-	Config map[string]string `json:"config"`
+	Type   string                     `json:"type"`
+	Config map[string]json.RawMessage `json:"config"`
 }
 
 // execCommand returns the command of file's exec endpoint, as pipe plan
@@ -171,7 +171,7 @@ func execCommand(t *testing.T, file string) []string {
 		for _, e := range append([]endpoint{p.Source}, p.Sinks...) {
 			if e.Type == "exec" {
 				var argv []string
-				if err := json.Unmarshal([]byte(e.Config["command"]), &argv); err != nil {
+				if err := json.Unmarshal(e.Config["command"], &argv); err != nil {
 					t.Fatalf("command %q: %v", e.Config["command"], err)
 				}
 				return argv
