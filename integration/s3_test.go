@@ -379,7 +379,10 @@ variable "file" { default = "data" }
 variable "out" { default = "raw/" }
 pipeline "raw" {
   `+s3Block("source", `key = var.key`)+`
-  sink "fs" { path = var.out }
+  sink "fs" {
+    path      = var.out
+    overwrite = true # one folder takes every download (and its manifest)
+  }
 }
 pipeline "up" {
   source "fs" { path = var.file }
