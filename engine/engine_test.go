@@ -463,3 +463,56 @@ func TestWithOthers(t *testing.T) {
 		t.Fatalf("err = %v, want the first error alone", err)
 	}
 }
+
+// With Isolate, a stream that fails is aborted and reported, and the
+// others commit, whatever stage it failed in: shared workers go on serving
+// the other streams.
+func TestIsolate(t *testing.T) {
+	const chunk = 1024
+	frame := Stage{Name: "frame", Proc: framer{}, Workers: 2, Bound: func(n int) int { return n + 4 }}
+	no9 := func(b []byte) []byte { return bytes.ReplaceAll(b, []byte{9}, []byte{8}) } // 9 fails the mapper
+	data := map[string][]byte{
+		"a":      no9(randBytes(1, 30*chunk)),
+		"src":    no9(randBytes(2, 40*chunk)),
+		"mapper": append(bytes.Repeat([]byte{1}, 30*chunk), 9),
+		"sink":   no9(randBytes(4, 20*chunk)),
+		"z":      no9(randBytes(5, 3*chunk)),
+	}
+	src := &enginetest.MemSource{Data: data, FailAt: map[string]int{"src": 10 * chunk}}
+	sink := enginetest.NewMemSink()
+	sink.FailWrite["sink"] = true
+	sink.FailAfter = 2 * chunk
+	j := job(src, []Stage{frame, {Name: "unframe", Proc: unframer{failOn: 9}, Workers: 2}}, chunk, sink)
+	j.Isolate = true
+	finished := false
+	j.Finish = func(_ context.Context, res *Result) error {
+		finished = true
+		return nil
+	}
+	res, _, err := run(t, j)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !finished {
+		t.Fatal("Finish did not run")
+	}
+	want := map[string]string{"src": "disk on fire", "mapper": "bad byte", "sink": "no space left on device"}
+	for _, s := range res.Streams {
+		switch msg, bad := want[s.Name]; {
+		case bad && (s.Err == nil || !strings.Contains(s.Err.Error(), msg) || s.Committed):
+			t.Errorf("%s: committed %v, err %v, want %q", s.Name, s.Committed, s.Err, msg)
+		case !bad && (s.Err != nil || !s.Committed):
+			t.Errorf("%s: committed %v, err %v", s.Name, s.Committed, s.Err)
+		case !bad && !bytes.Equal(sink.Objects[s.Name], data[s.Name]):
+			t.Errorf("%s: %d bytes stored, want %d", s.Name, len(sink.Objects[s.Name]), len(data[s.Name]))
+		}
+	}
+	for name := range want {
+		if _, ok := sink.Objects[name]; ok {
+			t.Errorf("%s was stored although it failed", name)
+		}
+	}
+	if len(sink.Pending) != 0 {
+		t.Errorf("pending: %v", sink.Pending)
+	}
+}

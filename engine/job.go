@@ -31,6 +31,12 @@ type Job struct {
 	// before the run counts as a success (the manifest is written here). If
 	// it fails, the run fails and takes back its objects.
 	Finish func(ctx context.Context, res *Result) error
+	// Isolate keeps streams apart: a stream that fails is aborted and
+	// reported in its StreamResult, and the others go on and commit (a
+	// cluster's databases, a verification's objects). The run fails only
+	// when nothing can go on (its context ends, a flush or Finish fails);
+	// Finish sees which streams committed.
+	Isolate bool
 }
 
 // Stream is one stream of a run.
@@ -85,6 +91,8 @@ type StreamResult struct {
 	Objects []sdk.Object
 	// Committed is false when the stream did not finish.
 	Committed bool
+	// Err is why the stream failed, in a run with Isolate set.
+	Err error `json:"-"`
 }
 
 func (j *Job) validate() error {

@@ -168,6 +168,10 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 		g.Go(func() error {
 			if err := r.stream(gctx, i); err != nil {
 				err = fmt.Errorf("stream %q: %w", r.job.Streams[i].Name, err)
+				if r.job.Isolate && ctx.Err() == nil {
+					r.results[i].Err = err
+					return nil
+				}
 				mu.Lock()
 				failed = append(failed, err)
 				mu.Unlock()
@@ -177,6 +181,9 @@ func (r *Run) run(ctx context.Context, res *Result) (err error) {
 		})
 	}
 	err = g.Wait()
+	if err == nil && r.job.Isolate {
+		err = ctx.Err()
+	}
 	r.stopWorkers()
 	if err != nil {
 		return withOthers(err, failed)
