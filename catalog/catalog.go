@@ -241,3 +241,93 @@ func (c *Catalog) Newer(t time.Time) []*Incomplete {
 
 // ErrNoRun is wrapped by errors when a store holds no complete run.
 var ErrNoRun = errors.New("no complete run")
+
+// Selection says which run of a store to read: by id, the newest that
+// finished before a time, or the newest; of one pipeline.
+type Selection struct {
+	// RunID is the run to read ("": the newest, or the newest Before).
+	RunID string
+	// Before, when not zero, picks the newest run that finished before it.
+	Before time.Time
+	// Pipeline is the pipeline whose runs count ("": the store's only
+	// pipeline; a store with runs of several is ambiguous).
+	Pipeline string
+}
+
+// Select returns the run sel names. Its errors say what the store holds
+// and how to choose.
+func (c *Catalog) Select(sel Selection) (*Run, error) {
+	runs := c.Runs
+	if sel.Pipeline != "" {
+		runs = nil
+		for _, r := range c.Runs {
+			if r.Manifest.Pipeline == sel.Pipeline {
+				runs = append(runs, r)
+			}
+		}
+		if len(runs) == 0 {
+			return nil, fmt.Errorf("no complete run of pipeline %q (%w); %s", sel.Pipeline, ErrNoRun, c.pipelinesText())
+		}
+	} else if ps := c.Pipelines(); len(ps) > 1 && sel.RunID == "" {
+		return nil, fmt.Errorf("the runs are of %d pipelines (%s): say which to restore with pipeline = \"…\" in the source", len(ps), strings.Join(ps, ", "))
+	}
+	switch {
+	case sel.RunID != "":
+		for _, r := range runs {
+			if r.Manifest.RunID == sel.RunID {
+				return r, nil
+			}
+		}
+		return nil, fmt.Errorf("no complete run %s (%w); %s", sel.RunID, ErrNoRun, c.newestText(runs))
+	case !sel.Before.IsZero():
+		for _, r := range runs {
+			if r.Manifest.FinishedAt.Before(sel.Before) {
+				return r, nil
+			}
+		}
+		return nil, fmt.Errorf("no complete run finished before %s (%w); %s", sel.Before.Format(time.RFC3339), ErrNoRun, c.oldestText(runs))
+	case len(runs) == 0:
+		return nil, ErrNoRun
+	}
+	return runs[0], nil
+}
+
+// Pipelines lists the pipelines that have complete runs, sorted.
+func (c *Catalog) Pipelines() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range c.Runs {
+		if p := r.Manifest.Pipeline; !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Catalog) pipelinesText() string {
+	if ps := c.Pipelines(); len(ps) > 0 {
+		return "the store holds runs of " + strings.Join(ps, ", ")
+	}
+	return "the store holds no complete run"
+}
+
+func (c *Catalog) newestText(runs []*Run) string {
+	if len(runs) == 0 {
+		return c.pipelinesText()
+	}
+	var ids []string
+	for _, r := range runs[:min(len(runs), 3)] {
+		ids = append(ids, r.Manifest.RunID)
+	}
+	return "the newest are " + strings.Join(ids, ", ") + " (pipe backups lists them all)"
+}
+
+func (c *Catalog) oldestText(runs []*Run) string {
+	if len(runs) == 0 {
+		return c.pipelinesText()
+	}
+	o := runs[len(runs)-1].Manifest
+	return fmt.Sprintf("the oldest, %s, finished at %s", o.RunID, o.FinishedAt.Format(time.RFC3339))
+}

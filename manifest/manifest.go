@@ -59,6 +59,9 @@ type Manifest struct {
 	RunKey *RunKey `json:"run_key,omitempty"`
 	// PipeVersion is the version of pipe that wrote the manifest.
 	PipeVersion string `json:"pipe_version,omitempty"`
+	// CopiedAt is when the run was copied here from another store (a
+	// copy keeps the run's id, pipeline and times); zero for the original.
+	CopiedAt time.Time `json:"copied_at,omitzero"`
 }
 
 // RunKey is where a passphrase backup keeps its run's key.

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
@@ -152,7 +153,13 @@ type Endpoint struct {
 	// RateLimit of a sink: the most bytes per second it is given, over all
 	// streams (0: no limit).
 	RateLimit int64
+	// Selection of a storage source: which run a restore (or a copy)
+	// reads from a folder or prefix of runs.
+	Selection Selection
 }
+
+// Selection says which run of a store to read (see catalog.Selection).
+type Selection = catalog.Selection
 
 // Stores reports whether a sink keeps objects that a restore reads back,
 // under a path pipe renders per stream: a storage sink, with its key
@@ -541,11 +548,20 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 			attrs = append(attrs, retentionAttrs...)
 		}
 	}
+	if kind == "source" && schema.Storage {
+		attrs = append([]sdk.Attribute(nil), attrs...)
+		for _, a := range selectionAttrs {
+			if _, taken := schema.Attribute(a.Name); !taken {
+				attrs = append(attrs, a)
+			}
+		}
+	}
 	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
 	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, attrs, keyName, ectx, src)
 	diags = append(diags, d...)
 	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0], Process: o.Schemas.Process(kind, typ)}
 	diags = append(diags, ep.takeRetention()...)
+	diags = append(diags, ep.takeSelection()...)
 	diags = append(diags, ep.takeRate(&ep.RateLimit)...)
 	ep.Type = typ
 	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
@@ -570,6 +586,57 @@ func attributeSchema(attrs []sdk.Attribute, skip string) []hcl.AttributeSchema {
 // pos prints a position as file:line:column.
 func pos(r hcl.Range) string {
 	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}
+
+// selectionAttrs are pipe's own attributes of every storage source.
+var selectionAttrs = []sdk.Attribute{
+	{Name: "run", Type: sdk.String, Public: true, Description: "The run to restore (its id, as pipe backups lists it). Default: the newest complete run."},
+	{Name: "before", Type: sdk.String, Description: `Restore the newest complete run that finished before this time: "2026-11-20T00:00:00Z", "2026-11-20 06:00" (UTC) or "2026-11-20".`},
+	{Name: "pipeline", Type: sdk.String, Public: true, Description: "Restore runs of this pipeline. Default: the only pipeline whose runs the folder or prefix holds; with several, pipe asks."},
+}
+
+// ParseTime reads a point in time as a user writes it: RFC 3339, or a UTC
+// date and time ("2026-11-20 06:00", "2026-11-20T06:00"), or a date.
+func ParseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: write e.g. \"2026-11-20T06:00:00Z\", \"2026-11-20 06:00\" (UTC) or \"2026-11-20\"", s)
+}
+
+// takeSelection moves the run selection out of a storage source's values:
+// it is pipe's, not the plugin's.
+func (e *Endpoint) takeSelection() hcl.Diagnostics {
+	if e.Kind != "source" || !e.Schema.Storage {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	e.Selection.RunID = e.String("run")
+	e.Selection.Pipeline = e.String("pipeline")
+	if s := e.String("before"); s != "" {
+		t, err := ParseTime(s)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid before",
+				Detail: err.Error() + ".", Subject: e.AttrRange("before").Ptr()})
+		}
+		e.Selection.Before = t
+	}
+	if e.Selection.RunID != "" && !e.Selection.Before.IsZero() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "run and before",
+			Detail: "Give run (one run by its id) or before (the newest run before a time), not both.", Subject: e.AttrRange("before").Ptr()})
+	}
+	if p := e.Selection.Pipeline; p != "" && !nameRE.MatchString(p) {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid pipeline",
+			Detail: fmt.Sprintf("%q is not a pipeline name.", p), Subject: e.AttrRange("pipeline").Ptr()})
+	}
+	for _, a := range selectionAttrs {
+		if _, theirs := e.Schema.Attribute(a.Name); !theirs {
+			delete(e.Values, a.Name)
+		}
+	}
+	return diags
 }
 
 // takeRetention moves the retention attributes out of the endpoint's

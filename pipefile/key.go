@@ -35,6 +35,15 @@ type KeyTemplate struct {
 	expr    hcl.Expression
 	ectx    *hcl.EvalContext
 	preview bool
+	runID   string // renders ${run.id} as this, when set (a copied run)
+}
+
+// For returns a copy that renders ${run.id} as runID: a copy of a run
+// keeps its id in the store it is copied to.
+func (k *KeyTemplate) For(runID string) *KeyTemplate {
+	c := *k
+	c.runID = runID
+	return &c
 }
 
 // UsesRunID reports whether the key mentions ${run.id}: each run has its
@@ -124,6 +133,9 @@ func (k *KeyTemplate) eval(name, ext string) (string, error) {
 	ctx.Variables = map[string]cty.Value{"stream": streamVal(name, ext)}
 	if k.preview {
 		ctx.Variables["run"] = cty.ObjectVal(map[string]cty.Value{"id": cty.StringVal("${run.id}")})
+	}
+	if k.runID != "" {
+		ctx.Variables["run"] = cty.ObjectVal(map[string]cty.Value{"id": cty.StringVal(k.runID)})
 	}
 	val, diags := k.expr.Value(ctx)
 	if diags.HasErrors() {

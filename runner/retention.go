@@ -10,7 +10,6 @@ import (
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/pipefile"
-	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -32,7 +31,7 @@ const garbageAge = 24 * time.Hour
 // nor among the newest keep_last, nor finished within keep_within; then the
 // objects of failed runs that no manifest names once they are old. A run's
 // manifest goes first, so a half-deleted run never looks restorable.
-func applyRetention(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, warn func(string)) []RetentionReport {
+func applyRetention(ctx context.Context, pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, warn func(string)) []RetentionReport {
 	var out []RetentionReport
 	for i, s := range sinks {
 		mkey, ok := manifests[i]
@@ -40,7 +39,7 @@ func applyRetention(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		rep := RetentionReport{Sink: s.name}
-		if err := retain(ctx, p.Name, runID, started, s.def, s.sink.(sdk.Storage), mkey, &rep); err != nil {
+		if err := retain(ctx, pipeline, runID, started, s.def, s.sink.(sdk.Storage), mkey, &rep); err != nil {
 			rep.Error = err.Error()
 			warn(fmt.Sprintf("sink %s: retention: %v; the backup itself is complete", s.name, err))
 		}

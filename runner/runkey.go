@@ -114,3 +114,18 @@ func openRunKey(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog
 	dec.Keys = keys
 	return nil
 }
+
+// copyRunKey adds a copied run's key object to the streams a copy moves:
+// without it the copy's objects could not be decrypted.
+func copyRunKey(sp *streamsPlan) error {
+	rk := sp.from.Manifest.RunKey
+	if rk == nil {
+		return nil
+	}
+	sp.streams = append(sp.streams, stream{source: manifest.Resolve(sp.from.Key, rk.Key), name: encrypt.RunKeyName,
+		size: rk.Size, outSize: rk.Size, maxSize: rk.Size, digest: rk.Digest, runKey: true})
+	if sp.total >= 0 {
+		sp.total += rk.Size
+	}
+	return nil
+}

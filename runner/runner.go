@@ -41,6 +41,9 @@ type Options struct {
 	// (pipe bench's generated data); p.Source still names it. Run closes
 	// it if it is an io.Closer.
 	Source sdk.Source
+	// Select, where set, beats the storage source's choice of a run
+	// (pipe run --run, --before).
+	Select catalog.Selection
 }
 
 // Progress shows a running pipeline.
@@ -103,12 +106,19 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	if err != nil {
 		return rep, fmt.Errorf("source %s: listing streams: %w", src.name, err)
 	}
-	sp, err := planStreams(ctx, p, src, infos, o.Warn)
+	copying := !p.Restores() && p.Ext() == "" && storesRuns(sinks)
+	sp, err := planStreams(ctx, p, src, infos, selection(p, o.Select), copying, o.Warn)
 	if err != nil {
 		return rep, err
 	}
 	rep.ManifestRead = sp.manifestKey
-	rep.Restore = rep.Restore || sp.manifestKey != ""
+	if sp.from != nil && copying {
+		sp.copy = true
+		if err := copyRunKey(sp); err != nil {
+			return rep, err
+		}
+	}
+	rep.Restore = p.Restores() || (sp.from != nil && !sp.copy)
 	rep.Streams = len(sp.streams)
 	if o.Trial && rep.Restore {
 		return rep, fmt.Errorf("pipeline %q restores: a trial run would overwrite what its sinks hold and then remove it; only backups can be tried", p.Name)
@@ -173,7 +183,11 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		// never after a failure. A retention problem does not undo the
 		// backup: it is reported.
 		if err == nil && !o.Trial {
-			rep.Retention = applyRetention(ctx, p, o.RunID, started, sinks, manifests, o.Warn)
+			pipeline, runID := p.Name, o.RunID
+			if sp.copy { // the copy is a run of the pipeline it copied
+				pipeline, runID = sp.from.Manifest.Pipeline, sp.from.Manifest.RunID
+			}
+			rep.Retention = applyRetention(ctx, pipeline, runID, started, sinks, manifests, o.Warn)
 		}
 	}()
 	r, err := engine.New(job)
@@ -273,6 +287,7 @@ type stream struct {
 	outSize int64  // size the sinks receive if known, or -1
 	maxSize int64  // bound of what the sinks receive, or -1
 	digest  string // recorded digest to verify (restore), or ""
+	runKey  bool   // a copied run's key object (not one of its objects)
 }
 
 // maxStored bounds what encoding stages make of n source bytes (each
@@ -292,6 +307,11 @@ func maxStored(p *plan.Pipeline, n int64) int64 {
 type streamsPlan struct {
 	streams     []stream
 	manifestKey string
+	// from is the run read through its manifest, if any; copy is set when
+	// the pipeline copies it unchanged into stores (no stage transforms
+	// it): the copy is a complete run of its own there, with the same id.
+	from        *catalog.Run
+	copy        bool
 	codec       string // decompress codec when "auto"
 	frame       int
 	total       int64
@@ -303,7 +323,7 @@ type streamsPlan struct {
 // verify them), never objects that no manifest names. One object named on
 // purpose is read as it is (or, if it is a manifest, as that run). Other
 // sources' streams are read as they are.
-func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, warn func(string)) (*streamsPlan, error) {
+func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, sel catalog.Selection, copying bool, warn func(string)) (*streamsPlan, error) {
 	for _, in := range infos {
 		if err := sdk.CheckStreamName(in.Name); err != nil {
 			return nil, fmt.Errorf("source %s yields a stream pipe cannot name: %w; rename it (or, for a command, set its name)", src.name, err)
@@ -322,7 +342,13 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 			return nil, fmt.Errorf("source %s: manifest %s: %w", src.name, infos[0].Name, err)
 		}
 		r := &catalog.Run{Key: infos[0].Name, Manifest: m}
-		if err := fromManifest(ctx, p, src, r, sp, warn); err != nil {
+		if sel.RunID != "" && sel.RunID != m.RunID {
+			return nil, fmt.Errorf("source %s names the manifest of run %s, not of run %s", src.name, m.RunID, sel.RunID)
+		}
+		if sel.Pipeline != "" && sel.Pipeline != m.Pipeline {
+			return nil, fmt.Errorf("source %s names a run of pipeline %q, not of %q", src.name, m.Pipeline, sel.Pipeline)
+		}
+		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
 			return nil, err
 		}
 	case storage && !single:
@@ -330,9 +356,11 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", src.name, err)
 		}
-		if len(cat.Invalid) > 0 {
-			bad := cat.Invalid[0]
-			return nil, fmt.Errorf("source %s: manifest %s: %w; remove it, or point the source at one run's folder or manifest", src.name, bad.Key, bad.Err)
+		for _, bad := range cat.Invalid {
+			if sel.RunID == "" {
+				return nil, fmt.Errorf("source %s: manifest %s: %w; remove it, or choose a run (run = \"…\", or point the source at one run's folder or manifest)", src.name, bad.Key, bad.Err)
+			}
+			warn(fmt.Sprintf("source %s: manifest %s is not valid, its run is left out: %v", src.name, bad.Key, bad.Err))
 		}
 		if len(cat.Runs) == 0 {
 			if p.Restores() || len(infos) == 0 {
@@ -344,14 +372,16 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 			}
 			break
 		}
-		r := cat.Runs[0]
-		if len(cat.Runs) > 1 {
-			warn(fmt.Sprintf("%d runs under the source; restoring the newest: run %s of pipeline %q (%s)", len(cat.Runs), r.Manifest.RunID, r.Manifest.Pipeline, r.Key))
+		r, err := cat.Select(sel)
+		if err != nil {
+			return nil, fmt.Errorf("source %s (%s): %w", src.name, where(src), err)
 		}
-		for _, g := range cat.Newer(r.Manifest.StartedAt) {
-			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), formatBytes(g.Size), r.Manifest.RunID))
+		if sel.RunID == "" && sel.Before.IsZero() {
+			for _, g := range cat.Newer(r.Manifest.StartedAt) {
+				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), formatBytes(g.Size), r.Manifest.RunID))
+			}
 		}
-		if err := fromManifest(ctx, p, src, r, sp, warn); err != nil {
+		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
 			return nil, err
 		}
 	default:
@@ -378,6 +408,25 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		sp.total += s.size
 	}
 	return sp, nil
+}
+
+// selection is the run the pipeline's source asks for, with what the
+// command line says beating it.
+func selection(p *plan.Pipeline, over catalog.Selection) catalog.Selection {
+	var sel catalog.Selection
+	if p.Source != nil {
+		sel = p.Source.Selection
+	}
+	if over.RunID != "" {
+		sel.RunID, sel.Before = over.RunID, time.Time{}
+	}
+	if !over.Before.IsZero() {
+		sel.Before, sel.RunID = over.Before, ""
+	}
+	if over.Pipeline != "" {
+		sel.Pipeline = over.Pipeline
+	}
+	return sel
 }
 
 // sourceStore lets the catalog read a storage source: its streams are the
@@ -451,11 +500,11 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, warn func(string)) error {
+func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, copying bool, warn func(string)) error {
 	m := r.Manifest
-	sp.manifestKey = r.Key
+	sp.manifestKey, sp.from = r.Key, r
 	sp.frame = int(m.FrameSize)
-	if m.RunKey != nil {
+	if m.RunKey != nil && !copying {
 		if err := openRunKey(ctx, p, src, r); err != nil {
 			return err
 		}
@@ -469,6 +518,8 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catal
 			return fmt.Errorf("manifest %s: object %q lies outside the source", sp.manifestKey, o.Key)
 		}
 		switch {
+		case copying:
+			// The objects go as they are: encrypted ones stay so.
 		case o.Encryption != "" && dec == nil && m.RunKey != nil:
 			return fmt.Errorf("the backup in %s is encrypted with a passphrase: add decrypt { passphrase = env(\"PIPE_PASSPHRASE\") } to pipeline %q", sp.manifestKey, p.Name)
 		case o.Encryption != "" && dec == nil:
@@ -576,15 +627,19 @@ func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) erro
 // calls its objects plain).
 func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
 	manifests := map[int]string{}
-	restoring := p.Restores() || sp.manifestKey != ""
+	restoring := p.Restores() || (sp.from != nil && !sp.copy)
 	for i, s := range sinks {
+		key := s.def.Key
+		if sp.copy && key != nil {
+			key = key.For(sp.from.Manifest.RunID) // the copy keeps its run's id
+		}
 		if !restoring && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
 			if _, ok := s.sink.(sdk.Storage); !ok {
 				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
 			}
 		}
 		if !restoring && s.def.Stores() {
-			k, err := s.def.Key.ManifestKey()
+			k, err := key.ManifestKey()
 			if err != nil {
 				return nil, fmt.Errorf("sink %s: %w", s.name, err)
 			}
@@ -606,8 +661,12 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 		for i, s := range sinks {
 			key := st.name + st.ext
 			if s.def.Key != nil {
+				tmpl := s.def.Key
+				if sp.copy {
+					tmpl = tmpl.For(sp.from.Manifest.RunID)
+				}
 				var err error
-				if key, err = s.def.Key.Render(st.name, st.ext); err != nil {
+				if key, err = tmpl.Render(st.name, st.ext); err != nil {
 					return nil, fmt.Errorf("sink %s: %w", s.name, err)
 				}
 			}
@@ -637,6 +696,9 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
+	}
+	if sp.copy {
+		return writeCopies(ctx, sinks, keys, sp, res)
 	}
 	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
 	if c := p.Stage(stagekind.Compress.Name); c != nil && !c.Idle() {
@@ -672,6 +734,62 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 		if err != nil {
 			removeAll(ctx, sinks, keys, written)
 			return nil, fmt.Errorf("sink %s: writing the manifest %s: %w", s.name, mkey, err)
+		}
+		written = append(written, mkey)
+	}
+	return written, nil
+}
+
+// storesRuns reports whether every sink keeps runs, each under its run's
+// id (${run.id} in its path): a pipeline that reads a run unchanged into
+// such sinks copies it, where into a plain folder it restores the run's
+// files as they are stored.
+func storesRuns(sinks []*endpoint) bool {
+	for _, s := range sinks {
+		if !s.def.Stores() || !s.def.Key.UsesRunID() {
+			return false
+		}
+	}
+	return len(sinks) > 0
+}
+
+// writeCopies writes a copied run's manifest to each storage sink: the
+// run as it was (its id, pipeline, times, facts and objects' codecs and
+// recipients), its objects where the copy put them, and when it was
+// copied. The copy's digests are the bytes it wrote, which the source's
+// recorded digests checked on the way.
+func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
+	orig := sp.from.Manifest
+	byStream := map[string]manifest.Object{}
+	for _, o := range orig.Objects {
+		byStream[o.Stream] = o
+	}
+	var written []string
+	for i, s := range sinks {
+		mkey, ok := keys[i]
+		if !ok {
+			continue
+		}
+		m := *orig
+		m.Objects, m.RunKey = nil, nil
+		m.CopiedAt = time.Now().UTC()
+		for k, r := range res.Streams {
+			st := sp.streams[k]
+			if st.runKey {
+				m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written, Digest: r.Observed[stagekind.Checksum.Name]}
+				continue
+			}
+			o := byStream[st.name]
+			o.Key, o.Size, o.Digest = manifest.Rel(mkey, r.Objects[i].Key), r.Written, r.Observed[stagekind.Checksum.Name]
+			m.Objects = append(m.Objects, o)
+		}
+		b, err := m.Marshal()
+		if err == nil {
+			err = put(ctx, s.sink, mkey, b)
+		}
+		if err != nil {
+			removeAll(ctx, sinks, keys, written)
+			return nil, fmt.Errorf("sink %s: writing the copy's manifest %s: %w", s.name, mkey, err)
 		}
 		written = append(written, mkey)
 	}

@@ -13,13 +13,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/runner"
 )
 
 func (a *app) runCmd() *cobra.Command {
 	var f loadFlags
 	var mf metricsFlags
-	var progress, cpuprofile string
+	var progress, cpuprofile, runFlag, beforeFlag string
 	cmd := &cobra.Command{
 		Use:   "run FILE.hcl",
 		Short: "Run the pipelines of a file",
@@ -34,6 +36,20 @@ Exit code 0 when every pipeline succeeded; 1 when one failed; 2 for an
 invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var sel catalog.Selection
+			sel.RunID = runFlag
+			if beforeFlag != "" {
+				t, err := pipefile.ParseTime(beforeFlag)
+				if err != nil {
+					fmt.Fprintf(a.stderr, "Error: --before: %v\n", err)
+					return &exitError{exitInvalid}
+				}
+				sel.Before = t
+			}
+			if runFlag != "" && beforeFlag != "" {
+				fmt.Fprintln(a.stderr, "Error: give --run or --before, not both")
+				return &exitError{exitInvalid}
+			}
 			if progress != "auto" && progress != "always" && progress != "never" {
 				fmt.Fprintf(a.stderr, "Error: --progress %q: give auto (on a terminal), always or never\n", progress)
 				return &exitError{exitInvalid}
@@ -84,7 +100,7 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 			failed := false
 			for _, pp := range p.Pipelines {
 				runner.SetMemoryLimit(pp)
-				o := runner.Options{RunID: runID, Registry: a.registry,
+				o := runner.Options{RunID: runID, Registry: a.registry, Select: sel,
 					Warn: func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) }}
 				if showProgress {
 					o.Progress = newProgressBar(a.stderr)
@@ -130,6 +146,8 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 	f.register(cmd, true, true, true)
 	mf.register(cmd)
 	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
+	cmd.Flags().StringVar(&runFlag, "run", "", "restore this run (its id, as pipe backups lists it), beating the source's run and before")
+	cmd.Flags().StringVar(&beforeFlag, "before", "", `restore the newest run that finished before this time ("2026-11-20T06:00:00Z", "2026-11-20")`)
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	_ = cmd.Flags().MarkHidden("cpuprofile") // fails only for a flag not defined
 	return cmd

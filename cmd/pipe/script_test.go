@@ -42,6 +42,7 @@ func TestScripts(t *testing.T) {
 			"truncate":   cmdTruncate,
 			"nofile":     cmdNofile,
 			"replace":    cmdReplace,
+			"envfile":    cmdEnvfile,
 			"waitfile":   cmdWaitfile,
 			"noproc":     cmdNoproc,
 			"killplugin": cmdKillplugin,
@@ -262,4 +263,13 @@ func cmdWithin(ts *testscript.TestScript, neg bool, args []string) {
 	if took := time.Since(time.Unix(0, start)); took >= limit {
 		ts.Fatalf("within: %v passed since mark, want less than %v", took.Round(time.Millisecond), limit)
 	}
+}
+
+// envfile NAME PATH: set the variable NAME to the file's first line (a run
+// id a command printed, say).
+func cmdEnvfile(ts *testscript.TestScript, neg bool, args []string) {
+	b, err := os.ReadFile(ts.MkAbs(args[1]))
+	ts.Check(err)
+	line, _, _ := strings.Cut(string(b), "\n")
+	ts.Setenv(args[0], strings.TrimSpace(line))
 }
