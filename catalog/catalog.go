@@ -139,7 +139,7 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	named := map[string]bool{}
+	named := map[string]bool{IndexName: true}
 	for i, k := range keys {
 		named[k] = true
 		if errs[i] != nil {

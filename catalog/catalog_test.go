@@ -110,3 +110,85 @@ func TestRead(t *testing.T) {
 		t.Errorf("Run(…aaaaaa) = %+v", r)
 	}
 }
+
+// memWriter is a memStore pipe can write to.
+type memWriter struct{ memStore }
+
+func (m memWriter) Put(_ context.Context, key string, b []byte) error {
+	m.memStore[key] = b
+	return nil
+}
+
+func (m memWriter) Remove(_ context.Context, key string) error {
+	delete(m.memStore, key)
+	return nil
+}
+
+// countingStore counts the objects opened.
+type countingStore struct {
+	memStore
+	opened *int
+}
+
+func (c countingStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	*c.opened++
+	return c.memStore.Open(ctx, key)
+}
+
+// TestListThroughIndex: a listing reads the index instead of every
+// manifest, and still tells the truth when the index is stale or lost.
+func TestListThroughIndex(t *testing.T) {
+	st := memStore{}
+	t0 := time.Date(2026, 11, 20, 1, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		st.run(t, "nightly", fmt.Sprintf("202611%02dT005900Z-%06x", i+1, i), t0.Add(time.Duration(i)*24*time.Hour), "a", "b")
+	}
+	st["20261130T005900Z-ffffff/a"] = []byte("partial") // a run that did not finish
+	opened := 0
+	cs := countingStore{st, &opened}
+	first, err := List(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Runs) != 20 || first.Read != 20 || !first.Stale || len(first.Incomplete) != 1 {
+		t.Fatalf("without an index: %d runs, %d read, stale %v, incomplete %v", len(first.Runs), first.Read, first.Stale, first.Incomplete)
+	}
+	if err := UpdateIndex(context.Background(), memWriter{st}, first.Runs, nil); err != nil {
+		t.Fatal(err)
+	}
+	opened = 0
+	second, err := List(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Runs) != 20 || second.FromIndex != 20 || second.Read != 0 || second.Stale || opened != 1 {
+		t.Fatalf("through the index: %d runs, %d from it, %d read, %d opened, stale %v", len(second.Runs), second.FromIndex, second.Read, opened, second.Stale)
+	}
+	if second.Runs[0].RunID != "20261120T005900Z-000013" || second.Runs[0].Streams != 2 {
+		t.Fatalf("newest = %+v", second.Runs[0])
+	}
+	if len(second.Incomplete) != 1 || second.Incomplete[0].RunID != "20261130T005900Z-ffffff" {
+		t.Fatalf("incomplete = %+v", second.Incomplete)
+	}
+	// A run deleted and one added behind the index's back: the truth wins.
+	delete(st, "20261101T005900Z-000000/pipe-manifest.json")
+	st.run(t, "nightly", "20261201T005900Z-aaaaaa", t0.Add(40*24*time.Hour), "a")
+	// A forged entry whose manifest does not exist is ignored.
+	third, err := List(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(third.Runs) != 20 || third.Read != 1 || !third.Stale || third.Runs[0].RunID != "20261201T005900Z-aaaaaa" {
+		t.Fatalf("stale index: %d runs, %d read, stale %v, newest %s", len(third.Runs), third.Read, third.Stale, third.Runs[0].RunID)
+	}
+	for _, e := range third.Runs {
+		if e.RunID == "20261101T005900Z-000000" {
+			t.Fatal("a deleted run is listed")
+		}
+	}
+	// A damaged index is read around.
+	st[IndexName] = []byte("{not json")
+	if l, err := List(context.Background(), cs); err != nil || len(l.Runs) != 20 || !l.Stale {
+		t.Fatalf("damaged index: %v, %+v", err, l)
+	}
+}

@@ -52,6 +52,7 @@ func applyRetention(ctx context.Context, pipeline, runID string, started time.Ti
 // (a folder of its keys, ending in "/", or "").
 type sinkStore struct {
 	st   sdk.Storage
+	sink sdk.Sink // st, for Put
 	root string
 }
 
@@ -76,12 +77,17 @@ func (s sinkStore) Open(ctx context.Context, key string) (io.ReadCloser, error) 
 
 func (s sinkStore) Remove(ctx context.Context, key string) error { return s.st.Remove(ctx, s.root+key) }
 
+// Put replaces the object at key (the index).
+func (s sinkStore) Put(ctx context.Context, key string, b []byte) error {
+	return replace(ctx, s.sink, s.root+key, b)
+}
+
 func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, rep *RetentionReport) error {
 	i := strings.Index(mkey, runID)
 	if i < 0 {
 		return fmt.Errorf("the manifest key %s does not hold the run id", mkey)
 	}
-	store := sinkStore{st: st, root: mkey[:i]} // the runs of this sink live under it
+	store := sinkStore{st: st, sink: st.(sdk.Sink), root: mkey[:i]} // the runs of this sink live under it
 	cat, err := catalog.Read(ctx, store)
 	if err != nil {
 		return err
@@ -125,6 +131,15 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 			}
 		}
 		rep.DeletedRuns = append(rep.DeletedRuns, r.Manifest.RunID)
+	}
+	if len(drop) > 0 {
+		var keys []string
+		for _, r := range drop {
+			keys = append(keys, r.Key)
+		}
+		// The runs are gone whatever the index says; a stale index only
+		// costs the next listing a few reads.
+		_ = catalog.UpdateIndex(ctx, store, nil, keys)
 	}
 	// Leftovers of failed runs: named by no manifest, and from a run (or a
 	// temporary file) well older than this one.

@@ -18,7 +18,9 @@ func runDirs(t *testing.T, dir string) []string {
 	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
-		out = append(out, e.Name())
+		if e.IsDir() { // the runs (the store's index sits beside them)
+			out = append(out, e.Name())
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -171,8 +171,12 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	started := time.Now().UTC()
 	job.Finish = func(ctx context.Context, res *engine.Result) error {
-		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey)
+		var wrote []wroteManifest
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, &wrote)
 		rep.Manifests = keys
+		if err == nil {
+			updateIndexes(ctx, sinks, wrote, o.Warn)
+		}
 		return err
 	}
 	if o.Trial {
@@ -213,56 +217,72 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 // complaint points at the attribute it is about.
 func configure(ctx context.Context, p *plan.Pipeline, reg *host.Registry, override sdk.Source) (*endpoint, []*endpoint, error) {
 	var diags hcl.Diagnostics
-	at := func(e *pipefile.Endpoint, ds sdk.Diagnostics) {
-		for _, d := range ds {
-			sev := hcl.DiagError
-			if d.Severity == sdk.Warning {
-				sev = hcl.DiagWarning
-			}
-			rng := e.Range
-			if d.Attribute != "" {
-				rng = e.AttrRange(d.Attribute)
-			}
-			diags = append(diags, &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s %q: %s", e.Kind, e.Type, d.Summary), Detail: d.Detail, Subject: rng.Ptr()})
-		}
-	}
-	config := func(e *pipefile.Endpoint) sdk.Config {
-		vals := map[string]any{}
-		for k, v := range e.Values {
-			vals[k] = v
-		}
-		return sdk.NewConfig(vals)
-	}
 	src := &endpoint{def: p.Source, name: p.Source.Type, source: override}
 	if override == nil {
-		st, err := reg.Source(p.Source.Type)
-		if st == nil {
-			return nil, nil, fmt.Errorf("source %s: %w", p.Source.Type, errors.Join(err, errors.New("no such type")))
+		ep, d, err := configureOne(ctx, p.Source, reg, p.Source.Type)
+		if err != nil {
+			return nil, nil, err
 		}
-		source, ds := st.Configure(ctx, config(p.Source))
-		at(p.Source, ds)
-		src.source = source
+		diags = append(diags, d...)
+		src = ep
 	}
 	var sinks []*endpoint
 	for i, def := range p.Sinks {
-		kt, err := reg.Sink(def.Type)
-		if kt == nil {
-			closeAll(src, sinks)
-			return nil, nil, fmt.Errorf("sink %s: %w", def.Type, errors.Join(err, errors.New("no such type")))
-		}
-		sink, ds := kt.Configure(ctx, config(def))
-		at(def, ds)
 		name := def.Type
 		if len(p.Sinks) > 1 {
 			name = fmt.Sprintf("%s#%d", def.Type, i+1)
 		}
-		sinks = append(sinks, &endpoint{def: def, name: name, sink: sink})
+		ep, d, err := configureOne(ctx, def, reg, name)
+		if err != nil {
+			closeAll(src, sinks)
+			return nil, nil, err
+		}
+		diags = append(diags, d...)
+		sinks = append(sinks, ep)
 	}
 	if diags.HasErrors() {
 		closeAll(src, sinks)
 		return nil, nil, &DiagError{diags}
 	}
 	return src, sinks, nil
+}
+
+// configureOne starts one endpoint with its decoded settings; its
+// complaints point at the attributes they are about.
+func configureOne(ctx context.Context, e *pipefile.Endpoint, reg *host.Registry, name string) (*endpoint, hcl.Diagnostics, error) {
+	var diags hcl.Diagnostics
+	vals := map[string]any{}
+	for k, v := range e.Values {
+		vals[k] = v
+	}
+	cfg := sdk.NewConfig(vals)
+	ep := &endpoint{def: e, name: name}
+	var ds sdk.Diagnostics
+	if e.Kind == "source" {
+		st, err := reg.Source(e.Type)
+		if st == nil {
+			return nil, nil, fmt.Errorf("source %s: %w", e.Type, errors.Join(err, errors.New("no such type")))
+		}
+		ep.source, ds = st.Configure(ctx, cfg)
+	} else {
+		kt, err := reg.Sink(e.Type)
+		if kt == nil {
+			return nil, nil, fmt.Errorf("sink %s: %w", e.Type, errors.Join(err, errors.New("no such type")))
+		}
+		ep.sink, ds = kt.Configure(ctx, cfg)
+	}
+	for _, d := range ds {
+		sev := hcl.DiagError
+		if d.Severity == sdk.Warning {
+			sev = hcl.DiagWarning
+		}
+		rng := e.Range
+		if d.Attribute != "" {
+			rng = e.AttrRange(d.Attribute)
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: sev, Summary: fmt.Sprintf("%s %q: %s", e.Kind, e.Type, d.Summary), Detail: d.Detail, Subject: rng.Ptr()})
+	}
+	return ep, diags, nil
 }
 
 func closeAll(src *endpoint, sinks []*endpoint) {
@@ -693,12 +713,12 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
-func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey) ([]string, error) {
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, wrote *[]wroteManifest) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	if sp.copy {
-		return writeCopies(ctx, sinks, keys, sp, res)
+		return writeCopies(ctx, sinks, keys, sp, res, wrote)
 	}
 	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
 	if c := p.Stage(stagekind.Compress.Name); c != nil && !c.Idle() {
@@ -736,6 +756,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			return nil, fmt.Errorf("sink %s: writing the manifest %s: %w", s.name, mkey, err)
 		}
 		written = append(written, mkey)
+		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: m, size: int64(len(b))})
 	}
 	return written, nil
 }
@@ -758,7 +779,7 @@ func storesRuns(sinks []*endpoint) bool {
 // recipients), its objects where the copy put them, and when it was
 // copied. The copy's digests are the bytes it wrote, which the source's
 // recorded digests checked on the way.
-func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result) ([]string, error) {
+func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, wrote *[]wroteManifest) ([]string, error) {
 	orig := sp.from.Manifest
 	byStream := map[string]manifest.Object{}
 	for _, o := range orig.Objects {
@@ -792,8 +813,36 @@ func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp
 			return nil, fmt.Errorf("sink %s: writing the copy's manifest %s: %w", s.name, mkey, err)
 		}
 		written = append(written, mkey)
+		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: &m, size: int64(len(b))})
 	}
 	return written, nil
+}
+
+// wroteManifest is a manifest a run wrote, for the stores' indexes.
+type wroteManifest struct {
+	sink int
+	key  string
+	m    *manifest.Manifest
+	size int64
+}
+
+// updateIndexes adds the run to the index of each store of runs it wrote
+// to (see catalog.Index). A failure costs the next listing speed, not the
+// backup: it is a warning.
+func updateIndexes(ctx context.Context, sinks []*endpoint, wrote []wroteManifest, warn func(string)) {
+	for _, w := range wrote {
+		s := sinks[w.sink]
+		i := strings.Index(w.key, w.m.RunID)
+		if i < 0 {
+			continue // not a store of runs: one run in its place
+		}
+		root := w.key[:i]
+		st := sinkStore{st: s.sink.(sdk.Storage), sink: s.sink, root: root}
+		e := catalog.NewEntry(strings.TrimPrefix(w.key, root), w.size, w.m)
+		if err := catalog.UpdateIndex(ctx, st, []catalog.Entry{e}, nil); err != nil {
+			warn(fmt.Sprintf("sink %s: %v; listings read the manifests instead (the backup is complete)", s.name, err))
+		}
+	}
 }
 
 // sourceFacts is what a manifest records about the source: its type and
@@ -826,7 +875,16 @@ func prepare(ctx context.Context, sinks []*endpoint, job *engine.Job) error {
 }
 
 func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {
-	w, err := s.Create(ctx, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b))})
+	return putObject(ctx, s, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b))}, b)
+}
+
+// replace writes b at key over what is there (a store's index).
+func replace(ctx context.Context, s sdk.Sink, key string, b []byte) error {
+	return putObject(ctx, s, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b)), Replace: true}, b)
+}
+
+func putObject(ctx context.Context, s sdk.Sink, obj sdk.Object, b []byte) error {
+	w, err := s.Create(ctx, obj)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,10 @@ type Object struct {
 	// (a compressed stream of a known source size), or -1. A sink may use
 	// it to size its parts.
 	MaxSize int64
+	// Replace says the host replaces an object it keeps current (a
+	// store's index): a sink that refuses to write over existing objects
+	// writes over this one.
+	Replace bool
 }
 
 // Sink writes streams as objects.

@@ -1225,11 +1225,14 @@ func (*EstimateMemory) Descriptor() ([]byte, []int) {
 }
 
 type Object struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Stream        string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
-	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	MaxSize       int64                  `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"` // bound of size when size is -1; -1: unknown
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Stream  string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Size    int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	MaxSize int64                  `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"` // bound of size when size is -1; -1: unknown
+	// The host replaces an object it keeps current (a store's index): the
+	// sink writes over what is there whatever its own settings say.
+	Replace       bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1290,6 +1293,13 @@ func (x *Object) GetMaxSize() int64 {
 		return x.MaxSize
 	}
 	return 0
+}
+
+func (x *Object) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
 }
 
 type WriteObject struct {
@@ -3730,12 +3740,13 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a \n" +
 	"\bResponse\x12\x14\n" +
-	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"a\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"{\n" +
 	"\x06Object\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x19\n" +
-	"\bmax_size\x18\x04 \x01(\x03R\amaxSize\"\xc0\x02\n" +
+	"\bmax_size\x18\x04 \x01(\x03R\amaxSize\x12\x18\n" +
+	"\areplace\x18\x05 \x01(\bR\areplace\"\xc0\x02\n" +
 	"\vWriteObject\x1a\x9c\x01\n" +
 	"\aRequest\x126\n" +
 	"\x04open\x18\x01 \x01(\v2 .pipe.plugin.v1.WriteObject.OpenH\x00R\x04open\x12\x14\n" +

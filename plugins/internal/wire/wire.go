@@ -214,7 +214,7 @@ func ConfigFromPB(m map[string]*pb.Value) sdk.Config {
 
 // ObjectToPB is an object as the host sends it.
 func ObjectToPB(o sdk.Object) *pb.Object {
-	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize}
+	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize, Replace: o.Replace}
 }
 
 // ObjectFromPB is an object as the plugin receives it.
@@ -223,7 +223,7 @@ func ObjectFromPB(o *pb.Object) sdk.Object {
 	if max == 0 && o.GetSize() != 0 {
 		max = -1 // sent by a host that did not know MaxSize
 	}
-	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max}
+	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max, Replace: o.GetReplace()}
 }
 
 // DiagsToPB converts diagnostics for the wire.

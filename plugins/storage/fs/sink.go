@@ -82,7 +82,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 			return nil, fmt.Errorf("%s is a folder; end the sink path with / to write into it", final)
 		case !fi.IsDir() && s.untar:
 			return nil, fmt.Errorf("%s exists and is not a folder", final)
-		case !s.overwrite:
+		case !s.overwrite && !obj.Replace:
 			return nil, fmt.Errorf("%s already exists: pipe does not write over it unless the sink says overwrite = true (or give each run its own folder, with ${run.id} in path)", final)
 		}
 	}
