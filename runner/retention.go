@@ -92,59 +92,68 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 	if err != nil {
 		return err
 	}
-	if len(cat.Invalid) > 0 {
-		// Its objects would look like leftovers: delete nothing.
-		bad := cat.Invalid[0]
-		return fmt.Errorf("manifest %s: %w; nothing was deleted (remove or repair it)", store.root+bad.Key, bad.Err)
+	rp, err := PlanRetention(cat, Keep{Pipeline: pipeline, Current: runID, Last: def.KeepLast, Within: def.KeepWithin}, started)
+	if err != nil {
+		return err
 	}
-	now := time.Now()
-	var drop []*catalog.Run
-	keepKeys := map[string]bool{}
+	for _, r := range rp.Keep {
+		rep.Kept = append(rep.Kept, r.Manifest.RunID)
+	}
+	deleted, garbage, err := ApplyRetention(ctx, store, rp)
+	rep.DeletedRuns, rep.Garbage = deleted, garbage
+	return err
+}
+
+// Keep is a retention rule: of the runs of Pipeline, keep Current, the
+// newest Last and those that finished within Within (zero: no such rule).
+type Keep struct {
+	Pipeline string
+	Current  string
+	Last     int
+	Within   time.Duration
+}
+
+// RetentionPlan is what retention keeps and deletes in a store.
+type RetentionPlan struct {
+	// Keep and Drop are the pipeline's complete runs, newest first.
+	Keep, Drop []*catalog.Run
+	// Garbage are objects of runs that did not finish, old enough that no
+	// run still writes them (garbageAge), and temporary files as old.
+	Garbage []sdk.ObjectInfo
+	// cat is what the plan was made from: objects other runs name are not
+	// deleted with a dropped run.
+	cat *catalog.Catalog
+}
+
+// PlanRetention decides what the rule k deletes from the store cat lists,
+// at time now. A store with a manifest pipe refuses plans nothing: that
+// run's objects would look like leftovers.
+func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan, error) {
+	if len(cat.Invalid) > 0 {
+		bad := cat.Invalid[0]
+		return nil, fmt.Errorf("manifest %s: %w; nothing was deleted (remove or repair it)", bad.Key, bad.Err)
+	}
+	rp := &RetentionPlan{cat: cat}
 	n := 0
 	for _, r := range cat.Runs {
-		if r.Manifest.Pipeline != pipeline {
+		if r.Manifest.Pipeline != k.Pipeline {
 			continue
 		}
-		keep := r.Manifest.RunID == runID ||
-			(def.KeepLast > 0 && n < def.KeepLast) ||
-			(def.KeepWithin > 0 && now.Sub(r.Manifest.FinishedAt) <= def.KeepWithin)
+		keep := r.Manifest.RunID == k.Current ||
+			(k.Last > 0 && n < k.Last) ||
+			(k.Within > 0 && now.Sub(r.Manifest.FinishedAt) <= k.Within) ||
+			(k.Last == 0 && k.Within == 0)
 		n++
 		if keep {
-			rep.Kept = append(rep.Kept, r.Manifest.RunID)
-			for _, k := range r.Keys() {
-				keepKeys[k] = true
-			}
-			continue
+			rp.Keep = append(rp.Keep, r)
+		} else {
+			rp.Drop = append(rp.Drop, r)
 		}
-		drop = append(drop, r)
-	}
-	for _, r := range drop {
-		if err := store.Remove(ctx, r.Key); err != nil {
-			return fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, store.root+r.Key, err)
-		}
-		for _, k := range r.Keys() {
-			if keepKeys[k] {
-				continue // a kept run names the same object
-			}
-			if err := store.Remove(ctx, k); err != nil {
-				return fmt.Errorf("removing %s of run %s: %w", store.root+k, r.Manifest.RunID, err)
-			}
-		}
-		rep.DeletedRuns = append(rep.DeletedRuns, r.Manifest.RunID)
-	}
-	if len(drop) > 0 {
-		var keys []string
-		for _, r := range drop {
-			keys = append(keys, r.Key)
-		}
-		// The runs are gone whatever the index says; a stale index only
-		// costs the next listing a few reads.
-		_ = catalog.UpdateIndex(ctx, store, nil, keys)
 	}
 	// Leftovers of failed runs: named by no manifest, and from a run (or a
-	// temporary file) well older than this one.
+	// temporary file) well older than now.
 	for _, g := range cat.Incomplete {
-		if g.RunID == runID {
+		if g.RunID == k.Current {
 			continue
 		}
 		for _, o := range g.Objects {
@@ -155,14 +164,63 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 				}
 				t = o.Modified
 			}
-			if started.Sub(t) < garbageAge {
-				continue
+			if now.Sub(t) >= garbageAge {
+				rp.Garbage = append(rp.Garbage, o)
 			}
-			if err := store.Remove(ctx, o.Key); err != nil {
-				return fmt.Errorf("removing leftover %s: %w", store.root+o.Key, err)
-			}
-			rep.Garbage++
 		}
 	}
-	return nil
+	return rp, nil
+}
+
+// ApplyRetention deletes what rp says: each run's manifest first (a
+// half-deleted run never looks restorable), then its objects that no other
+// run names, then the garbage; and keeps the store's index current.
+func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan) (deleted []string, garbage int, err error) {
+	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage)
+}
+
+// deleteRuns deletes runs and leftover objects from a store cat lists.
+func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, drop []*catalog.Run, garbage []sdk.ObjectInfo) (deleted []string, removed int, err error) {
+	gone := map[string]bool{}
+	for _, r := range drop {
+		gone[r.Key] = true
+	}
+	named := map[string]bool{} // by the runs that stay
+	for _, r := range cat.Runs {
+		if !gone[r.Key] {
+			for _, k := range r.Keys() {
+				named[k] = true
+			}
+		}
+	}
+	var dropped []string
+	defer func() {
+		if len(dropped) > 0 {
+			// The runs are gone whatever the index says; a stale index only
+			// costs the next listing a few reads.
+			_ = catalog.UpdateIndex(ctx, w, nil, dropped)
+		}
+	}()
+	for _, r := range drop {
+		if err := w.Remove(ctx, r.Key); err != nil {
+			return deleted, removed, fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, r.Key, err)
+		}
+		dropped = append(dropped, r.Key)
+		for _, k := range r.Keys() {
+			if named[k] {
+				continue // a run that stays names the same object
+			}
+			if err := w.Remove(ctx, k); err != nil {
+				return deleted, removed, fmt.Errorf("removing %s of run %s: %w", k, r.Manifest.RunID, err)
+			}
+		}
+		deleted = append(deleted, r.Manifest.RunID)
+	}
+	for _, o := range garbage {
+		if err := w.Remove(ctx, o.Key); err != nil {
+			return deleted, removed, fmt.Errorf("removing leftover %s: %w", o.Key, err)
+		}
+		removed++
+	}
+	return deleted, removed, nil
 }

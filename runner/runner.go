@@ -398,7 +398,7 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		}
 		if sel.RunID == "" && sel.Before.IsZero() {
 			for _, g := range cat.Newer(r.Manifest.StartedAt) {
-				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), formatBytes(g.Size), r.Manifest.RunID))
+				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
 			}
 		}
 		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
@@ -493,7 +493,7 @@ func noRun(src *endpoint, cat *catalog.Catalog) error {
 		if g.RunID == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, g.Started.Format(time.RFC3339), plural(len(g.Objects), "object"), formatBytes(g.Size))
+		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, g.Started.Format(time.RFC3339), plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size))
 	}
 	first := cat.Objects[0].Key
 	return fmt.Errorf("%s. pipe restores only runs whose manifest it finds (%w). To read one object on purpose, name it in the source (path = \"…/%s\" for fs; key = \"%s\" for s3, gcs and azure): nothing will verify it", b.String(), catalog.ErrNoRun, first, first)
@@ -504,20 +504,6 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
-}
-
-// formatBytes prints a size for messages.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, copying bool, warn func(string)) error {

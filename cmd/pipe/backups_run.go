@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
+)
+
+// oneStore opens the file's stores and insists on one: the command acts
+// on it (--pipeline chooses when the file has several).
+func (a *app) oneStore(ctx context.Context, path string, f *storeFlags) (*runner.Store, func(), error) {
+	stores, done, err := a.openStores(ctx, path, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(stores) > 1 {
+		done()
+		fmt.Fprintf(a.stderr, "Error: %s names %d stores (", path, len(stores))
+		for i, s := range stores {
+			if i > 0 {
+				fmt.Fprint(a.stderr, "; ")
+			}
+			fmt.Fprintf(a.stderr, "pipeline %q: %s", s.Pipeline, s.Where())
+		}
+		fmt.Fprintln(a.stderr, "): choose one with --pipeline")
+		return nil, nil, &exitError{exitInvalid}
+	}
+	return stores[0], done, nil
+}
+
+func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+func (a *app) backupsShowCmd() *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "show FILE.hcl RUN",
+		Short: "Show one run in full: every object with its key, sizes, SHA-256 and codec",
+		Long: `show reads a run's manifest (the truth, not the index) and prints the run
+(pipeline, times, what was backed up, encryption) and every object: stream,
+key, original and stored size, SHA-256, codec.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			s, done, err := a.oneStore(ctx, args[0], &f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			r, _, err := runner.ReadRun(ctx, s, args[1])
+			if err != nil {
+				fmt.Fprintln(a.stderr, "Error:", err)
+				return &exitError{exitFailed}
+			}
+			if f.json {
+				return writeJSON(a.stdout, map[string]any{"store": s.Where(), "manifest": r.Key, "run": r.Manifest, "objects": runner.Objects(r)})
+			}
+			printRun(a.stdout, s, r)
+			return nil
+		},
+	}
+	f.register(cmd, false, true, true)
+	return cmd
+}
+
+func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *catalog.Run) {
+	m := r.Manifest
+	sum := catalog.Summarize(m)
+	fmt.Fprintf(w, "run %s of pipeline %q\n", m.RunID, m.Pipeline)
+	fmt.Fprintf(w, "  store       %s, manifest %s\n", s.Where(), r.Key)
+	fmt.Fprintf(w, "  started     %s\n  finished    %s (took %s)\n", m.StartedAt.UTC().Format(time.RFC3339), m.FinishedAt.UTC().Format(time.RFC3339), took(m.FinishedAt.Sub(m.StartedAt)))
+	if !m.CopiedAt.IsZero() {
+		fmt.Fprintf(w, "  copied      %s\n", m.CopiedAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "  encryption  %s\n", encryption(sum))
+	if m.RunKey != nil {
+		fmt.Fprintf(w, "  run key     %s (%s, %s)\n", manifest.Resolve(r.Key, m.RunKey.Key), pipefile.HumanSize(m.RunKey.Size), m.RunKey.Digest)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Source)) {
+		fmt.Fprintf(w, "  source      %s = %s\n", k, m.Source[k])
+	}
+	if m.PipeVersion != "" {
+		fmt.Fprintf(w, "  written by  pipe %s\n", m.PipeVersion)
+	}
+	fmt.Fprintf(w, "  objects     %s, %s stored\n", plan.Plural(len(m.Objects), "object"), pipefile.HumanSize(sum.Stored))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tKEY\tORIGINAL\tSTORED\tCODEC\tSHA-256")
+	for _, o := range runner.Objects(r) {
+		orig := "-"
+		if o.OriginalSize >= 0 {
+			orig = pipefile.HumanSize(o.OriginalSize)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Stream, o.At, orig, pipefile.HumanSize(o.Size), o.Codec, o.Digest)
+	}
+	tw.Flush()
+}
+
+func (a *app) backupsDeleteCmd() *cobra.Command {
+	var f storeFlags
+	cmd := &cobra.Command{
+		Use:   "delete FILE.hcl RUN...",
+		Short: "Delete runs: each one's manifest first, then its objects",
+		Long: `delete deletes runs by id from the store of a pipeline that keeps runs: each
+run's manifest first (a half-deleted run never looks restorable), then its
+objects that no other run names, and keeps the store's index current. A
+run that did not finish (objects without a manifest) is deleted only once
+it is 24 hours old: a younger one may still be writing.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			s, done, err := a.oneStore(ctx, args[0], &f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			d, err := runner.DeleteRuns(ctx, s, args[1:], time.Now())
+			if f.json {
+				out := map[string]any{"store": s.Where(), "deleted": d}
+				if err != nil {
+					out["error"] = err.Error()
+				}
+				if jerr := writeJSON(a.stdout, out); jerr != nil {
+					return jerr
+				}
+			} else if d != nil {
+				for _, id := range d.Runs {
+					fmt.Fprintf(a.stdout, "deleted run %s\n", id)
+				}
+				if d.Objects > 0 {
+					fmt.Fprintf(a.stdout, "deleted %s of runs that did not finish\n", plan.Plural(d.Objects, "object"))
+				}
+			}
+			if err != nil {
+				if !f.json {
+					fmt.Fprintln(a.stderr, "Error:", err)
+				}
+				return &exitError{exitFailed}
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false, true, true)
+	return cmd
+}
+
+func (a *app) backupsPruneCmd() *cobra.Command {
+	var f storeFlags
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "prune FILE.hcl",
+		Short: "Apply the sink's keep_last and keep_within now, and remove runs that did not finish",
+		Long: `prune applies the retention of a pipeline's sink (keep_last, keep_within) now,
+as a run does after it succeeds: the pipeline's runs beyond them are
+deleted, manifest first; objects of runs that did not finish go once they
+are 24 hours old. --dry-run lists exactly what prune would delete and
+deletes nothing.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			s, done, err := a.oneStore(ctx, args[0], &f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			rp, d, err := runner.PruneStore(ctx, s, time.Now(), dryRun)
+			if err != nil && rp == nil {
+				fmt.Fprintln(a.stderr, "Error:", err)
+				return &exitError{exitFailed}
+			}
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			if f.json {
+				out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
+				if d != nil {
+					out["deleted"] = d
+				}
+				if err != nil {
+					out["error"] = err.Error()
+				}
+				if jerr := writeJSON(a.stdout, out); jerr != nil {
+					return jerr
+				}
+			} else {
+				fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
+				for _, r := range rp.Drop {
+					fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, r.Manifest.FinishedAt.UTC().Format(time.RFC3339))
+				}
+				for _, o := range rp.Garbage {
+					fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
+				}
+				if len(rp.Drop)+len(rp.Garbage) == 0 {
+					fmt.Fprintln(a.stdout, "nothing to delete")
+				}
+			}
+			if err != nil {
+				if !f.json {
+					fmt.Fprintln(a.stderr, "Error:", err)
+				}
+				return &exitError{exitFailed}
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false, true, true)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted; delete nothing")
+	return cmd
+}
+
+func runIDs(rs []*catalog.Run) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.Manifest.RunID)
+	}
+	return out
+}
+
+func leftoverKeys(rp *runner.RetentionPlan) []string {
+	out := []string{}
+	for _, o := range rp.Garbage {
+		out = append(out, o.Key)
+	}
+	return out
+}
