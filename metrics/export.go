@@ -124,24 +124,24 @@ func (m *Metrics) carry(path string) {
 	if err != nil {
 		return
 	}
-	mf, ok := mfs["pipe_run_last_success_timestamp_seconds"]
-	if !ok {
-		return
-	}
-	carried := map[string]float64{}
-	for _, mt := range mf.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range mt.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
+	read := func(name string) map[string]float64 {
+		carried := map[string]float64{}
+		for _, mt := range mfs[name].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			pipeline, ok := labels["pipeline"]
+			delete(labels, "pipeline")
+			if ok && maps.Equal(labels, m.labels) && mt.GetGauge() != nil {
+				carried[pipeline] = mt.GetGauge().GetValue()
+			}
 		}
-		pipeline, ok := labels["pipeline"]
-		delete(labels, "pipeline")
-		if ok && maps.Equal(labels, m.labels) && mt.GetGauge() != nil {
-			carried[pipeline] = mt.GetGauge().GetValue()
-		}
+		return carried
 	}
+	runs, verifies := read("pipe_run_last_success_timestamp_seconds"), read("pipe_verify_last_success_timestamp_seconds")
 	m.mu.Lock()
-	m.carried = carried
+	m.carried, m.carriedVerify = runs, verifies
 	m.mu.Unlock()
 }
 
@@ -204,13 +204,19 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		return err
 	}
 	type outcome struct {
-		name string
-		ok   bool
+		name  string
+		ok    bool
+		extra map[string]string // more of the grouping key
 	}
 	m.mu.Lock()
 	var runs []outcome
 	for _, p := range m.pipelines {
-		runs = append(runs, outcome{p.name, p.finished && p.ok})
+		runs = append(runs, outcome{p.name, p.finished && p.ok, nil})
+	}
+	for _, v := range m.verifies {
+		// Its own group: a check's push must not replace the metrics of
+		// the pipeline's runs.
+		runs = append(runs, outcome{v.pipeline, v.ok, map[string]string{"operation": "verify"}})
 	}
 	m.mu.Unlock()
 	var errs []error
@@ -224,6 +230,7 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		})
 		p := push.New(u.String(), Job).Gatherer(g).Client(&http.Client{Timeout: 30 * time.Second})
 		keys := map[string]string{"pipeline": r.name}
+		maps.Copy(keys, r.extra)
 		maps.Copy(keys, grouping)
 		maps.Copy(keys, m.labels)
 		for _, k := range slices.Sorted(maps.Keys(keys)) {
@@ -254,7 +261,7 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 func onlyPipeline(mfs []*dto.MetricFamily, name string, failed bool) []*dto.MetricFamily {
 	out := mfs[:0]
 	for _, mf := range mfs {
-		if failed && mf.GetName() == "pipe_run_last_success_timestamp_seconds" {
+		if failed && (mf.GetName() == "pipe_run_last_success_timestamp_seconds" || mf.GetName() == "pipe_verify_last_success_timestamp_seconds") {
 			continue
 		}
 		ms := mf.Metric[:0]

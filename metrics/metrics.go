@@ -48,10 +48,13 @@ type Metrics struct {
 
 	mu        sync.Mutex
 	pipelines []*pipelineRun // in the order they began
+	verifies  []*verifyRun   // pipe verify's checks, by store's pipeline
 	retries   map[retryKey]float64
 	// carried are last-success timestamps from an earlier run's textfile,
-	// by pipeline, for pipelines that did not succeed in this one.
-	carried map[string]float64
+	// by pipeline, for pipelines that did not succeed in this one; and
+	// those of pipe verify.
+	carried       map[string]float64
+	carriedVerify map[string]float64
 
 	reg  *prometheus.Registry // with Labels on every metric
 	bare *prometheus.Registry // without: for the Pushgateway's grouping key
@@ -147,6 +150,24 @@ func (m *Metrics) Finish(pipeline string, rep *runner.Report, err error) {
 	}
 }
 
+// verifyRun is one pipe verify of a store's runs.
+type verifyRun struct {
+	pipeline           string
+	started, ended     time.Time
+	ok                 bool
+	runs, objects, bad int
+	bytes              int64
+}
+
+// Verified records what pipe verify found in the store of pipeline:
+// runs and objects checked, the bad ones, the bytes read, and whether all
+// were good (failed: verify itself failed, err).
+func (m *Metrics) Verified(pipeline string, started, ended time.Time, runs, objects, bad int, bytes int64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.verifies = append(m.verifies, &verifyRun{pipeline: pipeline, started: started, ended: ended, ok: ok, runs: runs, objects: objects, bad: bad, bytes: bytes})
+}
+
 // Retried counts one retry of a request to an endpoint ("s3", "sink
 // s3#2", "source postgres") of a pipeline: plugins retry on their own and
 // report it in their logs, which the host routes here.
@@ -207,6 +228,9 @@ type descs struct {
 	sourceSize, started, duration, finished      *prometheus.Desc
 	success, lastSuccess, streams, streamsCommit *prometheus.Desc
 	retries                                      *prometheus.Desc
+	verifyObjects, verifyBytes, verifyFailures   *prometheus.Desc
+	verifyRuns, verifySuccess, verifyDuration    *prometheus.Desc
+	verifyFinished, verifyLastSuccess            *prometheus.Desc
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -238,13 +262,23 @@ func newDescs(constLabels map[string]string) *descs {
 		streams:       d("pipe_run_streams", "Streams the pipeline planned to move; set when it ends.", pl...),
 		streamsCommit: d("pipe_run_streams_committed", "Streams whose objects were committed; set when the pipeline ends.", pl...),
 		retries:       d("pipe_retries_total", "Requests a plugin retried, by pipeline and endpoint.", "pipeline", "endpoint"),
+
+		verifyObjects:     d("pipe_verify_objects_total", "Objects pipe verify checked in the store of a pipeline, by result (ok, bad).", "pipeline", "result"),
+		verifyBytes:       d("pipe_verify_bytes_total", "Stored bytes pipe verify read and found good.", pl...),
+		verifyFailures:    d("pipe_verify_failures_total", "Bad objects pipe verify found (missing, truncated, changed, undecodable).", pl...),
+		verifyRuns:        d("pipe_verify_runs_total", "Runs pipe verify checked.", pl...),
+		verifySuccess:     d("pipe_verify_success", "1 if every object pipe verify checked was good, 0 if one was bad or verify failed.", pl...),
+		verifyDuration:    d("pipe_verify_duration_seconds", "How long pipe verify took.", pl...),
+		verifyFinished:    d("pipe_verify_finished_timestamp_seconds", "When pipe verify ended, in seconds since the Unix epoch.", pl...),
+		verifyLastSuccess: d("pipe_verify_last_success_timestamp_seconds", "When pipe verify last found every object it checked good; a textfile keeps the previous value across failed checks.", pl...),
 	}
 }
 
 func (d *descs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{d.info, d.bytes, d.chunks, d.busy, d.waiting, d.blocked, d.errs, d.workers,
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
-		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.retries}
+		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.retries,
+		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess}
 }
 
 // collector reads a Metrics when gathered.
@@ -326,6 +360,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range m.retries {
 		counter(d.retries, n, k.pipeline, k.endpoint)
+	}
+	verified := map[string]bool{}
+	for _, v := range m.verifies {
+		counter(d.verifyObjects, float64(v.objects-v.bad), v.pipeline, "ok")
+		counter(d.verifyObjects, float64(v.bad), v.pipeline, "bad")
+		counter(d.verifyBytes, float64(v.bytes), v.pipeline)
+		counter(d.verifyFailures, float64(v.bad), v.pipeline)
+		counter(d.verifyRuns, float64(v.runs), v.pipeline)
+		gauge(d.verifySuccess, b2f(v.ok), v.pipeline)
+		gauge(d.verifyDuration, v.ended.Sub(v.started).Seconds(), v.pipeline)
+		gauge(d.verifyFinished, seconds(v.ended), v.pipeline)
+		if v.ok {
+			gauge(d.verifyLastSuccess, seconds(v.ended), v.pipeline)
+			verified[v.pipeline] = true
+		}
+	}
+	for name, ts := range m.carriedVerify {
+		if !verified[name] {
+			gauge(d.verifyLastSuccess, ts, name)
+		}
 	}
 }
 

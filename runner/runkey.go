@@ -84,7 +84,7 @@ func (k *wrappedKey) remove(ctx context.Context, sinks []*endpoint) {
 // openRunKey reads a passphrase backup's run key through the source and
 // unwraps it with the decrypt stage's passphrase, which it replaces: one
 // key derivation opens every object of the run.
-func openRunKey(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run) error {
+func openRunKey(ctx context.Context, p *plan.Pipeline, src catalog.Store, r *catalog.Run) error {
 	dec := p.Stage(stagekind.Decrypt.Name)
 	m := r.Manifest
 	key := manifest.Resolve(r.Key, m.RunKey.Key)
@@ -94,7 +94,7 @@ func openRunKey(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog
 	if !dec.Keys.Passphrase() {
 		return fmt.Errorf("the backup in %s was encrypted with a passphrase (its run's key is %s): give decrypt { passphrase = env(\"PIPE_PASSPHRASE\") } instead of identities", r.Key, key)
 	}
-	rc, err := src.source.Open(ctx, key)
+	rc, err := src.Open(ctx, key)
 	if err != nil {
 		return fmt.Errorf("the backup's key %s: %w", key, err)
 	}

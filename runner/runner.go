@@ -511,7 +511,7 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catal
 	sp.manifestKey, sp.from = r.Key, r
 	sp.frame = int(m.FrameSize)
 	if m.RunKey != nil && !copying {
-		if err := openRunKey(ctx, p, src, r); err != nil {
+		if err := openRunKey(ctx, p, sourceStore{src: src.source}, r); err != nil {
 			return err
 		}
 	}

@@ -121,8 +121,8 @@ func OpenStores(ctx context.Context, p *plan.Pipeline, reg *host.Registry) ([]*S
 	}
 	var diags hcl.Diagnostics
 	for i, def := range p.Sinks {
-		if !def.Stores() {
-			continue
+		if !p.WritesManifest() || !def.Stores() {
+			continue // a restore's sink keeps no runs
 		}
 		root, err := RunsRoot(def.Key)
 		if err != nil {

@@ -70,13 +70,10 @@ func (a *app) openStores(ctx context.Context, path string, f *storeFlags) ([]*ru
 func storePipelines(p *plan.Plan) []*plan.Pipeline {
 	var keep, read []*plan.Pipeline
 	for _, pp := range p.Pipelines {
-		for _, s := range pp.Sinks {
-			if s.Stores() {
-				keep = append(keep, pp)
-				break
-			}
-		}
-		if pp.Source != nil && pp.Source.Schema.Storage {
+		switch {
+		case pp.WritesManifest():
+			keep = append(keep, pp)
+		case pp.Source != nil && pp.Source.Schema.Storage:
 			read = append(read, pp)
 		}
 	}
@@ -102,7 +99,7 @@ func knownStore(p *plan.Pipeline) error {
 	}
 	stores := false
 	for _, s := range p.Sinks {
-		if s.Stores() {
+		if p.WritesManifest() && s.Stores() {
 			stores = true
 			if err := check(s); err != nil {
 				return err

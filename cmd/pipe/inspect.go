@@ -2,8 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"strings"
+	"time"
+
 	"encoding/json"
 	"fmt"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -51,15 +57,82 @@ and the memory budget, which does not grow with the input.`,
 			if err != nil {
 				return err
 			}
+			previews := a.retentionPreviews(cmd, p)
 			if f.json {
-				return writeJSON(a.stdout, p.JSON())
+				return writeJSON(a.stdout, struct {
+					plan.JSON
+					Retention []retentionPreview `json:"retention_after_next_run,omitempty"`
+				}{p.JSON(), previews})
 			}
 			p.Print(a.stdout)
+			for _, r := range previews {
+				switch {
+				case r.Error != "":
+					fmt.Fprintf(a.stdout, "\nretention of pipeline %q (%s): cannot read the store: %s\n", r.Pipeline, r.Store, r.Error)
+				case len(r.Delete)+r.Leftovers == 0:
+					fmt.Fprintf(a.stdout, "\nretention of pipeline %q (%s): the next successful run deletes nothing (%s now)\n", r.Pipeline, r.Store, plan.Plural(r.Runs, "run"))
+				default:
+					fmt.Fprintf(a.stdout, "\nretention of pipeline %q (%s): the next successful run deletes %s (%s) and %s of runs that did not finish\n",
+						r.Pipeline, r.Store, plan.Plural(len(r.Delete), "run"), strings.Join(r.Delete, ", "), plan.Plural(r.Leftovers, "leftover object"))
+				}
+			}
 			return nil
 		},
 	}
 	f.register(cmd, true, true, true)
 	return cmd
+}
+
+// retentionPreview is what retention would delete after a pipeline's next
+// successful run.
+type retentionPreview struct {
+	Pipeline  string   `json:"pipeline"`
+	Store     string   `json:"store"`
+	Runs      int      `json:"runs"`
+	Delete    []string `json:"delete_runs"`
+	Leftovers int      `json:"delete_leftover_objects"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// retentionPreviews reads the stores of the pipelines with retention and
+// says what their next successful run would delete. A store that cannot be
+// read is said, not an error: plan stays a plan.
+func (a *app) retentionPreviews(cmd *cobra.Command, p *plan.Plan) []retentionPreview {
+	var out []retentionPreview
+	for _, pp := range p.Pipelines {
+		withRetention := false
+		for _, s := range pp.Sinks {
+			withRetention = withRetention || s.KeepLast > 0 || s.KeepWithin > 0
+		}
+		if !withRetention || !pp.WritesManifest() || knownStore(pp) != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+		stores, err := runner.OpenStores(ctx, pp, a.registry)
+		if err != nil {
+			out = append(out, retentionPreview{Pipeline: pp.Name, Error: err.Error()})
+			cancel()
+			continue
+		}
+		for _, s := range stores {
+			if s.Def.KeepLast == 0 && s.Def.KeepWithin == 0 {
+				continue
+			}
+			r := retentionPreview{Pipeline: pp.Name, Store: s.Where(), Delete: []string{}}
+			rp, err := runner.RetentionAfterNext(ctx, s, time.Now())
+			if err != nil {
+				r.Error = err.Error()
+			} else {
+				r.Runs = len(rp.Keep) + len(rp.Drop)
+				r.Delete = runIDs(rp.Drop)
+				r.Leftovers = len(rp.Garbage)
+			}
+			out = append(out, r)
+			s.Close()
+		}
+		cancel()
+	}
+	return out
 }
 
 func (a *app) fmtCmd() *cobra.Command {

@@ -151,6 +151,14 @@ func (r *runMetrics) finish(p *plan.Pipeline, rep *runner.Report, err error) {
 	}
 }
 
+// verified records what pipe verify found in pipeline's store.
+func (r *runMetrics) verified(pipeline string, rep *runner.VerifyReport, err error) {
+	if r == nil || rep == nil {
+		return
+	}
+	r.m.Verified(pipeline, rep.Started, rep.Finished, len(rep.Runs), rep.Objects, rep.Bad, rep.Bytes, err == nil && rep.OK())
+}
+
 // close writes the textfile, pushes and stops serving. Neither a textfile
 // nor a push that fails changes the run's outcome: each is a warning.
 func (r *runMetrics) close() {

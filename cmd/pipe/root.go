@@ -93,7 +93,7 @@ pipeline file. The manual is docs/README.md in pipe's source.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd())
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd(), a.verifyCmd())
 	return root, a.closeRegistry
 }
 

@@ -1,0 +1,313 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/checksum"
+	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/stages/stagekind"
+)
+
+// VerifyOptions say what pipe verify checks.
+type VerifyOptions struct {
+	// RunID, Last and All choose the runs: one by id, the newest Last, or
+	// all; by default the newest. Only runs of the store's pipeline count
+	// when the store is a sink's.
+	RunID string
+	Last  int
+	All   bool
+	// Sample is the percentage of each run's objects to read (0 or 100:
+	// every object), chosen at random, at least one.
+	Sample float64
+	// Decode, when set, is a restore pipeline whose decrypt and decompress
+	// stages decode every object to nowhere as well: age authenticates
+	// every 64 KiB, zstd checks its frames. Without it nothing needs a key.
+	Decode *plan.Pipeline
+	// Plan gives the numbers of the job (chunk size, streams at once).
+	Plan *plan.Pipeline
+	// Progress, when set, watches each run's engine.
+	Progress Progress
+}
+
+// VerifyReport is what pipe verify found.
+type VerifyReport struct {
+	Store    string      `json:"store"`
+	Runs     []RunVerify `json:"runs"`
+	Objects  int         `json:"objects"`
+	Bad      int         `json:"bad"`
+	Bytes    int64       `json:"bytes"`
+	Decoded  bool        `json:"decoded"`
+	Started  time.Time   `json:"started"`
+	Finished time.Time   `json:"finished"`
+}
+
+// OK reports whether every object checked is good.
+func (r *VerifyReport) OK() bool { return r.Bad == 0 && len(r.Runs) > 0 }
+
+// RunVerify is one run's result.
+type RunVerify struct {
+	RunID    string         `json:"run_id"`
+	Pipeline string         `json:"pipeline"`
+	Manifest string         `json:"manifest"`
+	Objects  []ObjectVerify `json:"objects"`
+	Bad      int            `json:"bad"`
+	// Error is a failure of the whole run (its key would not open).
+	Error string `json:"error,omitempty"`
+}
+
+// ObjectVerify is one object's result.
+type ObjectVerify struct {
+	Key    string `json:"key"`
+	Stream string `json:"stream"`
+	Size   int64  `json:"size"`
+	OK     bool   `json:"ok"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Verify reads runs' stored bytes from a store and checks each object's
+// size and SHA-256 against its manifest (and, with Decode, decrypts and
+// decodes it), naming every bad object. Objects are checked independently:
+// one bad object stops none of the others.
+func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, error) {
+	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil}
+	defer func() { rep.Finished = time.Now().UTC() }()
+	cat, err := catalog.Read(ctx, s)
+	if err != nil {
+		return rep, err
+	}
+	runs, err := chooseRuns(cat, s, o)
+	if err != nil {
+		return rep, err
+	}
+	for _, r := range runs {
+		rv, err := verifyRun(ctx, s, r, o)
+		if err != nil {
+			return rep, err
+		}
+		rep.Runs = append(rep.Runs, *rv)
+		for _, ov := range rv.Objects {
+			rep.Objects++
+			if ov.OK {
+				rep.Bytes += ov.Size
+			}
+		}
+		rep.Bad += rv.Bad
+	}
+	return rep, nil
+}
+
+// chooseRuns picks the runs to verify, newest first.
+func chooseRuns(cat *catalog.Catalog, s *Store, o VerifyOptions) ([]*catalog.Run, error) {
+	var runs []*catalog.Run
+	for _, r := range cat.Runs {
+		if s.Kind == "sink" && r.Manifest.Pipeline != s.Pipeline {
+			continue
+		}
+		runs = append(runs, r)
+	}
+	if o.RunID != "" {
+		for _, r := range runs {
+			if r.Manifest.RunID == o.RunID {
+				return []*catalog.Run{r}, nil
+			}
+		}
+		for _, bad := range cat.Invalid {
+			return nil, fmt.Errorf("%s holds no complete run %s; manifest %s is not valid: %w", s.Where(), o.RunID, bad.Key, bad.Err)
+		}
+		return nil, fmt.Errorf("%s holds no complete run %s (pipe backups lists its runs)", s.Where(), o.RunID)
+	}
+	if len(runs) == 0 {
+		if len(cat.Invalid) > 0 {
+			return nil, fmt.Errorf("%s holds no valid run: manifest %s: %w", s.Where(), cat.Invalid[0].Key, cat.Invalid[0].Err)
+		}
+		return nil, fmt.Errorf("%s holds no complete run", s.Where())
+	}
+	switch {
+	case o.All:
+		return runs, nil
+	case o.Last > 0:
+		return runs[:min(o.Last, len(runs))], nil
+	}
+	return runs[:1], nil
+}
+
+// verifyRun checks one run's objects in one engine job whose streams are
+// kept apart.
+func verifyRun(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions) (*RunVerify, error) {
+	m := r.Manifest
+	rv := &RunVerify{RunID: m.RunID, Pipeline: m.Pipeline, Manifest: r.Key}
+	objs := sample(m.Objects, o.Sample)
+	p := o.Plan
+	job := &engine.Job{Source: s.Source(), ChunkSize: p.ChunkSize, Parallel: p.Streams, Depth: p.Depth, Isolate: true,
+		Sinks: []engine.Sink{{Name: "discard", Sink: discard{}}}}
+	if o.Decode != nil {
+		d, err := decodeJob(ctx, s, r, o.Decode)
+		if err != nil {
+			rv.Error = err.Error()
+			rv.Bad = len(objs)
+			for _, ob := range objs {
+				rv.Objects = append(rv.Objects, ObjectVerify{Key: r.ObjectKey(ob), Stream: ob.Stream, Size: ob.Size, Error: err.Error()})
+			}
+			return rv, nil
+		}
+		job.Stages, job.ChunkSize, job.Parallel, job.Depth = d.Stages, d.ChunkSize, d.Parallel, d.Depth
+	}
+	type check struct {
+		key, stream string
+		size        int64
+	}
+	var checks []check
+	add := func(key, stream, digest string, size int64) error {
+		v, err := checksum.Verify(digest, fmt.Sprintf("object %q", key))
+		if err != nil {
+			return err
+		}
+		job.Streams = append(job.Streams, engine.Stream{Name: key, Size: size,
+			Checks:  []engine.Observation{&sizeCheck{want: size, what: fmt.Sprintf("object %q", key)}, v},
+			Objects: []sdk.Object{{Key: key, Stream: stream, Size: -1, MaxSize: -1}}})
+		checks = append(checks, check{key, stream, size})
+		return nil
+	}
+	for _, ob := range objs {
+		if err := add(r.ObjectKey(ob), ob.Stream, ob.Digest, ob.Size); err != nil {
+			return nil, err
+		}
+	}
+	if k := m.RunKey; k != nil && o.Decode == nil {
+		// Without the passphrase, the run's key object is checked as bytes
+		// too (with it, opening it checked them).
+		if err := add(manifest.Resolve(r.Key, k.Key), encrypt.RunKeyName, k.Digest, k.Size); err != nil {
+			return nil, err
+		}
+	}
+	run, err := engine.New(job)
+	if err != nil {
+		return nil, err
+	}
+	if o.Progress != nil {
+		o.Progress.Start(m.RunID, -1, run)
+	}
+	res, err := run.Run(ctx)
+	if o.Progress != nil {
+		o.Progress.Stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range checks {
+		ov := ObjectVerify{Key: c.key, Stream: c.stream, Size: c.size, OK: true}
+		if e := res.Streams[i].Err; e != nil {
+			ov.OK, ov.Error = false, describeBad(e, c.key)
+			rv.Bad++
+		}
+		rv.Objects = append(rv.Objects, ov)
+	}
+	return rv, nil
+}
+
+// decodeJob is the restore pipeline's job for a run: its decrypt (with the
+// run's key, for a passphrase backup) and decompress stages, for the
+// run's codec.
+func decodeJob(ctx context.Context, s *Store, r *catalog.Run, dp *plan.Pipeline) (*engine.Job, error) {
+	m := r.Manifest
+	dec := dp.Stage(stagekind.Decrypt.Name)
+	encrypted := m.Objects[0].Encryption != ""
+	switch {
+	case encrypted && dec == nil:
+		return nil, fmt.Errorf("run %s is encrypted, and pipeline %q has no decrypt stage to decode it with", m.RunID, dp.Name)
+	case !encrypted && dec != nil:
+		return nil, fmt.Errorf("run %s is not encrypted, and pipeline %q decrypts: verify it without --decrypt", m.RunID, dp.Name)
+	}
+	if dec != nil {
+		saved := dec.Keys
+		defer func() { dec.Keys = saved }() // the next run may have another key
+		if m.RunKey != nil {
+			if err := openRunKey(ctx, dp, s, r); err != nil {
+				return nil, err
+			}
+		} else if !anyShared(dec.Keys.Fingerprints, m.Objects[0].Recipients) {
+			return nil, fmt.Errorf("wrong key: run %s was encrypted to %v, and pipeline %q decrypts with %v", m.RunID, m.Objects[0].Recipients, dp.Name, dec.Keys.Fingerprints)
+		}
+		return dp.Job(m.Objects[0].Codec, int(m.FrameSize))
+	}
+	return dp.Job(m.Objects[0].Codec, int(m.FrameSize))
+}
+
+// sample picks pct% of objs at random (at least one), in their order.
+func sample(objs []manifest.Object, pct float64) []manifest.Object {
+	if pct <= 0 || pct >= 100 || len(objs) == 0 {
+		return objs
+	}
+	n := max(1, int(math.Ceil(float64(len(objs))*pct/100)))
+	pick := rand.Perm(len(objs))[:n]
+	keep := make([]bool, len(objs))
+	for _, i := range pick {
+		keep[i] = true
+	}
+	var out []manifest.Object
+	for i, o := range objs {
+		if keep[i] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// describeBad says what is wrong with an object, from its stream's error
+// (without the stream's name, which the report gives).
+func describeBad(err error, key string) string {
+	msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("stream %q: ", key))
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("object %q ", key))
+	if errors.Is(err, sdk.ErrNotFound) {
+		return "missing: " + msg
+	}
+	return msg
+}
+
+// sizeCheck fails a stream whose length is not the manifest's.
+type sizeCheck struct {
+	want, n int64
+	what    string
+}
+
+func (c *sizeCheck) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+func (c *sizeCheck) Finish() (string, error) {
+	switch {
+	case c.n < c.want:
+		return "", fmt.Errorf("%s is truncated: %d of its %d bytes are stored", c.what, c.n, c.want)
+	case c.n > c.want:
+		return "", fmt.Errorf("%s is %d bytes, the manifest says %d", c.what, c.n, c.want)
+	}
+	return "", nil
+}
+
+// discard is a sink that keeps nothing: what verify decodes goes nowhere.
+type discard struct{}
+
+func (discard) Create(context.Context, sdk.Object) (sdk.ObjectWriter, error) {
+	return discardWriter{}, nil
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error)  { return len(p), nil }
+func (discardWriter) Commit(context.Context) error { return nil }
+func (discardWriter) Abort(context.Context) error  { return nil }
+
+var _ io.Writer = discardWriter{}
