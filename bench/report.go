@@ -19,6 +19,7 @@ type report struct {
 	startupPlugin, startupInProcess time.Duration
 	s3                              *s3Result
 	pg                              *pgResult
+	catalog                         *catalogResult
 }
 
 func yesNo(ok bool) string {
@@ -92,6 +93,9 @@ func (r *report) markdown() string {
 	if r.pg != nil {
 		r.pg.markdown(w)
 	}
+	if r.catalog != nil {
+		r.catalog.markdown(w)
+	}
 
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
@@ -101,6 +105,9 @@ func (r *report) markdown() string {
 	}
 	if r.pg != nil {
 		all = append(all[:len(all):len(all)], r.pg.backup, r.pg.restore)
+	}
+	if r.catalog != nil {
+		all = append(all[:len(all):len(all)], r.catalog.list, r.catalog.verify)
 	}
 	for _, s := range all {
 		w("- %s:", s.name)
