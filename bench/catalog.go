@@ -224,7 +224,7 @@ func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult,
 		return m, err
 	}}
 	vs.refs = []*contender{{label: "mc cat | sha256sum", target: 1, run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommand(ctx, []string{"sh", "-c", `set -o pipefail; "$0" cat "$1" | sha256sum`, mc, obj}, m.mcEnv...)
+		m, err := timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", `"$0" cat "$1" | sha256sum`, mc, obj}, m.mcEnv...)
 		if err == nil && !strings.HasPrefix(string(m.stdout), want) {
 			err = fmt.Errorf("mc cat | sha256sum printed %q, want %s", m.stdout, want)
 		}
