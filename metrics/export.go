@@ -124,15 +124,19 @@ func (m *Metrics) carry(path string) {
 	if err != nil {
 		return
 	}
-	read := func(name string) map[string]float64 {
+	read := func(name string, key ...string) map[string]float64 {
+		by := "pipeline"
+		if len(key) > 0 {
+			by = key[0]
+		}
 		carried := map[string]float64{}
 		for _, mt := range mfs[name].GetMetric() {
 			labels := map[string]string{}
 			for _, l := range mt.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			pipeline, ok := labels["pipeline"]
-			delete(labels, "pipeline")
+			pipeline, ok := labels[by]
+			delete(labels, by)
 			if ok && maps.Equal(labels, m.labels) && mt.GetGauge() != nil {
 				carried[pipeline] = mt.GetGauge().GetValue()
 			}
@@ -140,8 +144,9 @@ func (m *Metrics) carry(path string) {
 		return carried
 	}
 	runs, verifies := read("pipe_run_last_success_timestamp_seconds"), read("pipe_verify_last_success_timestamp_seconds")
+	pushes := read("pipe_wal_last_push_timestamp_seconds", "archive")
 	m.mu.Lock()
-	m.carried, m.carriedVerify = runs, verifies
+	m.carried, m.carriedVerify, m.carriedPush = runs, verifies, pushes
 	m.mu.Unlock()
 }
 
@@ -207,16 +212,22 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		name  string
 		ok    bool
 		extra map[string]string // more of the grouping key
+		wal   bool              // name is a WAL archive's
 	}
 	m.mu.Lock()
 	var runs []outcome
 	for _, p := range m.pipelines {
-		runs = append(runs, outcome{p.name, p.finished && p.ok, nil})
+		runs = append(runs, outcome{p.name, p.finished && p.ok, nil, false})
 	}
 	for _, v := range m.verifies {
 		// Its own group: a check's push must not replace the metrics of
 		// the pipeline's runs.
-		runs = append(runs, outcome{v.pipeline, v.ok, map[string]string{"operation": "verify"}})
+		runs = append(runs, outcome{v.pipeline, v.ok, map[string]string{"operation": "verify"}, false})
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.wals)) {
+		// A group per archive, added to (POST): pushes, fetches and
+		// checks each leave their own metrics in it.
+		runs = append(runs, outcome{name, false, map[string]string{"operation": "wal"}, true})
 	}
 	m.mu.Unlock()
 	var errs []error
@@ -226,10 +237,16 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		// file do not replace each other's metrics.
 		g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 			mfs, err := m.bare.Gather()
-			return onlyPipeline(mfs, r.name, !r.ok), err
+			if r.wal {
+				return only(mfs, "archive", r.name, false), err
+			}
+			return only(mfs, "pipeline", r.name, !r.ok), err
 		})
 		p := push.New(u.String(), Job).Gatherer(g).Client(&http.Client{Timeout: 30 * time.Second})
 		keys := map[string]string{"pipeline": r.name}
+		if r.wal {
+			keys = map[string]string{"archive": r.name}
+		}
 		maps.Copy(keys, r.extra)
 		maps.Copy(keys, grouping)
 		maps.Copy(keys, m.labels)
@@ -249,16 +266,20 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 			if pass != "" {
 				err = errors.New(strings.ReplaceAll(err.Error(), pass, "(sensitive)"))
 			}
-			errs = append(errs, fmt.Errorf("pipeline %s: %w", r.name, err))
+			what := "pipeline"
+			if r.wal {
+				what = "archive"
+			}
+			errs = append(errs, fmt.Errorf("%s %s: %w", what, r.name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// onlyPipeline keeps the metrics of pipeline name (and those of no
-// pipeline, pipe_info), without their pipeline label; without the last
-// success when it failed, so the group keeps the last good run's.
-func onlyPipeline(mfs []*dto.MetricFamily, name string, failed bool) []*dto.MetricFamily {
+// only keeps the metrics whose label key is name (and those without
+// the label, pipe_info), without that label; without the last success when
+// it failed, so the group keeps the last good run's.
+func only(mfs []*dto.MetricFamily, key, name string, failed bool) []*dto.MetricFamily {
 	out := mfs[:0]
 	for _, mf := range mfs {
 		if failed && (mf.GetName() == "pipe_run_last_success_timestamp_seconds" || mf.GetName() == "pipe_verify_last_success_timestamp_seconds") {
@@ -268,14 +289,17 @@ func onlyPipeline(mfs []*dto.MetricFamily, name string, failed bool) []*dto.Metr
 		for _, m := range mf.Metric {
 			keep := true
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "pipeline" {
-					keep = l.GetValue() == name
+				switch l.GetName() {
+				case key:
+					keep = keep && l.GetValue() == name
+				case "pipeline", "archive":
+					keep = false // another group's
 				}
 			}
 			if keep {
 				// The grouping key carries the pipeline; the Pushgateway
 				// puts it back on every metric.
-				m.Label = slices.DeleteFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == "pipeline" })
+				m.Label = slices.DeleteFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == key })
 				ms = append(ms, m)
 			}
 		}

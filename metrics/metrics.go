@@ -55,6 +55,10 @@ type Metrics struct {
 	// those of pipe verify.
 	carried       map[string]float64
 	carriedVerify map[string]float64
+	// wals are the WAL archives pipe wal pushed to, fetched from or
+	// checked, by name; carriedPush the last push of each from a textfile.
+	wals        map[string]*walArchive
+	carriedPush map[string]float64
 
 	reg  *prometheus.Registry // with Labels on every metric
 	bare *prometheus.Registry // without: for the Pushgateway's grouping key
@@ -231,6 +235,7 @@ type descs struct {
 	verifyObjects, verifyBytes, verifyFailures   *prometheus.Desc
 	verifyRuns, verifySuccess, verifyDuration    *prometheus.Desc
 	verifyFinished, verifyLastSuccess            *prometheus.Desc
+	wal                                          *walDescs
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -271,14 +276,16 @@ func newDescs(constLabels map[string]string) *descs {
 		verifyDuration:    d("pipe_verify_duration_seconds", "How long pipe verify took.", pl...),
 		verifyFinished:    d("pipe_verify_finished_timestamp_seconds", "When pipe verify ended, in seconds since the Unix epoch.", pl...),
 		verifyLastSuccess: d("pipe_verify_last_success_timestamp_seconds", "When pipe verify last found every object it checked good; a textfile keeps the previous value across failed checks.", pl...),
+		wal:               newWALDescs(d),
 	}
 }
 
 func (d *descs) all() []*prometheus.Desc {
-	return []*prometheus.Desc{d.info, d.bytes, d.chunks, d.busy, d.waiting, d.blocked, d.errs, d.workers,
+	return append([]*prometheus.Desc{d.info, d.bytes, d.chunks, d.busy, d.waiting, d.blocked, d.errs, d.workers,
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
 		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.retries,
-		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess}
+		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess},
+		d.wal.all()...)
 }
 
 // collector reads a Metrics when gathered.
@@ -381,6 +388,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.verifyLastSuccess, ts, name)
 		}
 	}
+	m.collectWAL(d.wal, now, counter, gauge)
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

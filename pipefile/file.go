@@ -45,12 +45,19 @@ type Options struct {
 	// reach endpoints through their attributes only, so plugin processes
 	// and the commands they start are not given them.
 	HideEnv func(name string)
+	// Running says the file is loaded to act on (pipe wal), without a run
+	// id: as for a run, a variable without a value is an error.
+	Running bool
+	// SkipDecrypt leaves the decrypt blocks of archives unread (pipe wal
+	// push, list, verify without --decrypt): the database server needs no
+	// private key, nor the file it names, to archive.
+	SkipDecrypt bool
 }
 
 // running reports whether the load is for a run: a variable without a
 // value, or env() of an unset variable, is then an error where it is used;
 // validate and plan (no run id) carry them as unknown values.
-func (o *Options) running() bool { return o.RunID != "" }
+func (o *Options) running() bool { return o.RunID != "" || o.Running }
 
 func (o *Options) lookupEnv(name string) (string, bool) {
 	if o.LookupEnv != nil {
@@ -80,6 +87,8 @@ type File struct {
 	Path      string
 	Variables []*Variable
 	Pipelines []*Pipeline
+	// Archives are the file's WAL archives (archive blocks).
+	Archives []*Archive
 	// Names are the names of every pipeline block, in file order, also
 	// those Options.Pipelines left out.
 	Names   []string
@@ -265,6 +274,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "variable", LabelNames: []string{"name"}},
 		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "pipeline", LabelNames: []string{"name"}},
+		{Type: "archive", LabelNames: []string{"name"}},
 	},
 }
 
@@ -325,6 +335,23 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
+		if b.Type == "archive" {
+			name := b.Labels[0]
+			if !nameRE.MatchString(name) {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid archive name",
+					Detail: fmt.Sprintf("%q: an archive name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()})
+				continue
+			}
+			if f.archiveNamed(name) {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate archive",
+					Detail: fmt.Sprintf("An archive named %q is already defined.", name), Subject: b.LabelRanges[0].Ptr()})
+				continue
+			}
+			a, d := f.loadArchive(b, evalContext(vars, name, o.RunID, funcs), &o, src)
+			diags = append(diags, d...)
+			f.Archives = append(f.Archives, a)
+			continue
+		}
 		if b.Type != "pipeline" {
 			continue
 		}
@@ -357,7 +384,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 			f.Pipelines = append(f.Pipelines, p)
 		}
 	}
-	if len(seen) == 0 && !diags.HasErrors() {
+	if len(seen) == 0 && len(f.Archives) == 0 && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "No pipeline",
 			Detail:  `The file defines no pipeline block: add pipeline "name" { source "…" { } sink "…" { } }.`,

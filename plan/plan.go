@@ -40,6 +40,7 @@ type Plan struct {
 	File      *pipefile.File
 	Host      profiles.Host
 	Pipelines []*Pipeline
+	Archives  []*Archive
 }
 
 // Pipeline is one resolved pipeline.
@@ -160,6 +161,11 @@ func New(f *pipefile.File, o Options) (*Plan, hcl.Diagnostics) {
 		if p != nil {
 			pl.Pipelines = append(pl.Pipelines, p)
 		}
+	}
+	for _, def := range f.Archives {
+		a, d := resolveArchive(def, o)
+		diags = append(diags, d...)
+		pl.Archives = append(pl.Archives, a)
 	}
 	return pl, diags
 }

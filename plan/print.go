@@ -54,6 +54,12 @@ func (pl *Plan) Print(w io.Writer) {
 		}
 		p.print(w, pl.Host.CPUs)
 	}
+	for i, a := range pl.Archives {
+		if i > 0 || len(pl.Pipelines) > 0 {
+			fmt.Fprintln(w)
+		}
+		a.print(w)
+	}
 }
 
 func (p *Pipeline) print(w io.Writer, cpus int) {
@@ -221,6 +227,7 @@ func jsonValue(e *pipefile.Endpoint, a sdk.Attribute) any {
 type JSON struct {
 	Host      HostJSON       `json:"host"`
 	Pipelines []PipelineJSON `json:"pipelines"`
+	Archives  []ArchiveJSON  `json:"archives,omitempty"`
 }
 
 type HostJSON struct {
@@ -287,6 +294,9 @@ func (pl *Plan) JSON() JSON {
 			pj.Positions = append(pj.Positions, PositionJSON{pos.Name, pos.Buffers, pos.BufferSize})
 		}
 		out.Pipelines = append(out.Pipelines, pj)
+	}
+	for _, a := range pl.Archives {
+		out.Archives = append(out.Archives, a.json())
 	}
 	return out
 }

@@ -58,7 +58,7 @@ func TestRedactBySchema(t *testing.T) {
   sink "fs" { path = "out/" }
 }
 `), 0o644)
-	reg, err := newRegistry(nil)
+	reg, err := newRegistry(nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,6 +406,7 @@ var fragmentAllowed = map[string]bool{
 	"Missing required argument": true,
 	"Missing source":            true,
 	"Missing sink":              true,
+	"Missing store":             true, // an archive's elided store
 	"No pipeline":               true,
 	"Variable not set":          true,
 	"Invalid plugin pin":        true, // a pin's elided hash, or a plugin not built here
@@ -424,7 +425,7 @@ func fragmentProblems(t *testing.T, where, src string) []string {
 	body := file.Body.(*hclsyntax.Body)
 	top := len(body.Attributes) > 0
 	for _, b := range body.Blocks {
-		if b.Type != "variable" && b.Type != "plugin" && b.Type != "pipeline" {
+		if b.Type != "variable" && b.Type != "plugin" && b.Type != "pipeline" && b.Type != "archive" {
 			top = true
 		}
 	}
@@ -437,7 +438,7 @@ func fragmentProblems(t *testing.T, where, src string) []string {
 		k, v, _ := strings.Cut(vars[i], "=")
 		values[k] = v
 	}
-	reg, err := newRegistry(slog.New(slog.DiscardHandler))
+	reg, err := newRegistry(slog.New(slog.DiscardHandler), false)
 	if err != nil {
 		t.Fatal(err)
 	}

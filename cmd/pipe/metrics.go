@@ -17,6 +17,7 @@ import (
 	"github.com/pipebackup/pipe/metrics"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // metricsFlags are pipe run's Prometheus flags.
@@ -40,7 +41,7 @@ func (f *metricsFlags) set() bool {
 // and the Pushgateway's job are taken.
 var (
 	labelName      = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-	reservedLabels = []string{"pipeline", "stage", "direction", "endpoint", "version", "job", "file"}
+	reservedLabels = []string{"pipeline", "stage", "direction", "endpoint", "version", "job", "file", "archive", "operation", "result", "from", "system_identifier", "timeline"}
 )
 
 // runMetrics is the metrics of one pipe run; a nil *runMetrics (no
@@ -197,5 +198,43 @@ func (ps progresses) Start(pipeline string, total int64, r *engine.Run) {
 func (ps progresses) Stop() {
 	for _, p := range ps {
 		p.Stop()
+	}
+}
+
+// walPushed records a file pipe wal push archived.
+func (r *runMetrics) walPushed(archive string, p *wal.PushResult) {
+	if r != nil {
+		r.m.WALPushed(archive, p)
+	}
+}
+
+// walBacklog records the files waiting for the background pusher.
+func (r *runMetrics) walBacklog(archive string, waiting int, exceeded bool) {
+	if r != nil {
+		r.m.WALBacklog(archive, waiting, exceeded)
+	}
+}
+
+// walFetched records a file pipe wal fetch restored (from "store" or
+// "spool"), or a failed attempt (from "").
+func (r *runMetrics) walFetched(archive, from string) {
+	if r != nil {
+		r.m.WALFetched(archive, from)
+	}
+}
+
+// walChecked records what pipe wal list or verify found.
+func (r *runMetrics) walChecked(archive string, l *wal.Listing, rep *wal.VerifyReport, ok bool) {
+	if r != nil {
+		r.m.WALChecked(archive, l, rep, ok)
+	}
+}
+
+// flush writes the textfile now, for a long-running background process.
+func (r *runMetrics) flush() {
+	if r != nil && r.f.textfile != "" {
+		if err := r.m.WriteTextfile(r.f.textfile); err != nil {
+			r.a.log.Warn(fmt.Sprintf("--metrics-textfile: the metrics were not written: %v", err))
+		}
 	}
 }

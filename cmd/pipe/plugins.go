@@ -52,11 +52,11 @@ func pluginDirs() []string {
 
 // newRegistry makes the registry of endpoint types. The built-ins run in a
 // plugin process that is pipe itself, like any third-party plugin;
-// PIPE_BUILTINS=inprocess runs them in this process instead (to compare,
-// or to debug).
-func newRegistry(log *slog.Logger) (*host.Registry, error) {
+// inprocess or PIPE_BUILTINS=inprocess runs them in this process instead
+// (pipe wal, to start fast; to compare, or to debug).
+func newRegistry(log *slog.Logger, inprocess bool) (*host.Registry, error) {
 	o := host.Options{Builtin: all.Builtin(), Dirs: pluginDirs(), Log: log}
-	if os.Getenv("PIPE_BUILTINS") != "inprocess" {
+	if !inprocess && os.Getenv("PIPE_BUILTINS") != "inprocess" {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err

@@ -38,6 +38,8 @@ type app struct {
 	logf   logFlags
 	log    *slog.Logger
 	redact *redactor
+	// inprocess runs the built-in endpoints in this process (pipe wal).
+	inprocess bool
 }
 
 // loadFlags are the flags of commands that read a pipeline file.
@@ -46,6 +48,8 @@ type loadFlags struct {
 	profile   string
 	pipelines []string
 	json      bool
+	// running and skipDecrypt are pipefile.Options' Running and SkipDecrypt.
+	running, skipDecrypt bool
 }
 
 func (f *loadFlags) register(cmd *cobra.Command, withProfile, withPipeline, withJSON bool) {
@@ -93,13 +97,13 @@ pipeline file. The manual is docs/README.md in pipe's source.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd(), a.verifyCmd())
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd(), a.verifyCmd(), a.walCmd())
 	return root, a.closeRegistry
 }
 
 func (a *app) openRegistry() (*host.Registry, error) {
 	if a.registry == nil {
-		reg, err := newRegistry(a.log)
+		reg, err := newRegistry(a.log, a.inprocess)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +151,7 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 		return nil, err
 	}
 	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: reg,
-		Pipelines: f.pipelines, HideEnv: reg.HideEnv})
+		Pipelines: f.pipelines, HideEnv: reg.HideEnv, Running: f.running, SkipDecrypt: f.skipDecrypt})
 	if file != nil && len(f.pipelines) > 0 && !diags.HasErrors() {
 		for _, name := range f.pipelines {
 			if !slices.Contains(file.Names, name) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,6 +49,8 @@ func TestScripts(t *testing.T) {
 			"killplugin": cmdKillplugin,
 			"mark":       cmdMark,
 			"within":     cmdWithin,
+			"pgcluster":  cmdPgcluster,
+			"walseg":     cmdWalseg,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch {
@@ -251,6 +254,44 @@ func cmdKillplugin(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // mark: remember now; within SECONDS: less than that has passed since.
+// pgcluster DIR SYSID: a data directory as far as pipe wal reads one:
+// global/pg_control with the system identifier, pg_wal/archive_status.
+func cmdPgcluster(ts *testscript.TestScript, neg bool, args []string) {
+	dir := ts.MkAbs(args[0])
+	id, err := strconv.ParseUint(args[1], 10, 64)
+	ts.Check(err)
+	control := make([]byte, 8192)
+	binary.LittleEndian.PutUint64(control, id)
+	ts.Check(os.MkdirAll(filepath.Join(dir, "global"), 0o700))
+	ts.Check(os.WriteFile(filepath.Join(dir, "global", "pg_control"), control, 0o600))
+	ts.Check(os.MkdirAll(filepath.Join(dir, "pg_wal", "archive_status"), 0o700))
+}
+
+// walseg DIR NAME SYSID [SEED]: a 1 MiB WAL segment of the cluster in
+// DIR/pg_wal, marked ready: its first page's long header, then data.
+func cmdWalseg(ts *testscript.TestScript, neg bool, args []string) {
+	dir := ts.MkAbs(args[0])
+	name := args[1]
+	id, err := strconv.ParseUint(args[2], 10, 64)
+	ts.Check(err)
+	tli, err := strconv.ParseUint(name[:8], 16, 32)
+	ts.Check(err)
+	seed := uint64(1)
+	if len(args) > 3 {
+		seed, _ = strconv.ParseUint(args[3], 10, 64)
+	}
+	const size = 1 << 20
+	b := append(make([]byte, 0, size), mixedData(seed, size)...)
+	binary.LittleEndian.PutUint16(b[0:], 0xD110)
+	binary.LittleEndian.PutUint16(b[2:], 0x0002) // XLP_LONG_HEADER
+	binary.LittleEndian.PutUint32(b[4:], uint32(tli))
+	binary.LittleEndian.PutUint64(b[24:], id)
+	binary.LittleEndian.PutUint32(b[32:], size)
+	binary.LittleEndian.PutUint32(b[36:], 8192)
+	ts.Check(os.WriteFile(filepath.Join(dir, "pg_wal", name), b, 0o600))
+	ts.Check(os.WriteFile(filepath.Join(dir, "pg_wal", "archive_status", name+".ready"), nil, 0o600))
+}
+
 func cmdMark(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv("MARK", strconv.FormatInt(time.Now().UnixNano(), 10))
 }

@@ -4,6 +4,7 @@ package compress
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/DataDog/zstd"
 
@@ -37,6 +38,10 @@ type zstdEncoder struct {
 // libzstd's compress bound, so it never allocates.
 func (z zstdEncoder) Map(dst, src []byte) ([]byte, error) {
 	out, err := z.ctx.CompressLevel(dst[:0], src, z.level)
+	// The context's finalizer frees its C memory: keep it alive until the
+	// C call returned, or a caller that drops the encoder after this call
+	// (Codec.Encode) has it freed while libzstd still works in it.
+	runtime.KeepAlive(z.ctx)
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
@@ -51,6 +56,7 @@ type zstdDecoder struct{ ctx zstd.Ctx }
 // content fits.
 func (z zstdDecoder) Map(dst, src []byte) ([]byte, error) {
 	n, err := z.ctx.DecompressInto(dst[:cap(dst)], src)
+	runtime.KeepAlive(z.ctx) // as in zstdEncoder.Map
 	if err != nil {
 		return nil, fmt.Errorf("corrupt zstd data: %w", err)
 	}

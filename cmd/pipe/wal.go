@@ -1,0 +1,584 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/runner"
+	"github.com/pipebackup/pipe/wal"
+)
+
+// exitStopRecovery is what pipe wal fetch exits with when it failed for
+// another reason than a file that is not archived: PostgreSQL takes an
+// exit status above 125 as fatal and stops recovery, instead of ending it
+// (and promoting) at the wrong point.
+const exitStopRecovery = 255
+
+// exitNotArchived is pipe wal fetch's exit status for a file that is not
+// in the archive: recovery then ends, or turns to streaming.
+const exitNotArchived = 1
+
+// walFlags are the flags of the pipe wal commands.
+type walFlags struct {
+	vars    []string
+	archive string
+	pgdata  string
+	json    bool
+}
+
+func (f *walFlags) register(cmd *cobra.Command, withJSON bool) {
+	cmd.Flags().StringArrayVar(&f.vars, "var", nil, "set a variable: --var name=value (repeatable; also PIPE_VAR_name)")
+	cmd.Flags().StringVar(&f.archive, "archive", "", "the archive block to use, when the file has several")
+	cmd.Flags().StringVarP(&f.pgdata, "pgdata", "D", ".", "the data directory: where global/pg_control, pg_wal and the spools are (PostgreSQL runs archive_command and restore_command in it)")
+	if withJSON {
+		cmd.Flags().BoolVar(&f.json, "json", false, "print JSON instead of text")
+	}
+}
+
+// args are the flags to give a background pipe wal process started for
+// this one.
+func (f *walFlags) args(file, archive string) []string {
+	out := []string{file, "--archive", archive, "--pgdata", f.pgdata}
+	for _, v := range f.vars {
+		out = append(out, "--var", v)
+	}
+	return out
+}
+
+func (mf *metricsFlags) args() []string {
+	var out []string
+	if mf.textfile != "" {
+		out = append(out, "--metrics-textfile", mf.textfile)
+	}
+	if mf.pushgateway != "" {
+		out = append(out, "--pushgateway", mf.pushgateway)
+	}
+	for _, l := range mf.labels {
+		out = append(out, "--metrics-label", l)
+	}
+	return out
+}
+
+func (a *app) walCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "wal",
+		Short: "Archive PostgreSQL's WAL: archive_command (push), restore_command (fetch), list and verify the archive",
+		Long: `wal is PostgreSQL continuous archiving with the archive block of a pipeline
+file: the store, compression and encryption, written once for push and
+fetch.
+
+  archive_command = 'pipe wal push /etc/pipe/pg.hcl %p'
+  restore_command = 'pipe wal fetch /etc/pipe/pg.hcl %f %p'
+
+Objects are laid out per system identifier and timeline, and named by the
+SHA-256 of the file and of the stored bytes: a second push of the same
+file writes nothing, a different file under an archived name is refused,
+and list and verify check the archive without a key.`,
+	}
+	cmd.AddCommand(a.skipDecryptCmd(), a.walFetchCmd(), a.walListCmd(), a.walVerifyCmd())
+	return cmd
+}
+
+// openArchive loads a file and opens its archive's store. The built-in
+// stores run in this process: archive_command and restore_command start
+// one pipe per file, and a plugin process would double that.
+func (a *app) openArchive(ctx context.Context, file string, f *walFlags, decrypt bool) (*plan.Archive, *wal.Archive, func(), error) {
+	a.inprocess = true
+	p, err := a.load(file, &loadFlags{vars: f.vars, running: true, skipDecrypt: !decrypt}, "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pa, err := p.Archive(f.archive)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return nil, nil, nil, &exitError{exitInvalid}
+	}
+	if unknown := unknownAttrs(pa.Def.Store); len(unknown) > 0 {
+		fmt.Fprintf(a.stderr, "Error: archive %q: store %s: %s not known: give the variables they use (--var name=value or PIPE_VAR_name)\n", pa.Name, pa.Def.Store.Type, strings.Join(unknown, ", "))
+		return nil, nil, nil, &exitError{exitInvalid}
+	}
+	ar, done, err := runner.OpenArchive(ctx, pa, a.registry, f.pgdata)
+	if err != nil {
+		var de *runner.DiagError
+		if errors.As(err, &de) {
+			a.printDiags(p.File, de.Diags)
+			return nil, nil, nil, &exitError{exitInvalid}
+		}
+		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), p.File.Secrets()))
+		return nil, nil, nil, &exitError{exitFailed}
+	}
+	return pa, ar, done, nil
+}
+
+// unknownAttrs names the attributes of an endpoint not known yet (they use
+// variables not given).
+func unknownAttrs(e *pipefile.Endpoint) []string {
+	var out []string
+	for name := range e.Unknown {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// inData resolves a path the archive gives relative to the data
+// directory.
+func inData(pgdata, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(pgdata, p)
+}
+
+// spawn starts a background pipe with args, in a session of its own (a
+// signal to PostgreSQL's process group does not reach it), its output
+// appended to logPath. It is not waited for.
+func spawn(args []string, logPath string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > 8<<20 {
+		_ = os.Rename(logPath, logPath+".1") // keep one old log: it stays bounded
+	}
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
+
+func (a *app) skipDecryptCmd() *cobra.Command {
+	var f walFlags
+	var mf metricsFlags
+	var background bool
+	cmd := &cobra.Command{
+		Use:   "push FILE.hcl PATH",
+		Short: "Archive one WAL file, as archive_command: pipe wal push FILE.hcl %p",
+		Long: `push compresses, encrypts and stores the WAL file at PATH (a segment, a
+timeline history, a backup label or a partial segment) in the file's
+archive, and exits 0 once it is durable in the store. The same content
+pushed again exits 0 with a notice; other content under a name already
+archived exits 1 and the archive keeps the original.
+
+With push { async = true } in the archive, a background pusher sends every
+segment PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at
+once, and push exits 0 once the pusher has archived its file. Any failure
+exits 1: PostgreSQL keeps the segment and tries again.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if background {
+				return cobra.ExactArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			pa, ar, done, err := a.openArchive(ctx, args[0], &f, false)
+			if err != nil {
+				return err
+			}
+			defer done()
+			mx, err := a.startMetrics(&mf, args[0])
+			if err != nil {
+				return err
+			}
+			defer mx.close()
+			if background {
+				return a.skipDecrypter(ctx, args[0], pa, ar, &f, mx)
+			}
+			p := args[1]
+			name := filepath.Base(p)
+			if _, err := wal.ParseName(name); err != nil {
+				fmt.Fprintln(a.stderr, "Error:", err)
+				return &exitError{exitInvalid}
+			}
+			var r *wal.PushResult
+			ready := filepath.Join(filepath.Dir(p), "archive_status", name+".ready")
+			if _, serr := os.Stat(ready); pa.Async && serr == nil {
+				as := a.async(pa, ar, &f)
+				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
+				bg = append(bg, mf.args()...)
+				r, err = as.Wait(ctx, name, p, time.Duration(pa.PushTimeout), func() error {
+					return spawn(bg, filepath.Join(as.Spool, "pusher.log"))
+				})
+			} else {
+				r, err = ar.Push(ctx, p)
+				if err == nil {
+					mx.walPushed(pa.Name, r)
+				}
+			}
+			switch {
+			case err != nil:
+				fmt.Fprintf(a.stderr, "Error: pipe wal push %s: %s\n", name, err)
+				return &exitError{exitFailed}
+			case r.Already && !pa.Async:
+				a.log.Warn("archived already with the same content: nothing written", "file", name, "object", r.Key)
+			default:
+				a.log.Info("archived", "file", name, "object", r.Key, "bytes", r.Bytes, "stored", r.Stored)
+			}
+			return nil
+		},
+	}
+	f.register(cmd, false)
+	mf.register(cmd)
+	cmd.Flags().BoolVar(&background, "background", false, "run the background pusher (push starts it when the archive is async)")
+	_ = cmd.Flags().MarkHidden("background") // started by push itself
+	return cmd
+}
+
+// async is the archive's background pushing.
+func (a *app) async(pa *plan.Archive, ar *wal.Archive, f *walFlags) *wal.Async {
+	return &wal.Async{Archive: ar, WalDir: inData(f.pgdata, "pg_wal"), Spool: inData(f.pgdata, pa.PushSpool),
+		Workers: pa.Workers, MaxBacklog: pa.MaxBacklog, Idle: pusherIdle, Log: a.log}
+}
+
+// pusherIdle is how long the background pusher waits for a new segment
+// before it exits.
+const pusherIdle = 10 * time.Second
+
+// skipDecrypter runs the background pusher until it is idle.
+func (a *app) skipDecrypter(ctx context.Context, file string, pa *plan.Archive, ar *wal.Archive, f *walFlags, mx *runMetrics) error {
+	as := a.async(pa, ar, f)
+	var dirty atomic.Bool // set by the pusher's workers
+	last := -1            // Backlog runs on Run's goroutine only
+	as.Pushed = func(r *wal.PushResult) {
+		mx.walPushed(pa.Name, r)
+		dirty.Store(true)
+	}
+	as.Backlog = func(waiting int, exceeded bool) {
+		mx.walBacklog(pa.Name, waiting, exceeded)
+		if dirty.Swap(false) || waiting != last {
+			mx.flush()
+			last = waiting
+		}
+	}
+	a.log.Info("background pusher started", "archive", pa.Name, "workers", pa.Workers, "file", file)
+	err := as.Run(ctx)
+	switch {
+	case errors.Is(err, wal.ErrBusy):
+		return nil // another pusher is at work
+	case err != nil && ctx.Err() == nil:
+		fmt.Fprintln(a.stderr, "Error: the background pusher:", err)
+		return &exitError{exitFailed}
+	}
+	return nil
+}
+
+func (a *app) walFetchCmd() *cobra.Command {
+	var f walFlags
+	var mf metricsFlags
+	var prefetchAfter string
+	cmd := &cobra.Command{
+		Use:   "fetch FILE.hcl NAME PATH",
+		Short: "Restore one WAL file, as restore_command: pipe wal fetch FILE.hcl %f %p",
+		Long: `fetch reads the archived file NAME, checks its digests, decrypts and
+decompresses it, and writes it to PATH atomically. Its exit status follows
+PostgreSQL's rules: 0 restored; 1 the file is not in the archive (recovery
+ends there, or turns to streaming); 255 for any other failure once the
+archive's fetch { retries } are spent, which PostgreSQL takes as fatal:
+recovery stops, rather than end early at the wrong point.
+
+With fetch { prefetch = N }, a background fetcher brings the N segments
+after the one asked for into a spool, several at once, and the next fetch
+takes its segment from there with a rename.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			n := 3
+			if prefetchAfter != "" {
+				n = 1
+			}
+			if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+				fmt.Fprintln(a.stderr, "Error:", err)
+				return &exitError{exitStopRecovery}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			err := a.walFetch(ctx, args, &f, &mf, prefetchAfter)
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code != exitNotArchived && ee.code != 0 {
+				// A bad flag or file must not end recovery early either.
+				return &exitError{exitStopRecovery}
+			}
+			return err
+		},
+	}
+	f.register(cmd, false)
+	mf.register(cmd)
+	cmd.Flags().StringVar(&prefetchAfter, "prefetch-after", "", "run the background prefetcher for the segments after `NAME` (fetch starts it)")
+	_ = cmd.Flags().MarkHidden("prefetch-after") // started by fetch itself
+	// A usage error exits with exitStopRecovery too.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return &exitError{exitStopRecovery}
+	})
+	return cmd
+}
+
+func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metricsFlags, prefetchAfter string) error {
+	pa, ar, done, err := a.openArchive(ctx, args[0], f, true)
+	if err != nil {
+		return err
+	}
+	defer done()
+	mx, err := a.startMetrics(mf, args[0])
+	if err != nil {
+		return err
+	}
+	defer mx.close()
+	pf := &wal.Prefetch{Archive: ar, Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, Log: a.log}
+	if prefetchAfter != "" {
+		sysid, err := ar.FetchSystemID(ctx)
+		if err == nil {
+			err = pf.Run(ctx, sysid, prefetchAfter)
+		}
+		if err != nil && !errors.Is(err, wal.ErrBusy) && ctx.Err() == nil {
+			fmt.Fprintln(a.stderr, "Error: the background prefetcher:", err)
+			return &exitError{exitFailed}
+		}
+		return nil
+	}
+	name, dest := args[1], args[2]
+	file, err := wal.ParseName(name)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return &exitError{exitStopRecovery}
+	}
+	prefetch := pa.Prefetch > 0 && file.Kind == wal.Segment
+	var sysid uint64
+	if prefetch {
+		if sysid, err = ar.FetchSystemID(ctx); err != nil {
+			prefetch = false // no spool without knowing the cluster; fetch says why below
+		}
+	}
+	from := "store"
+	took := false
+	if prefetch {
+		if took, err = pf.Take(sysid, name, dest); err != nil {
+			a.log.Warn("the prefetch spool", "error", err)
+		}
+	}
+	if took {
+		from = "spool"
+	} else {
+		err = backoff.Retry(func() error {
+			err := ar.Fetch(ctx, name, dest)
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, wal.ErrNotArchived), ctx.Err() != nil:
+				return backoff.Permanent(err)
+			}
+			mx.walFetched(pa.Name, "")
+			a.log.Warn("fetch failed; trying again", "file", name, "error", err)
+			return err
+		}, backoff.WithContext(backoff.WithMaxRetries(fetchBackoff(), uint64(pa.Retries)), ctx))
+		switch {
+		case errors.Is(err, wal.ErrNotArchived):
+			a.log.Info("not in the archive", "file", name)
+			return &exitError{exitNotArchived}
+		case err != nil:
+			fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) rather than ending it early: fix the store and start PostgreSQL again\n", name, err, exitStopRecovery)
+			return &exitError{exitStopRecovery}
+		}
+	}
+	mx.walFetched(pa.Name, from)
+	a.log.Info("restored", "file", name, "from", from)
+	if prefetch && len(pf.Next(sysid, name)) > 0 && !pf.Running() {
+		bg := append([]string{"wal", "fetch", "--prefetch-after", name}, f.args(args[0], pa.Name)...)
+		if err := spawn(bg, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
+			a.log.Warn("starting the background prefetcher", "error", err)
+		}
+	}
+	return nil
+}
+
+// fetchBackoff is the wait between fetch attempts: from half a second,
+// doubling, at most 10 s apart.
+func fetchBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 500 * time.Millisecond
+	b.MaxInterval = 10 * time.Second
+	b.MaxElapsedTime = 0 // WithMaxRetries bounds it
+	return b
+}
+
+func (a *app) walListCmd() *cobra.Command {
+	var f walFlags
+	var mf metricsFlags
+	cmd := &cobra.Command{
+		Use:   "list FILE.hcl",
+		Short: "List the WAL archive: segments per cluster and timeline, gaps, history files, the newest segment's age",
+		Long: `list reads the archive's object names (no object is read, no key is
+needed) and prints, per system identifier and timeline, the segments from
+the first to the last, every gap between them, the history, backup-label
+and partial files, and how long ago the newest segment was archived. The
+metrics flags export pipe_wal_segments, pipe_wal_missing_segments and
+pipe_wal_newest_segment_age_seconds, for alerting on archive lag.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.walCheck(cmd, args[0], &f, &mf, false, false)
+		},
+	}
+	f.register(cmd, true)
+	mf.register(cmd)
+	return cmd
+}
+
+func (a *app) walVerifyCmd() *cobra.Command {
+	var f walFlags
+	var mf metricsFlags
+	var decrypt bool
+	cmd := &cobra.Command{
+		Use:   "verify FILE.hcl",
+		Short: "Check every archived WAL file against its digest without a key, and that no segment is missing",
+		Long: `verify reads every object of the archive and checks its SHA-256 against
+the digest in its name, which needs read access and no key. --decrypt also
+decrypts and decompresses each (with the archive's decrypt block) and
+checks the file's own SHA-256. A gap between segments of a timeline, a
+damaged object or a file archived twice with different content makes the
+exit status 1.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.walCheck(cmd, args[0], &f, &mf, true, decrypt)
+		},
+	}
+	f.register(cmd, true)
+	mf.register(cmd)
+	cmd.Flags().BoolVar(&decrypt, "decrypt", false, "also decrypt and decompress every file and check its own digest")
+	return cmd
+}
+
+// walCheck is pipe wal list (verify false) and pipe wal verify.
+func (a *app) walCheck(cmd *cobra.Command, file string, f *walFlags, mf *metricsFlags, verify, decrypt bool) error {
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	pa, ar, done, err := a.openArchive(ctx, file, f, decrypt)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if decrypt && ar.Decrypt == nil && (ar.Encrypt != nil) {
+		fmt.Fprintf(a.stderr, "Error: --decrypt needs the archive's decrypt block: archive %q { decrypt { identities = [file(\"…\")] } }\n", pa.Name)
+		return &exitError{exitInvalid}
+	}
+	mx, err := a.startMetrics(mf, file)
+	if err != nil {
+		return err
+	}
+	defer mx.close()
+	l, err := ar.List(ctx)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return &exitError{exitFailed}
+	}
+	var rep *wal.VerifyReport
+	if verify {
+		if rep, err = ar.Verify(ctx, l, decrypt, 8); err != nil {
+			if ctx.Err() != nil {
+				return &exitError{exitInterrupted}
+			}
+			fmt.Fprintln(a.stderr, "Error:", err)
+			return &exitError{exitFailed}
+		}
+	}
+	ok := len(l.Duplicates) == 0 && (rep == nil || (len(rep.Bad) == 0 && l.Gaps() == 0))
+	mx.walChecked(pa.Name, l, rep, ok)
+	if f.json {
+		out := map[string]any{"archive": pa.Name, "listing": l}
+		if rep != nil {
+			out["verify"], out["ok"] = rep, ok
+		}
+		if err := writeJSON(a.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		printWAL(a, pa, ar, l, rep)
+	}
+	if !ok {
+		return &exitError{exitFailed}
+	}
+	return nil
+}
+
+func printWAL(a *app, pa *plan.Archive, ar *wal.Archive, l *wal.Listing, rep *wal.VerifyReport) {
+	w := a.stdout
+	fmt.Fprintf(w, "archive %q: store %s %q\n", pa.Name, pa.Def.Store.Type, ar.Root)
+	if len(l.Timelines) == 0 {
+		fmt.Fprintln(w, "  no WAL archived yet")
+	}
+	for _, t := range l.Timelines {
+		fmt.Fprintf(w, "system %d, timeline %d: %s", t.SystemID, t.Timeline, plan.Plural(t.Segments, "segment"))
+		if t.Segments > 0 {
+			fmt.Fprintf(w, " %s … %s", t.First, t.Last)
+		}
+		fmt.Fprintf(w, ", %s stored", pipefile.HumanSize(t.Bytes))
+		if !t.Newest.IsZero() {
+			fmt.Fprintf(w, ", newest %s ago", time.Since(t.Newest).Round(time.Second))
+		}
+		fmt.Fprintln(w)
+		for _, g := range t.Gaps {
+			fmt.Fprintf(w, "  GAP %s … %s: %s missing\n", g.From, g.To, plan.Plural(int(g.Count), "segment"))
+		}
+		for _, what := range []struct {
+			label string
+			names []string
+		}{{"history", t.History}, {"backups", t.Backups}, {"partial", t.Partials}} {
+			if len(what.names) > 0 {
+				fmt.Fprintf(w, "  %s: %s\n", what.label, strings.Join(what.names, ", "))
+			}
+		}
+	}
+	for _, d := range l.Duplicates {
+		fmt.Fprintf(w, "  DAMAGED %s is archived twice with different content\n", d)
+	}
+	if l.Other > 0 {
+		fmt.Fprintf(w, "  (%s under the archive's folder that are not archived WAL, left alone)\n", plan.Plural(l.Other, "other object"))
+	}
+	if rep == nil {
+		return
+	}
+	for _, b := range rep.Bad {
+		fmt.Fprintf(w, "  BAD %s: %s\n", b.Key, b.Error)
+	}
+	what := "SHA-256 of the stored bytes"
+	if rep.Decoded {
+		what = "decrypted, decompressed, both SHA-256"
+	}
+	verdict := "all good"
+	switch {
+	case len(rep.Bad) > 0:
+		verdict = fmt.Sprintf("%d bad", len(rep.Bad))
+	case l.Gaps() > 0:
+		verdict = fmt.Sprintf("%s missing", plan.Plural(int(l.Gaps()), "segment"))
+	case len(l.Duplicates) > 0:
+		verdict = "damaged"
+	}
+	fmt.Fprintf(w, "verified %s, %s read (%s): %s\n", plan.Plural(rep.Objects, "object"), pipefile.HumanSize(rep.Bytes), what, verdict)
+}

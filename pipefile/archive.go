@@ -1,0 +1,171 @@
+package pipefile
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/stagekind"
+)
+
+// Archive is an archive block: one description of a PostgreSQL WAL archive
+// that pipe wal push (archive_command) and pipe wal fetch
+// (restore_command) both use, so they can never disagree: the store, the
+// compression and the encryption (and, for fetch, the decryption).
+type Archive struct {
+	Name  string
+	Range hcl.Range
+	// Attrs holds the archive's own attributes (system_identifier,
+	// segment_size).
+	Attrs *Block
+	// Store is where the segments go: a storage sink whose path is a
+	// folder.
+	Store *Endpoint
+	// Stages are its compress, encrypt and decrypt blocks, as written.
+	Stages []*Block
+	// Push and Fetch are the push and fetch blocks' settings (nil: not
+	// in the file, the defaults).
+	Push, Fetch *Block
+}
+
+var archiveAttrs = []sdk.Attribute{
+	{Name: "system_identifier", Type: sdk.String, Public: true, Description: "The cluster's system identifier (pg_controldata's \"Database system identifier\"). Default: read from global/pg_control of the data directory PostgreSQL runs the command in."},
+	{Name: "segment_size", Type: sdk.Size, Default: int64(16 << 20), Description: "The WAL segment size of the cluster (initdb --wal-segsize), for naming the segments that follow one and finding gaps."},
+}
+
+var archivePushAttrs = []sdk.Attribute{
+	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push in the background: a pusher process sends every .ready segment of pg_wal/archive_status, workers at once, and archive_command returns once its segment is archived."},
+	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Segments the background pusher sends at once (async)."},
+	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where the background pusher notes what it archived, relative to the data directory."},
+	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for the background pusher before it fails (PostgreSQL then retries)."},
+	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Segments waiting in pg_wal/archive_status beyond which every push logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
+}
+
+var archiveFetchAttrs = []sdk.Attribute{
+	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the one asked for that a background fetcher brings into the spool, in parallel (0: none)."},
+	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
+	{Name: "retries", Type: sdk.Number, Default: int64(5), Description: "How often a fetch that failed (not a segment that is not archived) is tried again before pipe stops recovery."},
+}
+
+func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Archive, hcl.Diagnostics) {
+	a := &Archive{Name: b.Labels[0], Range: b.DefRange}
+	schema := &hcl.BodySchema{
+		Attributes: attributeSchema(archiveAttrs, ""),
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "store", LabelNames: []string{"type"}},
+			{Type: stagekind.Compress.Name}, {Type: stagekind.Encrypt.Name}, {Type: stagekind.Decrypt.Name},
+			{Type: "push"}, {Type: "fetch"},
+		},
+	}
+	content, diags := b.Body.Content(schema)
+	attrs, d := f.decodeAttributes("archive", b.DefRange, content.Attributes, archiveAttrs, "", ectx, src)
+	diags = append(diags, d...)
+	a.Attrs = attrs
+	seen := map[string]hcl.Range{}
+	for _, blk := range content.Blocks {
+		if prev, dup := seen[blk.Type]; dup {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate " + blk.Type + " block",
+				Detail: fmt.Sprintf("Archive %q already has a %s block at %s.", a.Name, blk.Type, pos(prev)), Subject: blk.DefRange.Ptr()})
+			continue
+		}
+		seen[blk.Type] = blk.DefRange
+		switch blk.Type {
+		case "store":
+			sink := *blk
+			sink.Type = "sink"
+			ep, d := f.loadEndpoint(&sink, ectx, o, src)
+			diags = append(diags, d...)
+			if ep == nil {
+				continue
+			}
+			ep.Range = blk.DefRange
+			switch {
+			case !ep.Schema.Storage:
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Not a store",
+					Detail: fmt.Sprintf("%q keeps nothing pipe can read back; a WAL archive needs a store: fs, s3, gcs or azure.", ep.Type), Subject: blk.LabelRanges[0].Ptr()})
+			case ep.Key != nil && (ep.Key.Kind != KeyFolder || ep.Key.UsesRunID()):
+				diags = append(diags, attrDiag(ep.attrs[ep.Key.Attr], "The archive is a folder",
+					fmt.Sprintf("%s names where the archive's folder is: one folder, without ${run.id} or ${stream.*}, ending in \"/\" (segments go under it, by system identifier and timeline).", ep.Key.Attr)))
+			case ep.KeepLast > 0 || ep.KeepWithin > 0:
+				diags = append(diags, attrDiag(ep.attrs["keep_last"], "No retention in the archive",
+					"WAL goes with the base backups that need it: see pipe wal prune, not keep_last or keep_within."))
+			}
+			a.Store = ep
+		case "push", "fetch":
+			attrsOf := map[string][]sdk.Attribute{"push": archivePushAttrs, "fetch": archiveFetchAttrs}[blk.Type]
+			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrsOf, "")})
+			diags = append(diags, d...)
+			bl, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, attrsOf, "", ectx, src)
+			diags = append(diags, d...)
+			if blk.Type == "push" {
+				a.Push = bl
+			} else {
+				a.Fetch = bl
+			}
+		case stagekind.Decrypt.Name:
+			if o.SkipDecrypt {
+				continue // push never reads the private key
+			}
+			fallthrough
+		default:
+			k := stagekind.Lookup(blk.Type)
+			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(k.Attributes, "")})
+			diags = append(diags, d...)
+			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, k.Attributes, "", ectx, src)
+			diags = append(diags, d...)
+			a.Stages = append(a.Stages, st)
+		}
+	}
+	if a.Store == nil && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing store",
+			Detail: fmt.Sprintf(`Archive %q has no store block: add one, e.g. store "s3" { bucket = "backups", key = "wal/" }.`, a.Name), Subject: b.DefRange.Ptr()})
+	}
+	if a.Push == nil {
+		a.Push = defaults(archivePushAttrs, "push", b.DefRange)
+	}
+	if a.Fetch == nil {
+		a.Fetch = defaults(archiveFetchAttrs, "fetch", b.DefRange)
+	}
+	return a, diags
+}
+
+// defaults is a block that sets nothing: its attributes' defaults.
+func defaults(attrs []sdk.Attribute, what string, rng hcl.Range) *Block {
+	b := &Block{Type: what, Range: rng, Values: map[string]any{}, Unknown: map[string]bool{}, Sensitive: map[string]bool{}}
+	for _, a := range attrs {
+		if a.Default != nil {
+			b.Values[a.Name] = a.Default
+		}
+	}
+	return b
+}
+
+// Archive returns the archive called name, or the only one when name is
+// "".
+func (f *File) Archive(name string) (*Archive, error) {
+	var names []string
+	for _, a := range f.Archives {
+		if a.Name == name || (name == "" && len(f.Archives) == 1) {
+			return a, nil
+		}
+		names = append(names, a.Name)
+	}
+	switch {
+	case len(f.Archives) == 0:
+		return nil, fmt.Errorf(`%s has no archive block: add archive "NAME" { store "s3" { … } compress {} encrypt { … } }`, f.Path)
+	case name == "":
+		return nil, fmt.Errorf("%s has %d archives (%v): choose one with --archive", f.Path, len(names), names)
+	}
+	return nil, fmt.Errorf("%s has no archive %q (it has %v)", f.Path, name, names)
+}
+
+func (f *File) archiveNamed(name string) bool {
+	for _, a := range f.Archives {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,269 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/profiles"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/stages/stagekind"
+)
+
+// Archive is a resolved WAL archive.
+type Archive struct {
+	Name string
+	Def  *pipefile.Archive
+	// Codec is nil when segments are stored as they are.
+	Codec *compress.Codec
+	Level int
+	// Encrypt and Decrypt are the keys of push and fetch, nil without.
+	Encrypt, Decrypt *encrypt.Keys
+	// SystemID is the configured system identifier, 0 to read it.
+	SystemID    uint64
+	SegmentSize int64
+	// Push and fetch settings.
+	Async       bool
+	Workers     int
+	PushSpool   string
+	PushTimeout int64 // nanoseconds
+	MaxBacklog  int
+	Prefetch    int
+	FetchSpool  string
+	Retries     int
+	// StateMemory is a codec's state for one segment; EndpointMemory what
+	// the store buffers with inFlight objects at once.
+	StateMemory, EndpointMemory int64
+}
+
+// Ext is what the archive's stages add to a segment's object name.
+func (a *Archive) Ext() string {
+	ext := ""
+	if a.Codec != nil {
+		ext += a.Codec.Ext
+	}
+	if a.Encrypt != nil || a.Decrypt != nil {
+		ext += encrypt.Ext
+	}
+	return ext
+}
+
+// Budget is the most memory a push or fetch process holds: each segment in
+// flight is held whole, with its compressed and encrypted forms.
+func (a *Archive) Budget() int64 {
+	b := int64(a.inFlight())*(3*a.SegmentSize+a.StateMemory) + a.EndpointMemory + RuntimeMemory
+	if a.storeProcess() != "" {
+		b += PluginMemory
+	}
+	return b
+}
+
+// inFlight is the most segments one pipe process holds: the background
+// pusher's workers, or the prefetcher's.
+func (a *Archive) inFlight() int {
+	n := 1
+	if a.Async {
+		n = a.Workers
+	}
+	return max(n, a.Prefetch)
+}
+
+func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	a := &Archive{Name: def.Name, Def: def}
+	if s := def.Attrs.String("system_identifier"); s != "" {
+		id, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || id == 0 {
+			diags = append(diags, errAt(def.Attrs.AttrRange("system_identifier"), "Invalid system_identifier",
+				fmt.Sprintf("%q is not a system identifier: pg_controldata prints it as \"Database system identifier\", a number such as 7301234567890123456.", s)))
+		}
+		a.SystemID = id
+	}
+	a.SegmentSize, _ = def.Attrs.Int("segment_size")
+	if n := a.SegmentSize; n < 1<<20 || n > 1<<30 || n&(n-1) != 0 {
+		diags = append(diags, errAt(def.Attrs.AttrRange("segment_size"), "Invalid segment_size",
+			fmt.Sprintf("%s is not a WAL segment size: PostgreSQL makes powers of two from 1MiB to 1GiB.", pipefile.HumanSize(n))))
+	}
+	name := profiles.Default
+	if o.Profile != "" {
+		name = o.Profile
+	}
+	prof, err := profiles.Resolve(name, o.Host)
+	if err != nil {
+		prof, _ = profiles.Resolve(profiles.Default, o.Host)
+	}
+	p := &Pipeline{Name: "archive " + def.Name, Profile: prof, ChunkSize: int(prof.ChunkSize)}
+	for _, b := range def.Stages {
+		s, d := resolveStage(b, p)
+		diags = append(diags, d...)
+		if s == nil {
+			continue
+		}
+		switch s.Type {
+		case stagekind.Compress.Name:
+			if s.Codec != "none" {
+				a.Codec, _ = compress.Lookup(s.Codec)
+				a.Level = s.Level
+			}
+		case stagekind.Encrypt.Name, stagekind.Decrypt.Name:
+			if s.Keys.Passphrase() {
+				diags = append(diags, errAt(b.AttrRange("passphrase"), "No passphrase in an archive",
+					"Each WAL segment is encrypted on its own, and a passphrase costs a second of scrypt per segment: use recipients (and identities to fetch)."))
+				continue
+			}
+			keys := s.Keys
+			if s.Type == stagekind.Encrypt.Name {
+				a.Encrypt = &keys
+			} else {
+				a.Decrypt = &keys
+			}
+		}
+	}
+	push, fetch := def.Push, def.Fetch
+	a.Async, _ = push.Values["async"].(bool)
+	if n, ok := push.Int("workers"); ok {
+		a.Workers = int(n)
+	}
+	if a.Workers < 1 || a.Workers > 64 {
+		diags = append(diags, errAt(push.AttrRange("workers"), "Invalid workers", fmt.Sprintf("workers = %d: give 1 to 64.", a.Workers)))
+	}
+	a.PushSpool = push.String("spool")
+	if d, ok := push.Values["timeout"].(interface{ Nanoseconds() int64 }); ok {
+		a.PushTimeout = d.Nanoseconds()
+	}
+	if n, ok := push.Int("max_backlog"); ok {
+		a.MaxBacklog = int(n)
+	}
+	if n, ok := fetch.Int("prefetch"); ok {
+		a.Prefetch = int(n)
+	}
+	if a.Prefetch < 0 || a.Prefetch > 256 {
+		diags = append(diags, errAt(fetch.AttrRange("prefetch"), "Invalid prefetch", fmt.Sprintf("prefetch = %d: give 0 to 256.", a.Prefetch)))
+	}
+	a.FetchSpool = fetch.String("spool")
+	if n, ok := fetch.Int("retries"); ok {
+		a.Retries = int(n)
+	}
+	if a.Retries < 0 || a.Retries > 100 {
+		diags = append(diags, errAt(fetch.AttrRange("retries"), "Invalid retries", fmt.Sprintf("retries = %d: give 0 to 100.", a.Retries)))
+	}
+	if a.Codec != nil && !diags.HasErrors() {
+		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
+	}
+	if o.Memory != nil && def.Store != nil {
+		a.EndpointMemory = o.Memory("sink", def.Store.Type, sdk.NewConfig(def.Store.Values), a.inFlight())
+	}
+	return a, diags
+}
+
+// Archive returns the resolved archive called name, or the only one.
+func (pl *Plan) Archive(name string) (*Archive, error) {
+	def, err := pl.File.Archive(name)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range pl.Archives {
+		if a.Def == def {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("archive %q did not resolve", def.Name)
+}
+
+// storeProcess is the plugin process of the archive's store that pipe wal
+// starts: a third-party plugin's ("" for a built-in, which pipe wal runs in
+// its own process to start fast).
+func (a *Archive) storeProcess() string {
+	if p := a.Def.Store.Process; p != BuiltinProcess {
+		return p
+	}
+	return ""
+}
+
+// BuiltinProcess is the name of the plugin process of pipe's built-in
+// endpoints.
+const BuiltinProcess = "builtin"
+
+func (a *Archive) print(w io.Writer) {
+	fmt.Fprintf(w, "archive %q (PostgreSQL WAL: pipe wal push, fetch, list, verify)\n", a.Name)
+	st := a.Def.Store
+	fmt.Fprintf(w, "  store %-6s %s\n", st.Type, endpointAttrs(st, nil))
+	if st.Key != nil {
+		root, err := st.Key.Render("", "")
+		if err != nil {
+			root = "${" + st.Key.Attr + "}"
+		}
+		fmt.Fprintf(w, "               objects: %s<system id>/<timeline>/<file>-<sha256 of the file>-<sha256 stored>%s\n", root, a.Ext())
+	}
+	codec := "none"
+	if a.Codec != nil {
+		codec = fmt.Sprintf("%s level %d", a.Codec.Name, a.Level)
+	}
+	fmt.Fprintf(w, "  compress     %s\n", codec)
+	if a.Encrypt != nil {
+		fmt.Fprintf(w, "  encrypt      to %s\n", Plural(len(a.Encrypt.Fingerprints), "recipient"))
+	}
+	if a.Decrypt != nil {
+		fmt.Fprintf(w, "  decrypt      with %s\n", Plural(len(a.Decrypt.Fingerprints), "identity"))
+	}
+	id := "read from the data directory's global/pg_control"
+	if a.SystemID != 0 {
+		id = fmt.Sprint(a.SystemID)
+	}
+	fmt.Fprintf(w, "  cluster      system identifier %s, segments of %s\n", id, size(a.SegmentSize))
+	if a.Async {
+		fmt.Fprintf(w, "  push         async: a background pusher sends %s at once; archive_command waits up to %s; more than %d waiting is an error (no WAL is dropped)\n",
+			Plural(a.Workers, "segment"), time.Duration(a.PushTimeout), a.MaxBacklog)
+	} else {
+		fmt.Fprintf(w, "  push         one segment per archive_command, durable in the store before it returns\n")
+	}
+	if a.Prefetch > 0 {
+		fmt.Fprintf(w, "  fetch        prefetches the next %s into %s; retries a failure %s, then stops recovery\n", Plural(a.Prefetch, "segment"), a.FetchSpool, Plural(a.Retries, "time"))
+	} else {
+		fmt.Fprintf(w, "  fetch        one segment per restore_command; retries a failure %s, then stops recovery\n", Plural(a.Retries, "time"))
+	}
+	plugins := ""
+	if a.storeProcess() != "" {
+		plugins = fmt.Sprintf(" + %s for the plugin process", size(PluginMemory))
+	}
+	fmt.Fprintf(w, "  memory       %s budget (%s in flight × (3 × %s + codec %s) + store %s + runtime %s%s), per pipe process\n",
+		size(a.Budget()), Plural(a.inFlight(), "segment"), size(a.SegmentSize), size(a.StateMemory), size(a.EndpointMemory), size(RuntimeMemory), plugins)
+}
+
+// ArchiveJSON is an archive in pipe plan --json.
+type ArchiveJSON struct {
+	Name        string           `json:"name"`
+	Store       EndpointJSON     `json:"store"`
+	Codec       string           `json:"codec,omitempty"`
+	Level       int              `json:"level,omitempty"`
+	Encrypted   bool             `json:"encrypted"`
+	SystemID    string           `json:"system_identifier,omitempty"`
+	SegmentSize int64            `json:"segment_size"`
+	Async       bool             `json:"async"`
+	Workers     int              `json:"workers"`
+	Prefetch    int              `json:"prefetch"`
+	Memory      map[string]int64 `json:"memory"`
+}
+
+func (a *Archive) json() ArchiveJSON {
+	j := ArchiveJSON{Name: a.Name, Store: endpointJSON(a.Def.Store), Level: a.Level, Encrypted: a.Encrypt != nil || a.Decrypt != nil,
+		SegmentSize: a.SegmentSize, Async: a.Async, Workers: a.Workers, Prefetch: a.Prefetch,
+		Memory: map[string]int64{"budget": a.Budget(), "runtime": RuntimeMemory, "segments": int64(a.inFlight()) * 3 * a.SegmentSize,
+			"codec": int64(a.inFlight()) * a.StateMemory, "store": a.EndpointMemory}}
+	if a.Codec != nil {
+		j.Codec = a.Codec.Name
+	}
+	if a.SystemID != 0 {
+		j.SystemID = fmt.Sprint(a.SystemID)
+	}
+	if a.storeProcess() != "" {
+		j.Memory["plugins"] = PluginMemory
+	}
+	return j
+}

@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/host"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/wal"
+)
+
+// archiveStore is a WAL archive's storage sink, opened: a wal.Store.
+type archiveStore struct {
+	sdk.Sink
+	sdk.Storage
+}
+
+// Flush makes the objects committed so far durable, when the sink batches
+// that work.
+func (s *archiveStore) Flush(ctx context.Context) error {
+	if fl, ok := s.Sink.(sdk.Flusher); ok {
+		return fl.Flush(ctx)
+	}
+	return nil
+}
+
+// OpenArchive opens the store of a WAL archive and returns the archive,
+// ready to push and fetch, and a function that lets go of the store.
+// dataDir is where pg_control is read from ("" the working directory).
+func OpenArchive(ctx context.Context, a *plan.Archive, reg *host.Registry, dataDir string) (*wal.Archive, func(), error) {
+	def := a.Def.Store
+	ep, diags, err := configureOne(ctx, def, reg, "store "+def.Type)
+	if err != nil {
+		return nil, nil, fmt.Errorf("archive %q: %w", a.Name, err)
+	}
+	done := func() { closeAll(nil, []*endpoint{ep}) }
+	if diags.HasErrors() {
+		done()
+		return nil, nil, &DiagError{diags}
+	}
+	st, ok := ep.sink.(sdk.Storage)
+	if !ok {
+		done()
+		return nil, nil, fmt.Errorf("archive %q: store %s cannot list or read back its objects", a.Name, def.Type)
+	}
+	root := ""
+	if def.Key != nil {
+		if root, err = def.Key.Render("", ""); err != nil {
+			done()
+			return nil, nil, fmt.Errorf("archive %q: %w", a.Name, err)
+		}
+	}
+	w := &wal.Archive{
+		Store: &archiveStore{Sink: ep.sink, Storage: st}, Root: root,
+		Codec: a.Codec, Level: a.Level, Encrypt: a.Encrypt, Decrypt: a.Decrypt,
+		SegmentSize: uint32(a.SegmentSize), DataDir: dataDir, SystemID: a.SystemID,
+	}
+	return w, done, nil
+}

@@ -1,0 +1,67 @@
+package compress
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/pipebackup/pipe/engine"
+)
+
+// Encode compresses src whole into one frame at level: a standard file of
+// the codec, for objects small enough to hold in memory (a WAL segment).
+func (c *Codec) Encode(level int, src []byte) ([]byte, error) {
+	if err := c.CheckLevel(level); err != nil {
+		return nil, err
+	}
+	w, err := c.newEncoder(level)
+	if err != nil {
+		return nil, err
+	}
+	return w.Map(make([]byte, 0, Bound(len(src))), src)
+}
+
+// Decode decompresses src (any number of frames), refusing output of more
+// than limit bytes: a small object held in memory.
+func (c *Codec) Decode(ctx context.Context, src []byte, limit int64) ([]byte, error) {
+	var out limitBuffer
+	out.limit = limit
+	var err error
+	switch p := c.decoder(1).(type) {
+	case engine.Streamer:
+		err = p.Stream(ctx, &out, bytes.NewReader(src))
+	case interface {
+		Rest(ctx context.Context, dst io.Writer, src io.Reader) error
+	}:
+		err = p.Rest(ctx, &out, bytes.NewReader(src))
+	default:
+		return nil, fmt.Errorf("%s cannot decode a buffer", c.Name)
+	}
+	if out.over {
+		return nil, fmt.Errorf("%s data decodes to more than %d bytes", c.Name, limit)
+	}
+	return out.Bytes(), err
+}
+
+// limitBuffer is a bytes.Buffer that refuses to grow past limit.
+type limitBuffer struct {
+	bytes.Buffer
+	limit int64
+	over  bool
+}
+
+func (b *limitBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.limit {
+		b.over = true
+		return 0, fmt.Errorf("more than %d bytes", b.limit)
+	}
+	return b.Buffer.Write(p)
+}
+
+// BufferMemory is what Encode and Decode of an object of n bytes hold
+// besides the object and its compressed form: the encoder's or decoder's
+// state, the larger of the two.
+func (c *Codec) BufferMemory(level, n int) int64 {
+	return max(c.encMemory(level, n), c.decMemory(n))
+}

@@ -1,0 +1,53 @@
+package encrypt
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"filippo.io/age"
+)
+
+// Seal encrypts plain to the keys' recipients: a standard age file, for
+// objects small enough to hold in memory (a WAL segment).
+func Seal(k Keys, plain []byte) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(int(MaxStored(int64(len(plain)))))
+	w, err := age.Encrypt(&b, k.Recipients...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(plain); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Open decrypts sealed with the keys' identities, refusing output of more
+// than limit bytes.
+func Open(k Keys, sealed []byte, limit int64) ([]byte, error) {
+	r, err := age.Decrypt(bytes.NewReader(sealed), k.Identities...)
+	if err != nil {
+		var nm *age.NoIdentityMatchError
+		switch {
+		case k.scrypt && (errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase")):
+			return nil, errors.New("wrong passphrase")
+		case errors.As(err, &nm):
+			return nil, errors.New("none of the identities opens it: it was encrypted to other keys")
+		}
+		return nil, fmt.Errorf("not a valid age file: %w", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("decryption failed, the data is truncated or was tampered with: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("it decrypts to more than %d bytes", limit)
+	}
+	return b, nil
+}

@@ -1,0 +1,412 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+)
+
+// Store is where an archive keeps its objects: a storage sink.
+type Store interface {
+	sdk.Sink
+	List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error)
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+	Remove(ctx context.Context, key string) error
+}
+
+// Archive is a WAL archive: a store's folder, and how files are stored in
+// it.
+type Archive struct {
+	Store Store
+	// Root is the archive's folder in the store, "" or ending in "/".
+	Root string
+	// Codec and Level compress each file; Codec nil stores it as it is.
+	Codec *compress.Codec
+	Level int
+	// Encrypt are the keys push encrypts to, Decrypt those fetch decrypts
+	// with; nil: none.
+	Encrypt, Decrypt *encrypt.Keys
+	// SystemID is the cluster's system identifier, 0 to read it from
+	// pg_control (and, for segments, check it against their header).
+	SystemID uint64
+	// SegmentSize is the cluster's WAL segment size.
+	SegmentSize uint32
+	// DataDir is where pg_control is read from ("": the working
+	// directory, where PostgreSQL runs its commands).
+	DataDir string
+}
+
+// MaxFile bounds a file the archive holds in memory: the largest WAL
+// segment PostgreSQL makes, and its stored forms.
+const MaxFile = 1 << 30
+
+// ErrNotArchived is returned by Fetch for a file the archive does not hold.
+var ErrNotArchived = errors.New("not in the archive")
+
+// ErrConflict is returned by Push for a file the archive holds with other
+// content.
+var ErrConflict = errors.New("archived with other content")
+
+// ext is what the archive's stages add to an object's name.
+func (a *Archive) ext() string {
+	ext := ""
+	if a.Codec != nil {
+		ext += a.Codec.Ext
+	}
+	if a.Encrypt != nil || a.Decrypt != nil {
+		ext += encrypt.Ext
+	}
+	return ext
+}
+
+// PushResult says what a push did.
+type PushResult struct {
+	Key      string
+	Already  bool // the same content was archived before: nothing written
+	Bytes    int64
+	Stored   int64
+	SystemID uint64
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// systemID is the cluster's system identifier for a file: the configured
+// one, else pg_control's; a segment's own header must agree.
+func (a *Archive) systemID(f File, data []byte) (uint64, error) {
+	id := a.SystemID
+	if id == 0 {
+		b, err := os.ReadFile(filepath.Join(a.DataDir, "global", "pg_control"))
+		switch {
+		case err == nil:
+			if id, err = ControlSystemID(b); err != nil {
+				return 0, err
+			}
+		case f.Kind != Segment || data == nil:
+			return 0, fmt.Errorf("the cluster's system identifier: %w; run pipe in the data directory (as archive_command and restore_command are), or set system_identifier in the archive", err)
+		}
+	}
+	if f.Kind == Segment && data != nil {
+		h, err := ParseHeader(data)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", f.Name, err)
+		}
+		if id != 0 && h.SystemID != id {
+			return 0, fmt.Errorf("%s belongs to the cluster with system identifier %d, and this archive is for %d: is archive_command pointed at another cluster's archive?", f.Name, h.SystemID, id)
+		}
+		if h.Timeline != f.Timeline {
+			return 0, fmt.Errorf("%s: its header says timeline %d, its name %d", f.Name, h.Timeline, f.Timeline)
+		}
+		if h.SegmentSize != a.SegmentSize && a.SegmentSize != 0 {
+			return 0, fmt.Errorf("%s is a segment of %d bytes, and the archive says segment_size = %d", f.Name, h.SegmentSize, a.SegmentSize)
+		}
+		id = h.SystemID
+	}
+	return id, nil
+}
+
+// find returns the archived objects of a file.
+func (a *Archive) find(ctx context.Context, dir, name string) ([]Object, []string, error) {
+	infos, err := a.Store.List(ctx, a.Root+dir+name+"-")
+	if err != nil {
+		return nil, nil, err
+	}
+	var objs []Object
+	var keys []string
+	for _, in := range infos {
+		o, err := ParseObject(path.Base(in.Key))
+		if err != nil || o.Name != name {
+			continue // a temporary file, or another file's
+		}
+		objs = append(objs, o)
+		keys = append(keys, in.Key)
+	}
+	return objs, keys, nil
+}
+
+// Push archives the file at p: compressed and encrypted in memory, stored
+// under its name and digests, committed durably. The same content again
+// writes nothing; other content under an archived name is ErrConflict.
+func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
+	f, err := ParseName(filepath.Base(p))
+	if err != nil {
+		return nil, err
+	}
+	data, err := readFile(p)
+	if err != nil {
+		return nil, err
+	}
+	return a.PushData(ctx, f, data)
+}
+
+// PushData archives the contents of file f.
+func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResult, error) {
+	if f.Kind == Segment && a.SegmentSize != 0 && len(data) != int(a.SegmentSize) {
+		return nil, fmt.Errorf("%s has %d bytes, not a whole segment of %d: not archived", f.Name, len(data), a.SegmentSize)
+	}
+	id, err := a.systemID(f, data)
+	if err != nil {
+		return nil, err
+	}
+	sum := digest(data)
+	dir := Dir(id, f.Timeline)
+	res := &PushResult{SystemID: id, Bytes: int64(len(data))}
+	objs, keys, err := a.find(ctx, dir, f.Name)
+	if err != nil {
+		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, err)
+	}
+	for i, o := range objs {
+		if o.FileSum == sum {
+			res.Key, res.Already = keys[i], true
+			return res, nil
+		}
+	}
+	if len(objs) > 0 {
+		return nil, fmt.Errorf("%s: %w (sha256 %s, this file is %s); the archive keeps the original: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", f.Name, ErrConflict, objs[0].FileSum, sum, a.Root, dir)
+	}
+	stored, err := a.encode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	res.Key = a.Root + dir + ObjectName(f.Name, sum, digest(stored), a.ext())
+	res.Stored = int64(len(stored))
+	if err := a.put(ctx, res.Key, f.Name, stored); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// encode compresses and encrypts data.
+func (a *Archive) encode(data []byte) ([]byte, error) {
+	out := data
+	var err error
+	if a.Codec != nil {
+		if out, err = a.Codec.Encode(a.Level, out); err != nil {
+			return nil, fmt.Errorf("compressing: %w", err)
+		}
+	}
+	if a.Encrypt != nil {
+		if out, err = encrypt.Seal(*a.Encrypt, out); err != nil {
+			return nil, fmt.Errorf("encrypting: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// put writes one object and makes it durable.
+func (a *Archive) put(ctx context.Context, key, stream string, b []byte) error {
+	w, err := a.Store.Create(ctx, sdk.Object{Key: key, Stream: stream, Size: int64(len(b)), MaxSize: int64(len(b))})
+	if err != nil {
+		return fmt.Errorf("storing %s: %w", key, err)
+	}
+	if _, err := w.Write(b); err != nil {
+		_ = w.Abort(context.WithoutCancel(ctx)) // the write's error says what happened
+		return fmt.Errorf("storing %s: %w", key, err)
+	}
+	if err := w.Commit(ctx); err != nil {
+		_ = w.Abort(context.WithoutCancel(ctx))
+		return fmt.Errorf("committing %s: %w", key, err)
+	}
+	if fl, ok := a.Store.(sdk.Flusher); ok {
+		if err := fl.Flush(ctx); err != nil {
+			return fmt.Errorf("making %s durable: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// Fetch restores the archived file name to dest, atomically (a temporary
+// file beside it, renamed). It checks the stored bytes' digest, decrypts,
+// decompresses and checks the file's digest. A file the archive does not
+// hold is ErrNotArchived.
+func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
+	data, err := a.FetchData(ctx, name)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(dest, data)
+}
+
+// FetchData returns the contents of the archived file name.
+func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
+	if _, err := ParseName(name); err != nil {
+		return nil, err
+	}
+	id, err := a.FetchSystemID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.fetch(ctx, id, name)
+}
+
+// fetch returns the contents of the archived file name of cluster id.
+func (a *Archive) fetch(ctx context.Context, id uint64, name string) ([]byte, error) {
+	f, err := ParseName(name)
+	if err != nil {
+		return nil, err
+	}
+	objs, keys, err := a.find(ctx, Dir(id, f.Timeline), name)
+	if err != nil {
+		return nil, fmt.Errorf("looking for %s in the archive: %w", name, err)
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%s: %w", name, ErrNotArchived)
+	}
+	for _, o := range objs[1:] {
+		if o.FileSum != objs[0].FileSum {
+			return nil, fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
+		}
+	}
+	return a.read(ctx, objs[0], keys[0])
+}
+
+// read reads and checks one object, and decodes it.
+func (a *Archive) read(ctx context.Context, o Object, key string) ([]byte, error) {
+	stored, err := a.readStored(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if digest(stored) != o.StoredSum {
+		return nil, fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
+	}
+	return a.decode(ctx, o, key, stored)
+}
+
+// readStored reads an object's stored bytes, bounded.
+func (a *Archive) readStored(ctx context.Context, key string) ([]byte, error) {
+	rc, err := a.Store.Open(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	defer rc.Close()
+	stored, err := io.ReadAll(io.LimitReader(rc, MaxFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	if len(stored) > MaxFile {
+		return nil, fmt.Errorf("%s is larger than any WAL file", key)
+	}
+	return stored, nil
+}
+
+func (a *Archive) decode(ctx context.Context, o Object, key string, stored []byte) ([]byte, error) {
+	data := stored
+	ext := o.Ext
+	var err error
+	if strings.HasSuffix(ext, encrypt.Ext) {
+		if a.Decrypt == nil {
+			return nil, fmt.Errorf("%s is encrypted: add decrypt { identities = [file(\"…\")] } to the archive", key)
+		}
+		if data, err = encrypt.Open(*a.Decrypt, data, MaxFile); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		ext = strings.TrimSuffix(ext, encrypt.Ext)
+	}
+	if ext != "" {
+		c, ok := compress.ByExt(ext)
+		if !ok {
+			return nil, fmt.Errorf("%s: no codec for %q", key, ext)
+		}
+		if data, err = c.Decode(ctx, data, MaxFile); err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if digest(data) != o.FileSum {
+		return nil, fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, digest(data))
+	}
+	return data, nil
+}
+
+// FetchSystemID is the system identifier to fetch for: the configured
+// one, pg_control's, or the archive's only one.
+func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
+	if a.SystemID != 0 {
+		return a.SystemID, nil
+	}
+	b, err := os.ReadFile(filepath.Join(a.DataDir, "global", "pg_control"))
+	if err == nil {
+		return ControlSystemID(b)
+	}
+	ids, lerr := a.SystemIDs(ctx)
+	if lerr == nil && len(ids) == 1 {
+		return ids[0], nil
+	}
+	if lerr == nil && len(ids) > 1 {
+		return 0, fmt.Errorf("the archive holds the WAL of %d clusters (%v) and pg_control cannot be read (%v): set system_identifier in the archive", len(ids), ids, err)
+	}
+	return 0, fmt.Errorf("the cluster's system identifier: %w; run pipe in the data directory, or set system_identifier", err)
+}
+
+// SystemIDs lists the clusters whose WAL the archive holds.
+func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
+	infos, err := a.Store.List(ctx, a.Root)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint64]bool{}
+	var out []uint64
+	for _, in := range infos {
+		first, _, _ := strings.Cut(strings.TrimPrefix(in.Key, a.Root), "/")
+		if id, err := parseSysID(first); err == nil && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// readFile reads a file PostgreSQL archives, bounded.
+func readFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, MaxFile)
+	}
+	return b, nil
+}
+
+// writeAtomic writes data to dest through a temporary file beside it.
+func writeAtomic(dest string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(tmp, bytes.NewReader(data))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dest)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", dest, err)
+	}
+	return nil
+}

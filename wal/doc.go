@@ -1,0 +1,20 @@
+// Package wal archives PostgreSQL's write-ahead log: it is what pipe wal
+// push (archive_command) and pipe wal fetch (restore_command) run, and what
+// pipe wal list and verify read.
+//
+// Each file PostgreSQL archives (a segment, a timeline history, a backup
+// label, a partial segment) becomes one object, compressed and encrypted in
+// memory, laid out by the cluster's system identifier and timeline:
+//
+//	<root><system id>/<timeline>/<name>-<sha256 of the file>-<sha256 of the object><ext>
+//
+// The file's digest in the name makes a push idempotent (the same content
+// again is a notice) and refuses to overwrite (other content under an
+// archived name is an error); the object's digest lets pipe wal verify
+// check every object without a key; a fetch checks both. Objects are
+// committed whole (a store's commit), so a killed push leaves nothing under
+// a final name, and PostgreSQL retries.
+//
+// It knows stores through the plugin SDK's Sink and Storage interfaces; it
+// must not import the engine's runner or a concrete plugin.
+package wal

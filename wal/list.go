@@ -1,0 +1,235 @@
+package wal
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Entry is one archived object.
+type Entry struct {
+	Object
+	Key      string
+	SystemID uint64
+	Size     int64
+	Modified time.Time
+}
+
+// Timeline is what the archive holds of one timeline of one cluster.
+type Timeline struct {
+	SystemID uint64 `json:"system_identifier,string"`
+	Timeline uint32 `json:"timeline"`
+	// Segments counts the segments; First and Last name the lowest and
+	// highest.
+	Segments int    `json:"segments"`
+	First    string `json:"first,omitempty"`
+	Last     string `json:"last,omitempty"`
+	// Gaps are the runs of segments missing between First and Last.
+	Gaps []Gap `json:"gaps,omitempty"`
+	// History, Backups and Partials name the other files.
+	History  []string  `json:"history,omitempty"`
+	Backups  []string  `json:"backups,omitempty"`
+	Partials []string  `json:"partials,omitempty"`
+	Bytes    int64     `json:"bytes"`
+	Newest   time.Time `json:"newest"`
+}
+
+// Gap is a run of missing segments, From to To inclusive.
+type Gap struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Count uint64 `json:"count"`
+}
+
+// Listing is the archive's contents.
+type Listing struct {
+	Timelines []*Timeline `json:"timelines"`
+	Entries   []Entry     `json:"-"`
+	// Duplicates names files archived twice with other content (only a
+	// damaged archive holds them: push never writes them).
+	Duplicates []string `json:"duplicates,omitempty"`
+	// Other counts objects under the root that are not archived WAL.
+	Other int `json:"other_objects,omitempty"`
+	// Newest is when the newest segment was archived (zero: none).
+	Newest     time.Time `json:"newest_segment"`
+	NewestName string    `json:"newest_segment_name,omitempty"`
+}
+
+// Gaps counts the missing segments of every timeline.
+func (l *Listing) Gaps() uint64 {
+	var n uint64
+	for _, t := range l.Timelines {
+		for _, g := range t.Gaps {
+			n += g.Count
+		}
+	}
+	return n
+}
+
+// List reads the archive's contents: per cluster and timeline, the
+// segments, the gaps between them and the other files.
+func (a *Archive) List(ctx context.Context) (*Listing, error) {
+	infos, err := a.Store.List(ctx, a.Root)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", a.where(), err)
+	}
+	l := &Listing{}
+	tls := map[string]*Timeline{}
+	segs := map[string][]uint64{}
+	seen := map[string]string{} // dir+name → file digest
+	dup := map[string]bool{}
+	for _, in := range infos {
+		rel := strings.TrimPrefix(in.Key, a.Root)
+		dir, base := path.Split(rel)
+		o, err := ParseObject(base)
+		parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+		if err != nil || len(parts) != 2 || Dir(mustSysID(parts[0]), o.Timeline) != dir {
+			l.Other++
+			continue
+		}
+		id := mustSysID(parts[0])
+		if sum, ok := seen[dir+o.Name]; ok {
+			if sum != o.FileSum && !dup[dir+o.Name] {
+				dup[dir+o.Name] = true
+				l.Duplicates = append(l.Duplicates, dir+o.Name)
+			}
+			continue
+		}
+		seen[dir+o.Name] = o.FileSum
+		l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified})
+		t := tls[dir]
+		if t == nil {
+			t = &Timeline{SystemID: id, Timeline: o.Timeline}
+			tls[dir] = t
+			l.Timelines = append(l.Timelines, t)
+		}
+		t.Bytes += in.Size
+		switch o.Kind {
+		case Segment:
+			n, _ := SegmentNumber(o.Name, a.SegmentSize)
+			segs[dir] = append(segs[dir], n)
+			t.Segments++
+			if in.Modified.After(t.Newest) {
+				t.Newest = in.Modified
+			}
+			if in.Modified.After(l.Newest) {
+				l.Newest, l.NewestName = in.Modified, o.Name
+			}
+		case History:
+			t.History = append(t.History, o.Name)
+		case Backup:
+			t.Backups = append(t.Backups, o.Name)
+		case Partial:
+			t.Partials = append(t.Partials, o.Name)
+		}
+	}
+	for _, t := range l.Timelines {
+		ns := segs[Dir(t.SystemID, t.Timeline)]
+		sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
+		if len(ns) == 0 {
+			continue
+		}
+		t.First, t.Last = SegmentName(t.Timeline, ns[0], a.SegmentSize), SegmentName(t.Timeline, ns[len(ns)-1], a.SegmentSize)
+		for i := 1; i < len(ns); i++ {
+			if ns[i] > ns[i-1]+1 {
+				t.Gaps = append(t.Gaps, Gap{From: SegmentName(t.Timeline, ns[i-1]+1, a.SegmentSize), To: SegmentName(t.Timeline, ns[i]-1, a.SegmentSize), Count: ns[i] - ns[i-1] - 1})
+			}
+		}
+		sort.Strings(t.History)
+		sort.Strings(t.Backups)
+		sort.Strings(t.Partials)
+	}
+	sort.Slice(l.Timelines, func(i, j int) bool {
+		x, y := l.Timelines[i], l.Timelines[j]
+		if x.SystemID != y.SystemID {
+			return x.SystemID < y.SystemID
+		}
+		return x.Timeline < y.Timeline
+	})
+	sort.Strings(l.Duplicates)
+	return l, nil
+}
+
+func mustSysID(s string) uint64 {
+	id, err := parseSysID(s)
+	if err != nil || fmt.Sprint(id) != s {
+		return 0
+	}
+	return id
+}
+
+func (a *Archive) where() string {
+	if a.Root == "" {
+		return "the archive"
+	}
+	return fmt.Sprintf("the archive %q", a.Root)
+}
+
+// BadObject is an object verify found wrong.
+type BadObject struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	Objects int         `json:"objects"`
+	Bytes   int64       `json:"bytes"`
+	Decoded bool        `json:"decoded"`
+	Bad     []BadObject `json:"bad,omitempty"`
+}
+
+// Verify reads every listed object, workers at once, and checks its
+// stored bytes against the digest in its name; with decode, it also
+// decrypts and decompresses it and checks the file's digest (which needs
+// the archive's Decrypt keys).
+func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers int) (*VerifyReport, error) {
+	rep := &VerifyReport{Decoded: decode}
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(workers, 1))
+	for _, e := range l.Entries {
+		g.Go(func() error {
+			err := a.check(ctx, e, decode)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Objects++
+			if err != nil {
+				rep.Bad = append(rep.Bad, BadObject{Key: e.Key, Error: err.Error()})
+			} else {
+				rep.Bytes += e.Size
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return rep, err
+	}
+	sort.Slice(rep.Bad, func(i, j int) bool { return rep.Bad[i].Key < rep.Bad[j].Key })
+	return rep, nil
+}
+
+// check reads one object and checks it.
+func (a *Archive) check(ctx context.Context, e Entry, decode bool) error {
+	if decode {
+		_, err := a.read(ctx, e.Object, e.Key)
+		return err
+	}
+	stored, err := a.readStored(ctx, e.Key)
+	if err != nil {
+		return err
+	}
+	if digest(stored) != e.StoredSum {
+		return fmt.Errorf("does not match the digest in its name: the object is corrupt or was tampered with")
+	}
+	return nil
+}

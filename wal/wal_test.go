@@ -1,0 +1,519 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/fs"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+)
+
+const (
+	testSysID   = 7301234567890123456
+	testSegSize = 1 << 20
+)
+
+// segment returns a WAL segment of the cluster sysid on timeline tli: a
+// long page header and pseudo-random records that compress a little.
+func segment(sysid uint64, tli uint32, seed uint64) []byte {
+	b := make([]byte, testSegSize)
+	binary.LittleEndian.PutUint16(b[0:], 0xD110)
+	binary.LittleEndian.PutUint16(b[2:], xlpLongHeader)
+	binary.LittleEndian.PutUint32(b[4:], tli)
+	binary.LittleEndian.PutUint64(b[24:], sysid)
+	binary.LittleEndian.PutUint32(b[32:], testSegSize)
+	binary.LittleEndian.PutUint32(b[36:], 8192)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := 64; i < len(b); i += 512 {
+		for j := 0; j < 128; j++ {
+			b[i+j] = byte(r.Uint32())
+		}
+	}
+	return b
+}
+
+// cluster is a data directory: pg_control and pg_wal.
+type cluster struct {
+	dir   string
+	sysid uint64
+}
+
+func newCluster(t *testing.T, sysid uint64) *cluster {
+	t.Helper()
+	c := &cluster{dir: t.TempDir(), sysid: sysid}
+	control := make([]byte, 8192)
+	binary.LittleEndian.PutUint64(control, sysid)
+	must(t, os.MkdirAll(filepath.Join(c.dir, "global"), 0o700))
+	must(t, os.WriteFile(filepath.Join(c.dir, "global", "pg_control"), control, 0o600))
+	must(t, os.MkdirAll(filepath.Join(c.dir, "pg_wal", "archive_status"), 0o700))
+	return c
+}
+
+// write puts a file in pg_wal, marked ready.
+func (c *cluster) write(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(c.dir, "pg_wal", name)
+	must(t, os.WriteFile(p, data, 0o600))
+	must(t, os.WriteFile(filepath.Join(c.dir, "pg_wal", "archive_status", name+".ready"), nil, 0o600))
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fsStore is the fs sink, a real store.
+type fsStore struct {
+	*fs.Sink
+}
+
+func newArchive(t *testing.T, root string, c *cluster) *Archive {
+	t.Helper()
+	s, diags := fs.SinkType{}.Configure(context.Background(), sdk.NewConfig(map[string]any{"path": root + "/"}))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	zstd, _ := compress.Lookup("zstd")
+	a := &Archive{Store: fsStore{s.(*fs.Sink)}, Root: root + "/", Codec: zstd, Level: 3, SegmentSize: testSegSize}
+	if c != nil {
+		a.DataDir = c.dir
+	}
+	return a
+}
+
+func name(tli uint32, n uint64) string { return SegmentName(tli, n, testSegSize) }
+
+func TestNames(t *testing.T) {
+	for _, ok := range []string{"000000010000000000000003", "00000002.history", "000000010000000000000003.00000028.backup", "000000010000000000000003.partial"} {
+		if _, err := ParseName(ok); err != nil {
+			t.Errorf("ParseName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "../000000010000000000000003", "000000010000000000000003/x", "000000000000000000000003", "00000001000000000000003", "00000001000000000000000g", "000000010000000000000003.ready", "RECOVERYHISTORY"} {
+		if _, err := ParseName(bad); err == nil {
+			t.Errorf("ParseName(%q) accepted it", bad)
+		}
+	}
+	for _, n := range []uint64{0, 1, 255, 256, 4095, 4096, 1 << 20} {
+		s := name(3, n)
+		got, err := SegmentNumber(s, testSegSize)
+		if err != nil || got != n {
+			t.Errorf("SegmentNumber(%s) = %d, %v; want %d", s, got, err, n)
+		}
+	}
+	// With 1 MiB segments, a log file holds 4096 of them.
+	if got := name(1, 4096); got != "000000010000000100000000" {
+		t.Errorf("segment 4096 is %s", got)
+	}
+	o, err := ParseObject(ObjectName("00000002.history", strings.Repeat("a", 64), strings.Repeat("b", 64), ".zst.age"))
+	if err != nil || o.Kind != History || o.Timeline != 2 || o.Ext != ".zst.age" {
+		t.Errorf("ParseObject: %+v, %v", o, err)
+	}
+	if _, err := ParseObject("000000010000000000000003-x-y.zst"); err == nil {
+		t.Error("ParseObject accepted a name without digests")
+	}
+	h, err := ParseHeader(segment(testSysID, 5, 1))
+	if err != nil || h.SystemID != testSysID || h.Timeline != 5 || h.SegmentSize != testSegSize {
+		t.Errorf("ParseHeader: %+v, %v", h, err)
+	}
+	if _, err := ParseHeader(make([]byte, 100)); err == nil {
+		t.Error("ParseHeader accepted a page without a long header")
+	}
+}
+
+func TestPushFetch(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	seg := segment(testSysID, 1, 1)
+	p := c.write(t, name(1, 1), seg)
+
+	r, err := a.Push(ctx, p)
+	if err != nil || r.Already || r.SystemID != testSysID || r.Stored >= r.Bytes {
+		t.Fatalf("Push: %+v, %v", r, err)
+	}
+	if want := fmt.Sprintf("%d/00000001/%s-", uint64(testSysID), name(1, 1)); !strings.Contains(r.Key, want) {
+		t.Errorf("key %s does not hold %s", r.Key, want)
+	}
+	// The same content again: nothing written.
+	r2, err := a.Push(ctx, p)
+	if err != nil || !r2.Already || r2.Key != r.Key {
+		t.Fatalf("second Push: %+v, %v", r2, err)
+	}
+	// Other content under the same name: refused, and the original stays.
+	other := segment(testSysID, 1, 2)
+	must(t, os.WriteFile(p, other, 0o600))
+	if _, err := a.Push(ctx, p); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Push of other content: %v, want ErrConflict", err)
+	}
+	dest := filepath.Join(t.TempDir(), "RECOVERYXLOG")
+	must(t, a.Fetch(ctx, name(1, 1), dest))
+	got, err := os.ReadFile(dest)
+	must(t, err)
+	if !bytes.Equal(got, seg) {
+		t.Fatal("the fetched segment is not the one pushed first")
+	}
+	// A file not archived.
+	if err := a.Fetch(ctx, name(1, 2), dest); !errors.Is(err, ErrNotArchived) {
+		t.Fatalf("Fetch of a missing segment: %v, want ErrNotArchived", err)
+	}
+	if err := a.Fetch(ctx, "00000002.history", dest); !errors.Is(err, ErrNotArchived) {
+		t.Fatalf("Fetch of a missing history file: %v, want ErrNotArchived", err)
+	}
+	// A history file (no header to check) and a partial segment.
+	hist := []byte("1\t0/3000000\tno recovery target specified\n")
+	hp := c.write(t, "00000002.history", hist)
+	if _, err := a.Push(ctx, hp); err != nil {
+		t.Fatal(err)
+	}
+	must(t, a.Fetch(ctx, "00000002.history", dest))
+	if got, _ := os.ReadFile(dest); !bytes.Equal(got, hist) {
+		t.Fatal("the history file came back different")
+	}
+}
+
+func TestPushRefuses(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	// A segment of another cluster (pg_control says testSysID).
+	p := c.write(t, name(1, 1), segment(testSysID+1, 1, 1))
+	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "another cluster") {
+		t.Errorf("pushing another cluster's segment: %v", err)
+	}
+	// A timeline in the name that the header does not say.
+	p = c.write(t, name(2, 1), segment(testSysID, 1, 1))
+	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "timeline") {
+		t.Errorf("pushing a segment named for another timeline: %v", err)
+	}
+	// A short segment.
+	p = c.write(t, name(1, 2), segment(testSysID, 1, 1)[:4096])
+	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "not a whole segment") {
+		t.Errorf("pushing a short segment: %v", err)
+	}
+	// A name that is not WAL.
+	p = c.write(t, "postgresql.conf", []byte("x"))
+	if _, err := a.Push(ctx, p); err == nil {
+		t.Error("pushed a file that is not WAL")
+	}
+	if l, err := a.List(ctx); err != nil || len(l.Entries) != 0 {
+		t.Errorf("the archive holds %v after refused pushes (%v)", l, err)
+	}
+}
+
+func TestTwoClusters(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "wal")
+	c1, c2 := newCluster(t, testSysID), newCluster(t, testSysID+1)
+	a1, a2 := newArchive(t, root, c1), newArchive(t, root, c2)
+	s1, s2 := segment(testSysID, 1, 1), segment(testSysID+1, 1, 2)
+	for _, x := range []struct {
+		a *Archive
+		c *cluster
+		s []byte
+	}{{a1, c1, s1}, {a2, c2, s2}} {
+		if _, err := x.a.Push(ctx, x.c.write(t, name(1, 1), x.s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range []struct {
+		a *Archive
+		s []byte
+	}{{a1, s1}, {a2, s2}} {
+		got, err := x.a.FetchData(ctx, name(1, 1))
+		must(t, err)
+		if !bytes.Equal(got, x.s) {
+			t.Error("a cluster fetched the other's segment")
+		}
+	}
+	ids, err := a1.SystemIDs(ctx)
+	if err != nil || len(ids) != 2 {
+		t.Errorf("SystemIDs: %v, %v", ids, err)
+	}
+}
+
+func TestEncrypted(t *testing.T) {
+	ctx := context.Background()
+	id, err := age.GenerateX25519Identity()
+	must(t, err)
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	a.Encrypt = &encrypt.Keys{Recipients: []age.Recipient{id.Recipient()}}
+	seg := segment(testSysID, 1, 7)
+	r, err := a.Push(ctx, c.write(t, name(1, 1), seg))
+	must(t, err)
+	if !strings.HasSuffix(r.Key, ".zst.age") {
+		t.Errorf("key %s", r.Key)
+	}
+	raw, err := os.ReadFile(r.Key)
+	must(t, err)
+	if bytes.Contains(raw, seg[64:192]) {
+		t.Error("the stored object holds the segment's bytes in the clear")
+	}
+	// Without the identity: a clear error, not "not archived".
+	if _, err := a.FetchData(ctx, name(1, 1)); err == nil || errors.Is(err, ErrNotArchived) || !strings.Contains(err.Error(), "decrypt") {
+		t.Errorf("fetch without an identity: %v", err)
+	}
+	a.Decrypt = &encrypt.Keys{Identities: []age.Identity{id}}
+	got, err := a.FetchData(ctx, name(1, 1))
+	must(t, err)
+	if !bytes.Equal(got, seg) {
+		t.Error("the decrypted segment differs")
+	}
+	other, err := age.GenerateX25519Identity()
+	must(t, err)
+	a.Decrypt = &encrypt.Keys{Identities: []age.Identity{other}}
+	if _, err := a.FetchData(ctx, name(1, 1)); err == nil {
+		t.Error("fetched with the wrong identity")
+	}
+}
+
+func TestTampered(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	r, err := a.Push(ctx, c.write(t, name(1, 1), segment(testSysID, 1, 1)))
+	must(t, err)
+	b, err := os.ReadFile(r.Key)
+	must(t, err)
+	b[len(b)/2] ^= 0xff
+	must(t, os.WriteFile(r.Key, b, 0o600))
+	if _, err := a.FetchData(ctx, name(1, 1)); err == nil || errors.Is(err, ErrNotArchived) || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("fetching a changed object: %v", err)
+	}
+	l, err := a.List(ctx)
+	must(t, err)
+	rep, err := a.Verify(ctx, l, false, 4)
+	must(t, err)
+	if rep.Objects != 1 || len(rep.Bad) != 1 || rep.Bad[0].Key != r.Key {
+		t.Errorf("Verify: %+v", rep)
+	}
+}
+
+func TestListGaps(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	for _, n := range []uint64{1, 2, 3, 6, 4095, 4096} {
+		_, err := a.Push(ctx, c.write(t, name(1, n), segment(testSysID, 1, n)))
+		must(t, err)
+	}
+	_, err := a.Push(ctx, c.write(t, name(2, 7), segment(testSysID, 2, 7)))
+	must(t, err)
+	_, err = a.Push(ctx, c.write(t, "00000002.history", []byte("1\t0/7000000\tbefore 2026-11-26\n")))
+	must(t, err)
+	// Something else in the folder is left alone.
+	must(t, os.WriteFile(filepath.Join(a.Root, "README"), []byte("x"), 0o600))
+	l, err := a.List(ctx)
+	must(t, err)
+	if len(l.Timelines) != 2 || l.Other != 1 {
+		t.Fatalf("List: %+v", l)
+	}
+	t1, t2 := l.Timelines[0], l.Timelines[1]
+	if t1.Segments != 6 || t1.First != name(1, 1) || t1.Last != name(1, 4096) {
+		t.Errorf("timeline 1: %+v", t1)
+	}
+	want := []Gap{{name(1, 4), name(1, 5), 2}, {name(1, 7), name(1, 4094), 4088}}
+	if fmt.Sprint(t1.Gaps) != fmt.Sprint(want) {
+		t.Errorf("gaps %v, want %v", t1.Gaps, want)
+	}
+	if t2.Segments != 1 || len(t2.Gaps) != 0 || len(t2.History) != 1 {
+		t.Errorf("timeline 2: %+v", t2)
+	}
+	if l.Gaps() != 4090 || l.NewestName == "" {
+		t.Errorf("Gaps() = %d, newest %q", l.Gaps(), l.NewestName)
+	}
+	rep, err := a.Verify(ctx, l, true, 3)
+	must(t, err)
+	if rep.Objects != 8 || len(rep.Bad) != 0 {
+		t.Errorf("Verify --decrypt: %+v", rep)
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestAsync(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	segs := map[string][]byte{}
+	for n := uint64(1); n <= 12; n++ {
+		segs[name(1, n)] = segment(testSysID, 1, n)
+		c.write(t, name(1, n), segs[name(1, n)])
+	}
+	var mu sync.Mutex
+	pushed := 0
+	as := &Async{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
+		Workers: 4, Idle: 200 * time.Millisecond, Log: discard(),
+		Pushed: func(*PushResult) { mu.Lock(); pushed++; mu.Unlock() }}
+	// archive_command for segment 5 starts the pusher and returns once
+	// it is archived.
+	var runs sync.WaitGroup
+	starts := 0
+	spawn := func() error {
+		starts++
+		runs.Add(1)
+		go func() {
+			defer runs.Done()
+			if err := as.Run(ctx); err != nil && !errors.Is(err, ErrBusy) {
+				t.Error(err)
+			}
+		}()
+		return nil
+	}
+	r, err := as.Wait(ctx, name(1, 5), filepath.Join(c.dir, "pg_wal", name(1, 5)), 10*time.Second, spawn)
+	if err != nil || !strings.Contains(r.Key, name(1, 5)) {
+		t.Fatalf("Wait: %+v, %v", r, err)
+	}
+	runs.Wait()
+	if pushed != 12 {
+		t.Errorf("the pusher pushed %d files, want 12", pushed)
+	}
+	for n, data := range segs {
+		got, err := a.FetchData(ctx, n)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	// PostgreSQL marks what it archived done: the pusher forgets its
+	// markers then.
+	for n := range segs {
+		must(t, os.Rename(filepath.Join(c.dir, "pg_wal", "archive_status", n+".ready"), filepath.Join(c.dir, "pg_wal", "archive_status", n+".done")))
+	}
+	must(t, as.Run(ctx))
+	left, _ := filepath.Glob(filepath.Join(as.Spool, "*.ok"))
+	if len(left) != 0 {
+		t.Errorf("markers left: %v", left)
+	}
+	// A marker for other content (a copied data directory) is not taken
+	// for this file's.
+	n13 := name(1, 13)
+	c.write(t, n13, segment(testSysID, 1, 13))
+	must(t, os.WriteFile(filepath.Join(as.Spool, n13+".ok"), []byte(filepath.Join(a.Root, ObjectName(n13, strings.Repeat("0", 64), strings.Repeat("0", 64), ".zst"))+"\n"), 0o600))
+	r, err = as.Wait(ctx, n13, filepath.Join(c.dir, "pg_wal", n13), 10*time.Second, spawn)
+	runs.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.FetchData(ctx, n13); err != nil {
+		t.Errorf("%s was not archived: %v (marker %s)", n13, err, r.Key)
+	}
+}
+
+// failingStore fails every Create.
+type failingStore struct{ Store }
+
+func (f failingStore) Create(context.Context, sdk.Object) (sdk.ObjectWriter, error) {
+	return nil, errors.New("the store is down")
+}
+
+func TestAsyncFailure(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	a.Store = failingStore{a.Store}
+	c.write(t, name(1, 1), segment(testSysID, 1, 1))
+	as := &Async{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "spool"), Workers: 2, Idle: 100 * time.Millisecond, Log: discard()}
+	done := make(chan error, 1)
+	_, err := as.Wait(ctx, name(1, 1), filepath.Join(c.dir, "pg_wal", name(1, 1)), 10*time.Second, func() error {
+		go func() { done <- as.Run(ctx) }()
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "the store is down") {
+		t.Fatalf("Wait with a failing store: %v", err)
+	}
+	<-done
+	if _, err := os.Stat(filepath.Join(as.Spool, name(1, 1)+okExt)); err == nil {
+		t.Error("a failed push was marked archived")
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	segs := map[string][]byte{}
+	for n := uint64(1); n <= 6; n++ {
+		segs[name(1, n)] = segment(testSysID, 1, n)
+		_, err := a.Push(ctx, c.write(t, name(1, n), segs[name(1, n)]))
+		must(t, err)
+	}
+	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 8, Log: discard()}
+	must(t, pf.Run(ctx, testSysID, name(1, 1)))
+	// 2 to 6 are spooled; 7 to 9 are not archived (yet).
+	if next := pf.Next(testSysID, name(1, 1)); len(next) != 3 || next[0] != name(1, 7) {
+		t.Errorf("after prefetching, missing %v", next)
+	}
+	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
+	for n := uint64(2); n <= 6; n++ {
+		ok, err := pf.Take(testSysID, name(1, n), dest)
+		if err != nil || !ok {
+			t.Fatalf("Take %s: %v, %v", name(1, n), ok, err)
+		}
+		got, err := os.ReadFile(dest)
+		must(t, err)
+		if !bytes.Equal(got, segs[name(1, n)]) {
+			t.Fatalf("%s from the spool differs", name(1, n))
+		}
+	}
+	if ok, _ := pf.Take(testSysID, name(1, 7), dest); ok {
+		t.Error("took a segment that was never archived")
+	}
+	// Replay moved on: spooled segments before the one asked for go.
+	must(t, pf.Run(ctx, testSysID, name(1, 1)))
+	if _, err := pf.Take(testSysID, name(1, 5), dest); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := filepath.Glob(filepath.Join(pf.Spool, fmt.Sprint(uint64(testSysID)), "0*"))
+	if len(left) != 1 || filepath.Base(left[0]) != name(1, 6) {
+		t.Errorf("spool holds %v, want only %s", left, name(1, 6))
+	}
+	// A second prefetcher does not run beside the first.
+	l, err := lock(pf.Spool, prefetchLock)
+	must(t, err)
+	if err := pf.Run(ctx, testSysID, name(1, 1)); !errors.Is(err, ErrBusy) {
+		t.Errorf("a second prefetcher: %v, want ErrBusy", err)
+	}
+	l.Close()
+}
+
+// Every read of the store's objects is bounded: an object larger than any
+// WAL file is refused, not read into memory.
+func TestReadBounded(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	a.Store = hugeStore{a.Store}
+	if _, err := a.readStored(ctx, "x"); err == nil || !strings.Contains(err.Error(), "larger") {
+		t.Errorf("reading a huge object: %v", err)
+	}
+}
+
+type hugeStore struct{ Store }
+
+func (hugeStore) Open(context.Context, string) (io.ReadCloser, error) {
+	return io.NopCloser(io.LimitReader(zeros{}, MaxFile+10)), nil
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
