@@ -219,6 +219,7 @@ func startAzurite(t *testing.T) (connString, ip string) {
 // proxy is a Toxiproxy proxy in front of a server, for network faults.
 type proxy struct {
 	HostPort string // where pipe connects
+	IP       string // the container's address on the Docker network (port 8666)
 	*toxiclient.Proxy
 }
 
@@ -245,7 +246,11 @@ func startToxiproxy(t *testing.T, upstream string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &proxy{HostPort: host + ":" + port, Proxy: p}
+	ip, err := c.ContainerIP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proxy{HostPort: host + ":" + port, IP: ip, Proxy: p}
 }
 
 // result is what a pipe command printed.

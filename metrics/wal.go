@@ -90,7 +90,7 @@ func newWALDescs(d func(name, help string, labels ...string) *prometheus.Desc) *
 		pushedBytes:   d("pipe_wal_pushed_bytes_total", "Bytes of the files pipe wal push archived, before compression.", a),
 		storedBytes:   d("pipe_wal_stored_bytes_total", "Bytes pipe wal push wrote to the store (0 for a file archived already).", a),
 		lastPush:      d("pipe_wal_last_push_timestamp_seconds", "When pipe wal push last archived a file; a textfile keeps it across invocations that push nothing. Alert on time() minus this.", a),
-		backlog:       d("pipe_wal_backlog_files", "Files PostgreSQL marked ready (pg_wal/archive_status/*.ready) that the background pusher has not archived yet.", a),
+		backlog:       d("pipe_wal_backlog_files", "Files PostgreSQL marked ready (pg_wal/archive_status/*.ready) and not archived yet, when an async push began.", a),
 		exceeded:      d("pipe_wal_backlog_exceeded", "1 when more files wait than the archive's max_backlog allows: pg_wal grows, and pipe drops none.", a),
 		fetched:       d("pipe_wal_fetched_files_total", "Files pipe wal fetch restored, from the store or from the prefetch spool.", a, "from"),
 		fetchFailures: d("pipe_wal_fetch_failures_total", "Fetches that failed for another reason than a file that is not archived.", a),

@@ -36,11 +36,11 @@ var archiveAttrs = []sdk.Attribute{
 }
 
 var archivePushAttrs = []sdk.Attribute{
-	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push in the background: a pusher process sends every .ready segment of pg_wal/archive_status, workers at once, and archive_command returns once its segment is archived."},
-	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Segments the background pusher sends at once (async)."},
-	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where the background pusher notes what it archived, relative to the data directory."},
-	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for the background pusher before it fails (PostgreSQL then retries)."},
-	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Segments waiting in pg_wal/archive_status beyond which every push logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
+	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: archive_command also sends the next files PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at once, and returns once all are durable; the archive_commands for those then return at once."},
+	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Files one archive_command sends at once (async)."},
+	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where pushes note the files they pushed ahead, relative to the data directory."},
+	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for another push that holds the spool before it fails (PostgreSQL then retries)."},
+	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Files waiting in pg_wal/archive_status beyond which every push logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
 }
 
 var archiveFetchAttrs = []sdk.Attribute{

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -64,8 +63,8 @@ func (a *Archive) Budget() int64 {
 	return b
 }
 
-// inFlight is the most segments one pipe process holds: the background
-// pusher's workers, or the prefetcher's.
+// inFlight is the most segments one pipe process holds: an async push's
+// workers, or the prefetcher's.
 func (a *Archive) inFlight() int {
 	n := 1
 	if a.Async {
@@ -218,8 +217,8 @@ func (a *Archive) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  cluster      system identifier %s, segments of %s\n", id, size(a.SegmentSize))
 	if a.Async {
-		fmt.Fprintf(w, "  push         async: a background pusher sends %s at once; archive_command waits up to %s; more than %d waiting is an error (no WAL is dropped)\n",
-			Plural(a.Workers, "segment"), time.Duration(a.PushTimeout), a.MaxBacklog)
+		fmt.Fprintf(w, "  push         async: each archive_command sends %s at once, its own and the next ready; more than %d waiting is an error (no WAL is dropped)\n",
+			Plural(a.Workers, "file"), a.MaxBacklog)
 	} else {
 		fmt.Fprintf(w, "  push         one segment per archive_command, durable in the store before it returns\n")
 	}

@@ -76,6 +76,7 @@ func (a *Archive) ext() string {
 type PushResult struct {
 	Key      string
 	Already  bool // the same content was archived before: nothing written
+	Ahead    bool // by an earlier push, which pushed it ahead
 	Bytes    int64
 	Stored   int64
 	SystemID uint64

@@ -9,210 +9,213 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 )
 
-// Async is pushing in the background: archive_command (Wait) returns once
-// the background pusher (Pusher.Run) has archived its segment, and the
-// pusher sends every segment PostgreSQL marked ready, several at once.
+// Ahead is pushing ahead of PostgreSQL: the archive_command for one file
+// also pushes the next files PostgreSQL marked ready
+// (pg_wal/archive_status/*.ready), Workers at once, and returns once they
+// are all durable; the archive_commands for those then find them archived
+// and return at once. The archive keeps up with a server that writes WAL
+// faster than one upload at a time can send it.
 //
-// They talk through markers in the spool: <name>.ok, written once the file
-// is durable in the store and holding its digest, and <name>.error, holding
-// why a push failed. A marker is written whole (renamed into place), and
-// the pusher holds the spool's lock while it runs, so a pusher killed at
-// any moment is noticed and replaced, and a segment pushed again is found
-// archived (push is idempotent).
-type Async struct {
+// Nothing outlives archive_command: no background process is left for
+// PostgreSQL's postmaster to reap (in a container it is often PID 1, where
+// orphans go, and it restarts the whole server when a child it does not
+// know dies of a signal).
+//
+// What was pushed ahead is noted in the spool as <name>.ok, holding the
+// object's key, written whole (renamed into place) once the object is
+// durable; it is believed only when the file's digest matches the key's.
+// The spool's lock keeps two pushes from sending the same files at once. A
+// push killed at any moment leaves files without markers, which the next
+// push sends again (the same content is found archived: nothing is written
+// twice).
+type Ahead struct {
 	Archive *Archive
 	// WalDir is pg_wal, where the segments and archive_status are.
 	WalDir string
 	// Spool is where the markers and the lock are.
 	Spool string
-	// Workers is how many segments the pusher sends at once.
+	// Workers is how many files are sent at once.
 	Workers int
-	// MaxBacklog is the number of segments waiting beyond which the
-	// pusher logs an error on every pass (and Backlog reports it).
+	// MaxBacklog is the number of ready files beyond which each push logs
+	// an error.
 	MaxBacklog int
-	// Idle is how long the pusher waits for new segments before it exits.
-	Idle time.Duration
+	// Wait is how long a push waits for the spool's lock.
+	Wait time.Duration
 	Log  *slog.Logger
-	// Pushed, if set, is told of every file the pusher archived, and of
-	// the segments waiting after each pass.
+	// Pushed, if set, is told of every file pushed; Backlog of the ready
+	// files waiting when the push began.
 	Pushed  func(r *PushResult)
 	Backlog func(waiting int, exceeded bool)
 }
 
 const (
-	pusherLock = "pusher.lock"
-	okExt      = ".ok"
-	errorExt   = ".error"
+	pushLock = "push.lock"
+	okExt    = ".ok"
 )
 
-// ErrTimeout is returned by Wait when the pusher did not archive the file
-// in time.
-var ErrTimeout = errors.New("the background pusher did not archive it in time")
+// ErrTimeout is returned by Push when another push held the spool's lock
+// for longer than Wait.
+var ErrTimeout = errors.New("another pipe wal push held the spool for too long")
 
-// Wait waits until the pusher archived the file name (whose contents are
-// at p), starting it with spawn whenever none runs, for at most timeout.
-func (as *Async) Wait(ctx context.Context, name, p string, timeout time.Duration, spawn func() error) (*PushResult, error) {
-	deadline := time.Now().Add(timeout)
-	var sum string
-	tick := 10 * time.Millisecond
+// Push archives the file name, whose contents are at p, and up to
+// Workers-1 more ready files with it. A file pushed ahead by an earlier
+// push returns at once.
+func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) {
+	f, err := ParseName(name)
+	if err != nil {
+		return nil, err
+	}
+	data, err := readFile(p)
+	if err != nil {
+		return nil, err
+	}
+	if r := ah.marked(name, data); r != nil {
+		return r, nil
+	}
+	l, err := ah.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	if r := ah.marked(name, data); r != nil {
+		return r, nil // pushed by the push that held the lock
+	}
+	others, waiting, err := ah.ready(name)
+	if err != nil {
+		ah.Log.Warn("pushing ahead: "+err.Error(), "file", name)
+	}
+	exceeded := ah.MaxBacklog > 0 && waiting > ah.MaxBacklog
+	if ah.Backlog != nil {
+		ah.Backlog(waiting, exceeded)
+	}
+	if exceeded {
+		ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
+			"waiting", waiting, "max_backlog", ah.MaxBacklog)
+	}
+	if len(others) > ah.Workers-1 {
+		others = others[:max(ah.Workers-1, 0)]
+	}
+	var g errgroup.Group
+	for _, other := range others {
+		g.Go(func() error {
+			of, _ := ParseName(other)
+			data, err := readFile(filepath.Join(ah.WalDir, other))
+			var r *PushResult
+			if err == nil {
+				r, err = ah.Archive.PushData(ctx, of, data)
+			}
+			if err != nil {
+				// Its own archive_command will push it, and say why it
+				// failed then.
+				ah.Log.Warn("pushing ahead failed", "file", other, "error", err)
+				return nil
+			}
+			ah.mark(other, r)
+			return nil
+		})
+	}
+	r, err := ah.Archive.PushData(ctx, f, data)
+	if err == nil && ah.Pushed != nil {
+		ah.Pushed(r)
+	}
+	_ = g.Wait() // each failure was logged; its own push retries it
+	return r, err
+}
+
+// mark notes a file pushed ahead.
+func (ah *Ahead) mark(name string, r *PushResult) {
+	if ah.Pushed != nil {
+		ah.Pushed(r)
+	}
+	if err := writeAtomic(filepath.Join(ah.Spool, name+okExt), []byte(r.Key+"\n")); err != nil {
+		ah.Log.Warn("noting a file pushed ahead", "file", name, "error", err)
+	}
+}
+
+// marked returns the result of an earlier push of the file, if its
+// marker is there and names an object with the file's digest: a marker
+// left by another copy of the data directory never passes for this file.
+func (ah *Ahead) marked(name string, data []byte) *PushResult {
+	p := filepath.Join(ah.Spool, name+okExt)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	key, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if o, err := ParseObject(filepath.Base(key)); err == nil && o.Name == name && o.FileSum == digest(data) {
+		_ = os.Remove(p) // PostgreSQL marks it done once this push returns
+		return &PushResult{Key: key, Already: true, Ahead: true, Bytes: int64(len(data))}
+	}
+	_ = os.Remove(p) // not this file's: push it
+	return nil
+}
+
+// lock takes the spool's lock, waiting up to Wait.
+func (ah *Ahead) lock(ctx context.Context) (*os.File, error) {
+	deadline := time.Now().Add(ah.Wait)
 	for {
-		r, err := as.marker(name, p, &sum)
-		if r != nil || err != nil {
-			return r, err
-		}
-		if !locked(as.Spool, pusherLock) {
-			// Nothing runs: look again (it may have finished just now),
-			// then start a pusher.
-			if r, err := as.marker(name, p, &sum); r != nil || err != nil {
-				return r, err
-			}
-			if err := spawn(); err != nil {
-				return nil, fmt.Errorf("starting the background pusher: %w", err)
-			}
+		l, err := lock(ah.Spool, pushLock)
+		if !errors.Is(err, ErrBusy) {
+			return l, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s: %w (%s); PostgreSQL will try again", name, ErrTimeout, timeout)
+			return nil, fmt.Errorf("%w (%s): it is pushing the same files; PostgreSQL will try again", ErrTimeout, ah.Wait)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(tick):
+		case <-time.After(20 * time.Millisecond):
 		}
-		tick = min(tick*2, 100*time.Millisecond)
 	}
 }
 
-// marker reads the file's markers: its .ok (checked against the file's
-// digest, so a marker left by another copy of the data directory never
-// passes for this file) or its .error.
-func (as *Async) marker(name, p string, sum *string) (*PushResult, error) {
-	b, err := os.ReadFile(filepath.Join(as.Spool, name+okExt))
-	if err == nil {
-		if *sum == "" {
-			data, err := readFile(p)
-			if err != nil {
-				return nil, err
-			}
-			*sum = digest(data)
-		}
-		key, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-		if o, perr := ParseObject(filepath.Base(key)); perr == nil && o.FileSum == *sum {
-			return &PushResult{Key: key, Already: true}, nil
-		}
-		// Not this file's: forget it, and push again.
-		_ = os.Remove(filepath.Join(as.Spool, name+okExt)) // the pusher writes it anew
-	}
-	msg, err := os.ReadFile(filepath.Join(as.Spool, name+errorExt))
-	if err == nil {
-		_ = os.Remove(filepath.Join(as.Spool, name+errorExt)) // the next try starts clean
-		return nil, fmt.Errorf("the background pusher: %s", strings.TrimSpace(string(msg)))
-	}
-	return nil, nil
-}
-
-// Run is the background pusher: while segments are ready, it archives
-// them, Workers at once, oldest first, and marks each; once none has come
-// for Idle, it returns. It returns ErrBusy when another pusher runs.
-func (as *Async) Run(ctx context.Context) error {
-	l, err := lock(as.Spool, pusherLock)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	idleSince := time.Now()
-	lastWarn := time.Time{}
-	for ctx.Err() == nil {
-		todo, waiting, err := as.ready()
-		if err != nil {
-			return err
-		}
-		exceeded := as.MaxBacklog > 0 && waiting > as.MaxBacklog
-		if as.Backlog != nil {
-			as.Backlog(waiting, exceeded)
-		}
-		if exceeded && time.Since(lastWarn) > time.Minute {
-			lastWarn = time.Now()
-			as.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
-				"waiting", waiting, "max_backlog", as.MaxBacklog)
-		}
-		if len(todo) == 0 {
-			if time.Since(idleSince) > as.Idle {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-			continue
-		}
-		failed := as.pushAll(ctx, todo)
-		idleSince = time.Now()
-		if failed == len(todo) {
-			// Everything failed: the store is down. Do not spin.
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-	return ctx.Err()
-}
-
-// ready lists the files PostgreSQL marked ready that have no marker, in
-// the order to push them, and how many ready files wait in all; it
-// forgets markers whose file is no longer ready. A file whose push failed
-// is tried again once archive_command has reported the failure (and
-// removed its .error): PostgreSQL's retries pace the pusher's.
-func (as *Async) ready() ([]string, int, error) {
-	ents, err := os.ReadDir(filepath.Join(as.WalDir, "archive_status"))
+// ready lists the files PostgreSQL marked ready after name that are not
+// marked pushed, oldest first, and counts the ready files that wait; it
+// forgets markers whose file is no longer ready.
+func (ah *Ahead) ready(name string) ([]string, int, error) {
+	ents, err := os.ReadDir(filepath.Join(ah.WalDir, "archive_status"))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading archive_status: %w", err)
 	}
 	ready := map[string]bool{}
 	for _, e := range ents {
-		if name, ok := strings.CutSuffix(e.Name(), ".ready"); ok {
-			if _, err := ParseName(name); err == nil {
-				ready[name] = true
+		if n, ok := strings.CutSuffix(e.Name(), ".ready"); ok {
+			if _, err := ParseName(n); err == nil {
+				ready[n] = true
 			}
 		}
 	}
-	marks, err := os.ReadDir(as.Spool)
-	if err != nil {
-		return nil, 0, err
+	if err := os.MkdirAll(ah.Spool, 0o700); err != nil {
+		return nil, len(ready), err
 	}
-	marked := map[string]bool{} // archived, or failed: the foreground says so, and PostgreSQL retries
-	oks := 0
+	marks, err := os.ReadDir(ah.Spool)
+	if err != nil {
+		return nil, len(ready), err
+	}
+	marked := map[string]bool{}
 	for _, e := range marks {
-		name, ok := strings.CutSuffix(e.Name(), okExt)
-		if !ok {
-			name, ok = strings.CutSuffix(e.Name(), errorExt)
-		}
-		if !ok {
-			continue
-		}
-		if !ready[name] {
-			_ = os.Remove(filepath.Join(as.Spool, e.Name())) // archived and done with
-			continue
-		}
-		marked[name] = true
-		if strings.HasSuffix(e.Name(), okExt) {
-			oks++
+		n, ok := strings.CutSuffix(e.Name(), okExt)
+		switch {
+		case !ok:
+		case !ready[n]:
+			_ = os.Remove(filepath.Join(ah.Spool, e.Name())) // archived and done with
+		default:
+			marked[n] = true
 		}
 	}
 	var todo []string
-	for name := range ready {
-		if !marked[name] {
-			todo = append(todo, name)
+	for n := range ready {
+		if !marked[n] && n != name {
+			todo = append(todo, n)
 		}
 	}
 	sort.Slice(todo, func(i, j int) bool { return pushOrder(todo[i]) < pushOrder(todo[j]) })
-	return todo, len(ready) - oks, nil
+	return todo, len(ready) - len(marked), nil
 }
 
 // pushOrder sorts timeline history files first (a new timeline is worth
@@ -222,43 +225,4 @@ func pushOrder(name string) string {
 		return "0" + name
 	}
 	return "1" + name[8:] + name[:8]
-}
-
-// pushAll pushes the files, Workers at once, and marks each; it returns
-// how many failed.
-func (as *Async) pushAll(ctx context.Context, names []string) int {
-	var mu sync.Mutex
-	failed := 0
-	g := errgroup.Group{}
-	g.SetLimit(max(as.Workers, 1))
-	for _, name := range names {
-		g.Go(func() error {
-			f, _ := ParseName(name)
-			data, err := readFile(filepath.Join(as.WalDir, name))
-			var r *PushResult
-			if err == nil {
-				r, err = as.Archive.PushData(ctx, f, data)
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err() // stopping: no marker, the next pusher pushes it
-				}
-				mu.Lock()
-				failed++
-				mu.Unlock()
-				as.Log.Error("push failed", "file", name, "error", err)
-				_ = writeAtomic(filepath.Join(as.Spool, name+errorExt), []byte(err.Error()+"\n")) // the foreground then times out instead
-				return nil
-			}
-			if as.Pushed != nil {
-				as.Pushed(r)
-			}
-			if err := writeAtomic(filepath.Join(as.Spool, name+okExt), []byte(r.Key+"\n")); err != nil {
-				as.Log.Error("marking a pushed file", "file", name, "error", err)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait() // each failure is marked, or the pusher is stopping
-	return failed
 }

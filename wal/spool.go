@@ -9,7 +9,7 @@ import (
 )
 
 // ErrBusy is returned when another process holds a spool's lock: a
-// background pusher or prefetcher is already at work.
+// push or prefetcher is already at work.
 var ErrBusy = errors.New("another pipe process holds the lock")
 
 // lock takes the spool's lock file name without waiting. The lock goes

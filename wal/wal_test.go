@@ -351,42 +351,57 @@ func TestListGaps(t *testing.T) {
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func TestAsync(t *testing.T) {
+func TestAhead(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	segs := map[string][]byte{}
-	for n := uint64(1); n <= 12; n++ {
+	for n := uint64(1); n <= 7; n++ {
 		segs[name(1, n)] = segment(testSysID, 1, n)
 		c.write(t, name(1, n), segs[name(1, n)])
 	}
 	var mu sync.Mutex
 	pushed := 0
-	as := &Async{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
-		Workers: 4, Idle: 200 * time.Millisecond, Log: discard(),
-		Pushed: func(*PushResult) { mu.Lock(); pushed++; mu.Unlock() }}
-	// archive_command for segment 5 starts the pusher and returns once
-	// it is archived.
-	var runs sync.WaitGroup
-	starts := 0
-	spawn := func() error {
-		starts++
-		runs.Add(1)
-		go func() {
-			defer runs.Done()
-			if err := as.Run(ctx); err != nil && !errors.Is(err, ErrBusy) {
-				t.Error(err)
-			}
-		}()
-		return nil
+	waiting := -1
+	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
+		Workers: 4, MaxBacklog: 5, Wait: time.Second, Log: discard(),
+		Pushed:  func(*PushResult) { mu.Lock(); pushed++; mu.Unlock() },
+		Backlog: func(n int, exceeded bool) { waiting = n }}
+	walPath := func(n string) string { return filepath.Join(c.dir, "pg_wal", n) }
+	done := func(n string) {
+		t.Helper()
+		must(t, os.Rename(filepath.Join(c.dir, "pg_wal", "archive_status", n+".ready"), filepath.Join(c.dir, "pg_wal", "archive_status", n+".done")))
 	}
-	r, err := as.Wait(ctx, name(1, 5), filepath.Join(c.dir, "pg_wal", name(1, 5)), 10*time.Second, spawn)
-	if err != nil || !strings.Contains(r.Key, name(1, 5)) {
-		t.Fatalf("Wait: %+v, %v", r, err)
+	// archive_command for segment 1 pushes 1 and, at once, 2 to 4.
+	r, err := ah.Push(ctx, name(1, 1), walPath(name(1, 1)))
+	if err != nil || r.Already || !strings.Contains(r.Key, name(1, 1)) {
+		t.Fatalf("Push: %+v, %v", r, err)
 	}
-	runs.Wait()
-	if pushed != 12 {
-		t.Errorf("the pusher pushed %d files, want 12", pushed)
+	if pushed != 4 || waiting != 7 {
+		t.Errorf("pushed %d files with 7 waiting (saw %d), want 4", pushed, waiting)
+	}
+	done(name(1, 1))
+	// The next three return at once: pushed ahead.
+	for n := uint64(2); n <= 4; n++ {
+		r, err := ah.Push(ctx, name(1, n), walPath(name(1, n)))
+		if err != nil || !r.Ahead {
+			t.Fatalf("Push %d: %+v, %v", n, r, err)
+		}
+		done(name(1, n))
+	}
+	if pushed != 4 {
+		t.Errorf("pushed %d files, want still 4", pushed)
+	}
+	// 5 pushes 5 to 7; the markers of files PostgreSQL marked done go.
+	if _, err := ah.Push(ctx, name(1, 5), walPath(name(1, 5))); err != nil {
+		t.Fatal(err)
+	}
+	if pushed != 7 {
+		t.Errorf("pushed %d files, want 7", pushed)
+	}
+	marks, _ := filepath.Glob(filepath.Join(ah.Spool, "*.ok"))
+	if len(marks) != 2 {
+		t.Errorf("markers %v, want those of 6 and 7", marks)
 	}
 	for n, data := range segs {
 		got, err := a.FetchData(ctx, n)
@@ -394,29 +409,25 @@ func TestAsync(t *testing.T) {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
-	// PostgreSQL marks what it archived done: the pusher forgets its
-	// markers then.
-	for n := range segs {
-		must(t, os.Rename(filepath.Join(c.dir, "pg_wal", "archive_status", n+".ready"), filepath.Join(c.dir, "pg_wal", "archive_status", n+".done")))
+	// A marker that does not match the file (a copied data directory, a
+	// file rewritten) is not believed: the file is pushed, which finds
+	// the other content archived and refuses.
+	n6 := name(1, 6)
+	must(t, os.WriteFile(walPath(n6), segment(testSysID, 1, 66), 0o600))
+	if _, err := ah.Push(ctx, n6, walPath(n6)); !errors.Is(err, ErrConflict) {
+		t.Errorf("a push whose marker does not match: %v, want ErrConflict", err)
 	}
-	must(t, as.Run(ctx))
-	left, _ := filepath.Glob(filepath.Join(as.Spool, "*.ok"))
-	if len(left) != 0 {
-		t.Errorf("markers left: %v", left)
+	// A push that holds the spool's lock makes another wait, then fail.
+	l, err := lock(ah.Spool, pushLock)
+	must(t, err)
+	if _, err := ah.Push(ctx, name(1, 7), walPath(name(1, 7))); err != nil {
+		t.Errorf("a file pushed ahead needs no lock: %v", err)
 	}
-	// A marker for other content (a copied data directory) is not taken
-	// for this file's.
-	n13 := name(1, 13)
-	c.write(t, n13, segment(testSysID, 1, 13))
-	must(t, os.WriteFile(filepath.Join(as.Spool, n13+".ok"), []byte(filepath.Join(a.Root, ObjectName(n13, strings.Repeat("0", 64), strings.Repeat("0", 64), ".zst"))+"\n"), 0o600))
-	r, err = as.Wait(ctx, n13, filepath.Join(c.dir, "pg_wal", n13), 10*time.Second, spawn)
-	runs.Wait()
-	if err != nil {
-		t.Fatal(err)
+	c.write(t, name(1, 8), segment(testSysID, 1, 8))
+	if _, err := ah.Push(ctx, name(1, 8), walPath(name(1, 8))); !errors.Is(err, ErrTimeout) {
+		t.Errorf("while another push holds the lock: %v, want ErrTimeout", err)
 	}
-	if _, err := a.FetchData(ctx, n13); err != nil {
-		t.Errorf("%s was not archived: %v (marker %s)", n13, err, r.Key)
-	}
+	l.Close()
 }
 
 // failingStore fails every Create.
@@ -426,24 +437,20 @@ func (f failingStore) Create(context.Context, sdk.Object) (sdk.ObjectWriter, err
 	return nil, errors.New("the store is down")
 }
 
-func TestAsyncFailure(t *testing.T) {
+func TestAheadFailure(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	a.Store = failingStore{a.Store}
-	c.write(t, name(1, 1), segment(testSysID, 1, 1))
-	as := &Async{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "spool"), Workers: 2, Idle: 100 * time.Millisecond, Log: discard()}
-	done := make(chan error, 1)
-	_, err := as.Wait(ctx, name(1, 1), filepath.Join(c.dir, "pg_wal", name(1, 1)), 10*time.Second, func() error {
-		go func() { done <- as.Run(ctx) }()
-		return nil
-	})
-	if err == nil || !strings.Contains(err.Error(), "the store is down") {
-		t.Fatalf("Wait with a failing store: %v", err)
+	for n := uint64(1); n <= 3; n++ {
+		c.write(t, name(1, n), segment(testSysID, 1, n))
 	}
-	<-done
-	if _, err := os.Stat(filepath.Join(as.Spool, name(1, 1)+okExt)); err == nil {
-		t.Error("a failed push was marked archived")
+	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "spool"), Workers: 4, Wait: time.Second, Log: discard()}
+	if _, err := ah.Push(ctx, name(1, 1), filepath.Join(c.dir, "pg_wal", name(1, 1))); err == nil || !strings.Contains(err.Error(), "the store is down") {
+		t.Fatalf("Push with a failing store: %v", err)
+	}
+	if marks, _ := filepath.Glob(filepath.Join(ah.Spool, "*.ok")); len(marks) != 0 {
+		t.Errorf("failed pushes were marked archived: %v", marks)
 	}
 }
 

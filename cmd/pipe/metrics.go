@@ -229,12 +229,3 @@ func (r *runMetrics) walChecked(archive string, l *wal.Listing, rep *wal.VerifyR
 		r.m.WALChecked(archive, l, rep, ok)
 	}
 }
-
-// flush writes the textfile now, for a long-running background process.
-func (r *runMetrics) flush() {
-	if r != nil && r.f.textfile != "" {
-		if err := r.m.WriteTextfile(r.f.textfile); err != nil {
-			r.a.log.Warn(fmt.Sprintf("--metrics-textfile: the metrics were not written: %v", err))
-		}
-	}
-}

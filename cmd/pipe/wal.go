@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,20 +54,6 @@ func (f *walFlags) args(file, archive string) []string {
 	out := []string{file, "--archive", archive, "--pgdata", f.pgdata}
 	for _, v := range f.vars {
 		out = append(out, "--var", v)
-	}
-	return out
-}
-
-func (mf *metricsFlags) args() []string {
-	var out []string
-	if mf.textfile != "" {
-		out = append(out, "--metrics-textfile", mf.textfile)
-	}
-	if mf.pushgateway != "" {
-		out = append(out, "--pushgateway", mf.pushgateway)
-	}
-	for _, l := range mf.labels {
-		out = append(out, "--metrics-label", l)
 	}
 	return out
 }
@@ -175,7 +160,6 @@ func spawn(args []string, logPath string) error {
 func (a *app) skipDecryptCmd() *cobra.Command {
 	var f walFlags
 	var mf metricsFlags
-	var background bool
 	cmd := &cobra.Command{
 		Use:   "push FILE.hcl PATH",
 		Short: "Archive one WAL file, as archive_command: pipe wal push FILE.hcl %p",
@@ -185,16 +169,11 @@ archive, and exits 0 once it is durable in the store. The same content
 pushed again exits 0 with a notice; other content under a name already
 archived exits 1 and the archive keeps the original.
 
-With push { async = true } in the archive, a background pusher sends every
-segment PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at
-once, and push exits 0 once the pusher has archived its file. Any failure
-exits 1: PostgreSQL keeps the segment and tries again.`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if background {
-				return cobra.ExactArgs(1)(cmd, args)
-			}
-			return cobra.ExactArgs(2)(cmd, args)
-		},
+With push { async = true } in the archive, push also sends the next
+files PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at
+once, and the pushes for those then return at once. Any failure exits 1:
+PostgreSQL keeps the file and tries again.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
 			defer stop()
@@ -208,9 +187,6 @@ exits 1: PostgreSQL keeps the segment and tries again.`,
 				return err
 			}
 			defer mx.close()
-			if background {
-				return a.skipDecrypter(ctx, args[0], pa, ar, &f, mx)
-			}
 			p := args[1]
 			name := filepath.Base(p)
 			if _, err := wal.ParseName(name); err != nil {
@@ -220,12 +196,11 @@ exits 1: PostgreSQL keeps the segment and tries again.`,
 			var r *wal.PushResult
 			ready := filepath.Join(filepath.Dir(p), "archive_status", name+".ready")
 			if _, serr := os.Stat(ready); pa.Async && serr == nil {
-				as := a.async(pa, ar, &f)
-				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
-				bg = append(bg, mf.args()...)
-				r, err = as.Wait(ctx, name, p, time.Duration(pa.PushTimeout), func() error {
-					return spawn(bg, filepath.Join(as.Spool, "pusher.log"))
-				})
+				ah := &wal.Ahead{Archive: ar, WalDir: filepath.Dir(p), Spool: inData(f.pgdata, pa.PushSpool),
+					Workers: pa.Workers, MaxBacklog: pa.MaxBacklog, Wait: time.Duration(pa.PushTimeout), Log: a.log,
+					Pushed:  func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
+					Backlog: func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) }}
+				r, err = ah.Push(ctx, name, p)
 			} else {
 				r, err = ar.Push(ctx, p)
 				if err == nil {
@@ -236,7 +211,9 @@ exits 1: PostgreSQL keeps the segment and tries again.`,
 			case err != nil:
 				fmt.Fprintf(a.stderr, "Error: pipe wal push %s: %s\n", name, err)
 				return &exitError{exitFailed}
-			case r.Already && !pa.Async:
+			case r.Ahead:
+				a.log.Info("archived already: pushed ahead", "file", name, "object", r.Key)
+			case r.Already:
 				a.log.Warn("archived already with the same content: nothing written", "file", name, "object", r.Key)
 			default:
 				a.log.Info("archived", "file", name, "object", r.Key, "bytes", r.Bytes, "stored", r.Stored)
@@ -246,47 +223,7 @@ exits 1: PostgreSQL keeps the segment and tries again.`,
 	}
 	f.register(cmd, false)
 	mf.register(cmd)
-	cmd.Flags().BoolVar(&background, "background", false, "run the background pusher (push starts it when the archive is async)")
-	_ = cmd.Flags().MarkHidden("background") // started by push itself
 	return cmd
-}
-
-// async is the archive's background pushing.
-func (a *app) async(pa *plan.Archive, ar *wal.Archive, f *walFlags) *wal.Async {
-	return &wal.Async{Archive: ar, WalDir: inData(f.pgdata, "pg_wal"), Spool: inData(f.pgdata, pa.PushSpool),
-		Workers: pa.Workers, MaxBacklog: pa.MaxBacklog, Idle: pusherIdle, Log: a.log}
-}
-
-// pusherIdle is how long the background pusher waits for a new segment
-// before it exits.
-const pusherIdle = 10 * time.Second
-
-// skipDecrypter runs the background pusher until it is idle.
-func (a *app) skipDecrypter(ctx context.Context, file string, pa *plan.Archive, ar *wal.Archive, f *walFlags, mx *runMetrics) error {
-	as := a.async(pa, ar, f)
-	var dirty atomic.Bool // set by the pusher's workers
-	last := -1            // Backlog runs on Run's goroutine only
-	as.Pushed = func(r *wal.PushResult) {
-		mx.walPushed(pa.Name, r)
-		dirty.Store(true)
-	}
-	as.Backlog = func(waiting int, exceeded bool) {
-		mx.walBacklog(pa.Name, waiting, exceeded)
-		if dirty.Swap(false) || waiting != last {
-			mx.flush()
-			last = waiting
-		}
-	}
-	a.log.Info("background pusher started", "archive", pa.Name, "workers", pa.Workers, "file", file)
-	err := as.Run(ctx)
-	switch {
-	case errors.Is(err, wal.ErrBusy):
-		return nil // another pusher is at work
-	case err != nil && ctx.Err() == nil:
-		fmt.Fprintln(a.stderr, "Error: the background pusher:", err)
-		return &exitError{exitFailed}
-	}
-	return nil
 }
 
 func (a *app) walFetchCmd() *cobra.Command {
@@ -321,6 +258,9 @@ takes its segment from there with a rename.`,
 			ctx, stop := interruptible(cmd)
 			defer stop()
 			err := a.walFetch(ctx, args, &f, &mf, prefetchAfter)
+			if prefetchAfter != "" {
+				return nil // see walFetch: a background prefetcher exits 0
+			}
 			var ee *exitError
 			if errors.As(err, &ee) && ee.code != exitNotArchived && ee.code != 0 {
 				// A bad flag or file must not end recovery early either.
@@ -354,13 +294,17 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	defer mx.close()
 	pf := &wal.Prefetch{Archive: ar, Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, Log: a.log}
 	if prefetchAfter != "" {
+		// Exit 0 whatever happens: in a container the postmaster is
+		// often PID 1 and reaps this orphan, and it restarts the server
+		// when a child it does not know exits with another status than
+		// 0 or 1. What failed is in the spool's prefetch.log, and fetch
+		// fetches what is not spooled itself.
 		sysid, err := ar.FetchSystemID(ctx)
 		if err == nil {
 			err = pf.Run(ctx, sysid, prefetchAfter)
 		}
 		if err != nil && !errors.Is(err, wal.ErrBusy) && ctx.Err() == nil {
-			fmt.Fprintln(a.stderr, "Error: the background prefetcher:", err)
-			return &exitError{exitFailed}
+			a.log.Error("the background prefetcher", "error", err)
 		}
 		return nil
 	}
