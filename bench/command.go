@@ -57,9 +57,15 @@ func timeCommandRSS(ctx context.Context, argv []string, env ...string) (measurem
 }
 
 func runCommand(ctx context.Context, argv []string, sampleTree bool, env ...string) (measurement, error) {
+	return runCommandIn(ctx, "", argv, sampleTree, env...)
+}
+
+// runCommandIn is runCommand in the folder dir ("" the working one).
+func runCommandIn(ctx context.Context, dir string, argv []string, sampleTree bool, env ...string) (measurement, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}

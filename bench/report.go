@@ -20,6 +20,7 @@ type report struct {
 	s3                              *s3Result
 	pg                              *pgResult
 	catalog                         *catalogResult
+	wal                             *walResult
 }
 
 func yesNo(ok bool) string {
@@ -96,6 +97,9 @@ func (r *report) markdown() string {
 	if r.catalog != nil {
 		r.catalog.markdown(w)
 	}
+	if r.wal != nil {
+		r.wal.markdown(w)
+	}
 
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
@@ -105,6 +109,9 @@ func (r *report) markdown() string {
 	}
 	if r.pg != nil {
 		all = append(all[:len(all):len(all)], r.pg.backup, r.pg.restore)
+	}
+	if r.wal != nil {
+		all = append(all[:len(all):len(all)], r.wal.single, r.wal.burst, r.wal.fetch)
 	}
 	if r.catalog != nil {
 		all = append(all[:len(all):len(all)], r.catalog.list, r.catalog.verify)

@@ -52,6 +52,9 @@ type scenarioResult struct {
 	notes    []string
 	runOrder []string // labels in the order they ran, for the details
 	runTimes []time.Duration
+	// noWarmup skips the untimed first round: runs so long that caches
+	// are warm after the first seconds of each.
+	noWarmup bool
 }
 
 // interleave runs the contenders round-robin, reps times each: pipe, ref,
@@ -60,7 +63,11 @@ type scenarioResult struct {
 // whose output is checked in full (rep 0).
 func (s *scenarioResult) interleave(ctx context.Context, reps int) error {
 	all := append([]*contender{s.pipe}, s.refs...)
-	for rep := range reps + 1 {
+	first := 0
+	if s.noWarmup {
+		first = 1
+	}
+	for rep := first; rep <= reps; rep++ {
 		for _, c := range all {
 			if c.clean != nil {
 				c.clean()

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/compress"
@@ -164,12 +165,30 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	if err != nil {
 		return nil, err
 	}
-	sum := digest(data)
 	dir := Dir(id, f.Timeline)
 	res := &PushResult{SystemID: id, Bytes: int64(len(data))}
-	objs, keys, err := a.find(ctx, dir, f.Name)
-	if err != nil {
-		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, err)
+	// Three things at once: the listing (a round trip, the connection's
+	// TLS handshake), the file's digest and its compression. A file
+	// archived already wastes its compression; that is a retry's cost.
+	var objs []Object
+	var keys []string
+	var findErr, encErr error
+	var stored []byte
+	var sum string
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		objs, keys, findErr = a.find(ctx, dir, f.Name)
+	}()
+	go func() {
+		defer wg.Done()
+		sum = digest(data)
+	}()
+	stored, encErr = a.encode(data)
+	wg.Wait()
+	if findErr != nil {
+		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, findErr)
 	}
 	for i, o := range objs {
 		if o.FileSum == sum {
@@ -180,9 +199,8 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	if len(objs) > 0 {
 		return nil, fmt.Errorf("%s: %w (sha256 %s, this file is %s); the archive keeps the original: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", f.Name, ErrConflict, objs[0].FileSum, sum, a.Root, dir)
 	}
-	stored, err := a.encode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	if encErr != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	}
 	res.Key = a.Root + dir + ObjectName(f.Name, sum, digest(stored), a.ext())
 	res.Stored = int64(len(stored))
@@ -240,7 +258,9 @@ func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(dest, data)
+	// Not fsynced: PostgreSQL reads it now, and after a crash recovery
+	// asks for it again.
+	return writeAtomic(dest, data, false)
 }
 
 // FetchData returns the contents of the archived file name.
@@ -339,9 +359,9 @@ func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
 	if a.SystemID != 0 {
 		return a.SystemID, nil
 	}
-	b, err := os.ReadFile(filepath.Join(a.DataDir, "global", "pg_control"))
+	id, err := DataDirSystemID(a.DataDir)
 	if err == nil {
-		return ControlSystemID(b)
+		return id, nil
 	}
 	ids, lerr := a.SystemIDs(ctx)
 	if lerr == nil && len(ids) == 1 {
@@ -351,6 +371,16 @@ func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("the archive holds the WAL of %d clusters (%v) and pg_control cannot be read (%v): set system_identifier in the archive", len(ids), ids, err)
 	}
 	return 0, fmt.Errorf("the cluster's system identifier: %w; run pipe in the data directory, or set system_identifier", err)
+}
+
+// DataDirSystemID reads the system identifier from a data directory's
+// global/pg_control.
+func DataDirSystemID(dataDir string) (uint64, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "global", "pg_control"))
+	if err != nil {
+		return 0, err
+	}
+	return ControlSystemID(b)
 }
 
 // SystemIDs lists the clusters whose WAL the archive holds.
@@ -379,24 +409,34 @@ func readFile(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFile+1))
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxFile {
+	if fi.Size() > MaxFile {
 		return nil, fmt.Errorf("%s is larger than %d bytes", p, MaxFile)
 	}
-	return b, nil
+	// One buffer of the file's size (and a byte to see it did not grow):
+	// io.ReadAll's doubling costs a 16 MiB segment more than its SHA-256.
+	b := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(f, b)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return b[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s grew while it was read: PostgreSQL archives only complete files", p)
 }
 
 // writeAtomic writes data to dest through a temporary file beside it.
-func writeAtomic(dest string, data []byte) error {
+func writeAtomic(dest string, data []byte, durable bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
 	if err != nil {
 		return err
 	}
 	_, err = io.Copy(tmp, bytes.NewReader(data))
-	if err == nil {
+	if err == nil && durable {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

@@ -9,22 +9,26 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 )
 
-// Ahead is pushing ahead of PostgreSQL: the archive_command for one file
-// also pushes the next files PostgreSQL marked ready
-// (pg_wal/archive_status/*.ready), Workers at once, and returns once they
-// are all durable; the archive_commands for those then find them archived
-// and return at once. The archive keeps up with a server that writes WAL
-// faster than one upload at a time can send it.
+// Ahead is pushing ahead of PostgreSQL: files PostgreSQL marked ready
+// (pg_wal/archive_status/*.ready) are pushed, Workers at once, before their
+// archive_command asks, which then finds them archived and returns at once.
+// The archive keeps up with a server that writes WAL faster than one
+// upload at a time can send it.
 //
-// Nothing outlives archive_command: no background process is left for
-// PostgreSQL's postmaster to reap (in a container it is often PID 1, where
-// orphans go, and it restarts the whole server when a child it does not
-// know dies of a signal).
+// Two ways, chosen by Spawn. With Spawn set, a background pusher (Run)
+// sends them while archive_command returns, each waiting for its own file
+// (Push). Without, nothing outlives archive_command: the push for one file
+// also sends the next ready ones and returns once all are durable. That is
+// for where PostgreSQL's postmaster reaps orphaned processes (PID 1 in a
+// container): it restarts the whole server when a child it does not know
+// dies of a signal, so a background pusher killed by the OOM killer would
+// restart the database.
 //
 // What was pushed ahead is noted in the spool as <name>.ok, holding the
 // object's key, written whole (renamed into place) once the object is
@@ -51,6 +55,11 @@ type Ahead struct {
 	// files waiting when the push began.
 	Pushed  func(r *PushResult)
 	Backlog func(waiting int, exceeded bool)
+	// Spawn, when set, starts a background pusher: this program with Run.
+	Spawn func() error
+	// Idle is how long the background pusher waits for a ready file
+	// before it exits.
+	Idle time.Duration
 }
 
 const (
@@ -70,20 +79,23 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	data, err := readFile(p)
-	if err != nil {
-		return nil, err
-	}
-	if r := ah.marked(name, data); r != nil {
+	if r := Marked(ah.Spool, name, p); r != nil {
 		return r, nil
+	}
+	if ah.Spawn != nil {
+		return ah.wait(ctx, name, p)
 	}
 	l, err := ah.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	if r := ah.marked(name, data); r != nil {
+	if r := Marked(ah.Spool, name, p); r != nil {
 		return r, nil // pushed by the push that held the lock
+	}
+	data, err := readFile(p)
+	if err != nil {
+		return nil, err
 	}
 	others, waiting, err := ah.ready(name)
 	if err != nil {
@@ -97,10 +109,11 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 		ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
 			"waiting", waiting, "max_backlog", ah.MaxBacklog)
 	}
-	if len(others) > ah.Workers-1 {
-		others = others[:max(ah.Workers-1, 0)]
+	if n := aheadPerPush * ah.Workers; len(others) > n-1 {
+		others = others[:n-1]
 	}
 	var g errgroup.Group
+	g.SetLimit(max(ah.Workers-1, 1))
 	for _, other := range others {
 		g.Go(func() error {
 			of, _ := ParseName(other)
@@ -115,7 +128,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 				ah.Log.Warn("pushing ahead failed", "file", other, "error", err)
 				return nil
 			}
-			ah.mark(other, r)
+			ah.mark(other, filepath.Join(ah.WalDir, other), r)
 			return nil
 		})
 	}
@@ -127,32 +140,70 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	return r, err
 }
 
-// mark notes a file pushed ahead.
-func (ah *Ahead) mark(name string, r *PushResult) {
+// aheadPerPush × Workers is the most files one push sends: its own and
+// the next ready ones, Workers at once. Larger batches mean fewer pushes
+// that start a store (most return at once), at the cost of a longer wait
+// for the one that sends them.
+const aheadPerPush = 4
+
+// mark notes a file pushed ahead: the object's key, and the file's
+// identity (device, inode, size, modification time) when it was read.
+func (ah *Ahead) mark(name, p string, r *PushResult) {
 	if ah.Pushed != nil {
 		ah.Pushed(r)
 	}
-	if err := writeAtomic(filepath.Join(ah.Spool, name+okExt), []byte(r.Key+"\n")); err != nil {
+	note := r.Key + "\n"
+	if id, err := fileID(p); err == nil {
+		note += id + "\n"
+	}
+	if err := writeAtomic(filepath.Join(ah.Spool, name+okExt), []byte(note), false); err != nil {
 		ah.Log.Warn("noting a file pushed ahead", "file", name, "error", err)
 	}
 }
 
-// marked returns the result of an earlier push of the file, if its
-// marker is there and names an object with the file's digest: a marker
-// left by another copy of the data directory never passes for this file.
-func (ah *Ahead) marked(name string, data []byte) *PushResult {
-	p := filepath.Join(ah.Spool, name+okExt)
-	b, err := os.ReadFile(p)
+// Marked returns the result of an earlier push of the file name at p, if
+// a push noted it in the spool and the note still describes the file: the
+// same device, inode, size and modification time, or else the same
+// SHA-256 (read in full). A note left by another copy of the data
+// directory, or for a file rewritten since, never passes for this file.
+// It needs no store: archive_command for a file pushed ahead returns
+// without one.
+func Marked(spool, name, p string) *PushResult {
+	mp := filepath.Join(spool, name+okExt)
+	b, err := os.ReadFile(mp)
 	if err != nil {
 		return nil
 	}
-	key, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	if o, err := ParseObject(filepath.Base(key)); err == nil && o.Name == name && o.FileSum == digest(data) {
-		_ = os.Remove(p) // PostgreSQL marks it done once this push returns
-		return &PushResult{Key: key, Already: true, Ahead: true, Bytes: int64(len(data))}
+	key, id, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	o, err := ParseObject(filepath.Base(key))
+	ok := err == nil && o.Name == name
+	if ok {
+		if cur, err := fileID(p); err != nil || cur != id {
+			data, err := readFile(p)
+			ok = err == nil && o.FileSum == digest(data)
+		}
 	}
-	_ = os.Remove(p) // not this file's: push it
-	return nil
+	if !ok {
+		_ = os.Remove(mp) // stale: push the file again
+		return nil
+	}
+	// The note stays until PostgreSQL marks the file done (ready then
+	// drops it): a pusher looking now must not push it again.
+	return &PushResult{Key: key, Already: true, Ahead: true}
+}
+
+// fileID is what identifies a file's contents without reading them: its
+// device, inode, size and modification time.
+func fileID(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", errors.New("no inode")
+	}
+	return fmt.Sprintf("%d %d %d %d", st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano()), nil
 }
 
 // lock takes the spool's lock, waiting up to Wait.
@@ -174,9 +225,9 @@ func (ah *Ahead) lock(ctx context.Context) (*os.File, error) {
 	}
 }
 
-// ready lists the files PostgreSQL marked ready after name that are not
-// marked pushed, oldest first, and counts the ready files that wait; it
-// forgets markers whose file is no longer ready.
+// ready lists the files PostgreSQL marked ready other than name that are
+// not marked pushed (or failed), oldest first, and counts the ready files
+// that wait; it forgets markers whose file is no longer ready.
 func (ah *Ahead) ready(name string) ([]string, int, error) {
 	ents, err := os.ReadDir(filepath.Join(ah.WalDir, "archive_status"))
 	if err != nil {
@@ -198,14 +249,21 @@ func (ah *Ahead) ready(name string) ([]string, int, error) {
 		return nil, len(ready), err
 	}
 	marked := map[string]bool{}
+	oks := 0
 	for _, e := range marks {
 		n, ok := strings.CutSuffix(e.Name(), okExt)
+		if !ok {
+			n, ok = strings.CutSuffix(e.Name(), errorExt)
+		}
 		switch {
 		case !ok:
 		case !ready[n]:
 			_ = os.Remove(filepath.Join(ah.Spool, e.Name())) // archived and done with
 		default:
 			marked[n] = true
+			if strings.HasSuffix(e.Name(), okExt) {
+				oks++
+			}
 		}
 	}
 	var todo []string
@@ -215,7 +273,7 @@ func (ah *Ahead) ready(name string) ([]string, int, error) {
 		}
 	}
 	sort.Slice(todo, func(i, j int) bool { return pushOrder(todo[i]) < pushOrder(todo[j]) })
-	return todo, len(ready) - len(marked), nil
+	return todo, len(ready) - oks, nil
 }
 
 // pushOrder sorts timeline history files first (a new timeline is worth

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sync/errgroup"
+	"sync"
+	"time"
 )
 
 // Prefetch brings the segments that follow the one recovery asked for
@@ -25,22 +25,74 @@ type Prefetch struct {
 	Spool string
 	// Ahead is how many segments after the one asked for to bring.
 	Ahead int
-	Log   *slog.Logger
+	// SegmentSize is the cluster's.
+	SegmentSize uint32
+	Log         *slog.Logger
 }
 
 const prefetchLock = "prefetch.lock"
 
+// dir is the spool's folder for a cluster, in this boot of the machine:
+// spooled segments are not fsynced (fetch hands them over with a rename),
+// so those of an earlier boot, which a crash may have torn, are never
+// taken.
 func (pf *Prefetch) dir(sysid uint64) string {
-	return filepath.Join(pf.Spool, fmt.Sprint(sysid))
+	return filepath.Join(pf.Spool, fmt.Sprintf("%d-%s", sysid, bootID()))
 }
 
+// bootID identifies this boot of the machine (Linux); "" elsewhere, where
+// spooled segments are fsynced instead.
+var bootID = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.ReplaceAll(strings.TrimSpace(string(b)), "-", "")
+})
+
+// fetching reports whether the prefetcher is fetching name now.
+func (pf *Prefetch) fetching(sysid uint64, name string) bool {
+	_, err := os.Stat(filepath.Join(pf.dir(sysid), name+fetchingExt))
+	return err == nil && pf.Running()
+}
+
+// fetchingExt marks a segment the prefetcher is fetching.
+const fetchingExt = ".fetching"
+
+// Wait takes the spooled segment name like Take, and when the prefetcher
+// is fetching it right now, waits for it rather than fetch it twice.
+func (pf *Prefetch) Wait(ctx context.Context, sysid uint64, name, dest string) (bool, error) {
+	for {
+		ok, err := pf.Take(sysid, name, dest)
+		if ok || err != nil {
+			return ok, err
+		}
+		if !pf.fetching(sysid, name) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// positionFile is where fetch notes the newest segment recovery asked
+// for, for the prefetcher to follow.
+const positionFile = ".position"
+
 // Take moves the spooled segment name to dest, if it is there, and drops
-// the spooled segments before it: replay has passed them.
+// the spooled segments before it: replay has passed them. It notes name as
+// recovery's position, for the prefetcher.
 func (pf *Prefetch) Take(sysid uint64, name, dest string) (bool, error) {
 	dir := pf.dir(sysid)
 	f, err := ParseName(name)
 	if err != nil || f.Kind != Segment {
 		return false, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err == nil {
+		_ = writeAtomic(filepath.Join(dir, positionFile), []byte(name+"\n"), false) // a hint: without it the prefetcher follows what was taken
 	}
 	pf.dropBefore(dir, name)
 	err = os.Rename(filepath.Join(dir, name), dest)
@@ -69,14 +121,14 @@ func (pf *Prefetch) dropBefore(dir, name string) {
 
 // Next names the segments after name that are not spooled yet.
 func (pf *Prefetch) Next(sysid uint64, name string) []string {
-	n, err := SegmentNumber(name, pf.Archive.SegmentSize)
+	n, err := SegmentNumber(name, pf.SegmentSize)
 	if err != nil {
 		return nil
 	}
 	f, _ := ParseName(name)
 	var out []string
 	for i := 1; i <= pf.Ahead; i++ {
-		next := SegmentName(f.Timeline, n+uint64(i), pf.Archive.SegmentSize)
+		next := SegmentName(f.Timeline, n+uint64(i), pf.SegmentSize)
 		if _, err := os.Stat(filepath.Join(pf.dir(sysid), next)); err != nil {
 			out = append(out, next)
 		}
@@ -87,9 +139,15 @@ func (pf *Prefetch) Next(sysid uint64, name string) []string {
 // Running reports whether a prefetcher is at work.
 func (pf *Prefetch) Running() bool { return locked(pf.Spool, prefetchLock) }
 
-// Run fetches the segments after name into the spool, Ahead at once,
-// until the first that is not archived. It returns ErrBusy when another
-// prefetcher runs.
+// prefetchIdle is how long the prefetcher waits for recovery to take a
+// segment before it exits.
+var prefetchIdle = 10 * time.Second
+
+// Run is the prefetcher: it keeps the Ahead segments after recovery's
+// position (the newest segment fetch was asked for, starting at name)
+// spooled, Ahead fetches at once, following recovery as it takes them,
+// until recovery has taken nothing for a while or asks past the end of
+// the archive. It returns ErrBusy when another prefetcher runs.
 func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 	l, err := lock(pf.Spool, prefetchLock)
 	if err != nil {
@@ -101,31 +159,110 @@ func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 		return err
 	}
 	removeTemps(dir)
-	var g errgroup.Group
-	g.SetLimit(max(pf.Ahead, 1))
-	for _, next := range pf.Next(sysid, name) {
-		g.Go(func() error {
-			data, err := pf.Archive.fetch(ctx, sysid, next)
-			switch {
-			case errors.Is(err, ErrNotArchived):
-				return nil // not yet: restore_command will look again
-			case err != nil:
-				if ctx.Err() == nil {
-					pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", next, "error", err)
-				}
-				return nil
-			}
-			return writeAtomic(filepath.Join(dir, next), data)
-		})
+	// Earlier boots' spools.
+	olds, _ := filepath.Glob(filepath.Join(pf.Spool, fmt.Sprintf("%d-*", sysid)))
+	for _, o := range olds {
+		if o != dir {
+			_ = os.RemoveAll(o) // best effort: never taken anyway
+		}
 	}
-	return g.Wait()
+	f, err := ParseName(name)
+	if err != nil {
+		return err
+	}
+	size := pf.SegmentSize
+	pos, err := SegmentNumber(name, size)
+	if err != nil {
+		return err
+	}
+	type result struct {
+		n   uint64
+		err error
+	}
+	results := make(chan result)
+	inflight := map[uint64]bool{}
+	spooled := map[uint64]bool{} // by this prefetcher, not taken yet
+	end := uint64(0)             // the first segment not archived, 0 none yet
+	lastMove := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Follow recovery: what it took, and what it asked for.
+		for n := range spooled {
+			if _, err := os.Stat(filepath.Join(dir, SegmentName(f.Timeline, n, size))); err != nil {
+				delete(spooled, n)
+				if n > pos {
+					pos, lastMove = n, time.Now()
+				}
+			}
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, positionFile)); err == nil {
+			p := strings.TrimSpace(string(b))
+			if n, err := SegmentNumber(p, size); err == nil && p[:8] == name[:8] && n > pos {
+				pos, lastMove = n, time.Now()
+			}
+		}
+		if end != 0 && pos+1 >= end && len(inflight) == 0 {
+			return nil // recovery reached the end of the archive
+		}
+		if time.Since(lastMove) > prefetchIdle && len(inflight) == 0 {
+			return nil
+		}
+		for n := pos + 1; n <= pos+uint64(pf.Ahead) && (end == 0 || n < end) && ctx.Err() == nil; n++ {
+			seg := SegmentName(f.Timeline, n, size)
+			if inflight[n] || spooled[n] {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, seg)); err == nil {
+				continue
+			}
+			inflight[n] = true
+			marker := filepath.Join(dir, seg+fetchingExt)
+			_ = os.WriteFile(marker, nil, 0o600) // a hint for fetch: wait rather than fetch it too
+			go func() {
+				data, err := pf.Archive.fetch(ctx, sysid, seg)
+				if err == nil {
+					// Durable only where the spool's folder cannot tell
+					// one boot from the next (see dir).
+					err = writeAtomic(filepath.Join(dir, seg), data, bootID() == "")
+				}
+				_ = os.Remove(marker)
+				results <- result{n, err}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			for len(inflight) > 0 {
+				r := <-results
+				delete(inflight, r.n)
+			}
+			return nil
+		case r := <-results:
+			delete(inflight, r.n)
+			switch {
+			case r.err == nil:
+				spooled[r.n] = true
+			case errors.Is(r.err, ErrNotArchived):
+				if end == 0 || r.n < end {
+					end = r.n
+				}
+			default:
+				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", SegmentName(f.Timeline, r.n, size), "error", r.err)
+				if end == 0 || r.n < end {
+					end = r.n // do not hammer a failing store; fetch retries
+				}
+			}
+		case <-tick.C:
+		}
+	}
 }
 
-// removeTemps removes what a killed prefetcher left half-written.
+// removeTemps removes what a killed prefetcher left half-written, and
+// its marks.
 func removeTemps(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".pipe-tmp-") {
+		if strings.HasPrefix(e.Name(), ".pipe-tmp-") || strings.HasSuffix(e.Name(), fetchingExt) {
 			_ = os.Remove(filepath.Join(dir, e.Name())) // best effort
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -364,7 +365,7 @@ func TestAhead(t *testing.T) {
 	pushed := 0
 	waiting := -1
 	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
-		Workers: 4, MaxBacklog: 5, Wait: time.Second, Log: discard(),
+		Workers: 1, MaxBacklog: 5, Wait: time.Second, Log: discard(),
 		Pushed:  func(*PushResult) { mu.Lock(); pushed++; mu.Unlock() },
 		Backlog: func(n int, exceeded bool) { waiting = n }}
 	walPath := func(n string) string { return filepath.Join(c.dir, "pg_wal", n) }
@@ -372,7 +373,8 @@ func TestAhead(t *testing.T) {
 		t.Helper()
 		must(t, os.Rename(filepath.Join(c.dir, "pg_wal", "archive_status", n+".ready"), filepath.Join(c.dir, "pg_wal", "archive_status", n+".done")))
 	}
-	// archive_command for segment 1 pushes 1 and, at once, 2 to 4.
+	// archive_command for segment 1 pushes 1 and 2 to 4 (a push sends
+	// up to aheadPerPush × Workers files).
 	r, err := ah.Push(ctx, name(1, 1), walPath(name(1, 1)))
 	if err != nil || r.Already || !strings.Contains(r.Key, name(1, 1)) {
 		t.Fatalf("Push: %+v, %v", r, err)
@@ -430,6 +432,69 @@ func TestAhead(t *testing.T) {
 	l.Close()
 }
 
+// The background pusher: archive_command for each ready file, in order,
+// as PostgreSQL runs it; the pusher pushes them all, each once.
+func TestAheadBackground(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	segs := map[string][]byte{}
+	for n := uint64(1); n <= 10; n++ {
+		segs[name(1, n)] = segment(testSysID, 1, n)
+		c.write(t, name(1, n), segs[name(1, n)])
+	}
+	var mu sync.Mutex
+	pushed := map[string]int{}
+	var runs sync.WaitGroup
+	spawns := 0
+	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
+		Workers: 3, Wait: 10 * time.Second, Idle: 200 * time.Millisecond, Log: discard(),
+		Pushed: func(r *PushResult) { mu.Lock(); pushed[path.Base(r.Key)[:24]]++; mu.Unlock() }}
+	ah.Spawn = func() error {
+		spawns++
+		runs.Add(1)
+		go func() {
+			defer runs.Done()
+			if err := ah.Run(ctx); err != nil && !errors.Is(err, ErrBusy) {
+				t.Error(err)
+			}
+		}()
+		return nil
+	}
+	status := filepath.Join(c.dir, "pg_wal", "archive_status")
+	for n := uint64(1); n <= 10; n++ {
+		s := name(1, n)
+		r, err := ah.Push(ctx, s, filepath.Join(c.dir, "pg_wal", s))
+		if err != nil || !strings.Contains(r.Key, s) {
+			t.Fatalf("Push %s: %+v, %v", s, r, err)
+		}
+		must(t, os.Rename(filepath.Join(status, s+".ready"), filepath.Join(status, s+".done")))
+	}
+	runs.Wait()
+	for s, data := range segs {
+		if pushed[s] != 1 {
+			t.Errorf("%s was pushed %d times", s, pushed[s])
+		}
+		got, err := a.FetchData(ctx, s)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	if spawns < 1 {
+		t.Error("no pusher was started")
+	}
+	if marks, _ := filepath.Glob(filepath.Join(ah.Spool, "*.ok")); len(marks) != 0 {
+		t.Errorf("notes left: %v", marks)
+	}
+	// A failure reaches the archive_command of its file.
+	a.Store = failingStore{a.Store}
+	c.write(t, name(1, 11), segment(testSysID, 1, 11))
+	if _, err := ah.Push(ctx, name(1, 11), filepath.Join(c.dir, "pg_wal", name(1, 11))); err == nil || !strings.Contains(err.Error(), "the store is down") {
+		t.Errorf("Push with a failing store: %v", err)
+	}
+	runs.Wait()
+}
+
 // failingStore fails every Create.
 type failingStore struct{ Store }
 
@@ -459,19 +524,38 @@ func TestPrefetch(t *testing.T) {
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	segs := map[string][]byte{}
-	for n := uint64(1); n <= 6; n++ {
+	for n := uint64(1); n <= 12; n++ {
 		segs[name(1, n)] = segment(testSysID, 1, n)
 		_, err := a.Push(ctx, c.write(t, name(1, n), segs[name(1, n)]))
 		must(t, err)
 	}
-	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 8, Log: discard()}
-	must(t, pf.Run(ctx, testSysID, name(1, 1)))
-	// 2 to 6 are spooled; 7 to 9 are not archived (yet).
-	if next := pf.Next(testSysID, name(1, 1)); len(next) != 3 || next[0] != name(1, 7) {
-		t.Errorf("after prefetching, missing %v", next)
+	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 4, SegmentSize: testSegSize, Log: discard()}
+	spooled := func(n uint64) bool {
+		_, err := os.Stat(filepath.Join(pf.dir(testSysID), name(1, n)))
+		return err == nil
+	}
+	waitFor := func(n uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !spooled(n); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s was not prefetched", name(1, n))
+			}
+		}
+	}
+	// Recovery asked for 1 (fetched from the store): the prefetcher
+	// keeps 2 to 5 spooled, then follows recovery as it takes them.
+	done := make(chan error, 1)
+	go func() { done <- pf.Run(ctx, testSysID, name(1, 1)) }()
+	waitFor(5)
+	if spooled(6) {
+		t.Error("prefetched more than 4 ahead")
+	}
+	if pf.Run(ctx, testSysID, name(1, 1)) != ErrBusy {
+		t.Error("a second prefetcher ran beside the first")
 	}
 	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
-	for n := uint64(2); n <= 6; n++ {
+	for n := uint64(2); n <= 12; n++ {
+		waitFor(n)
 		ok, err := pf.Take(testSysID, name(1, n), dest)
 		if err != nil || !ok {
 			t.Fatalf("Take %s: %v, %v", name(1, n), ok, err)
@@ -482,25 +566,28 @@ func TestPrefetch(t *testing.T) {
 			t.Fatalf("%s from the spool differs", name(1, n))
 		}
 	}
-	if ok, _ := pf.Take(testSysID, name(1, 7), dest); ok {
+	// 13 is not archived: recovery asks for it, and the prefetcher ends.
+	if ok, _ := pf.Take(testSysID, name(1, 13), dest); ok {
 		t.Error("took a segment that was never archived")
 	}
-	// Replay moved on: spooled segments before the one asked for go.
-	must(t, pf.Run(ctx, testSysID, name(1, 1)))
-	if _, err := pf.Take(testSysID, name(1, 5), dest); err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prefetcher did not end at the end of the archive")
 	}
-	left, _ := filepath.Glob(filepath.Join(pf.Spool, fmt.Sprint(uint64(testSysID)), "0*"))
-	if len(left) != 1 || filepath.Base(left[0]) != name(1, 6) {
-		t.Errorf("spool holds %v, want only %s", left, name(1, 6))
+	left, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), "0*"))
+	if len(left) != 0 {
+		t.Errorf("spool holds %v", left)
 	}
-	// A second prefetcher does not run beside the first.
-	l, err := lock(pf.Spool, prefetchLock)
-	must(t, err)
-	if err := pf.Run(ctx, testSysID, name(1, 1)); !errors.Is(err, ErrBusy) {
-		t.Errorf("a second prefetcher: %v, want ErrBusy", err)
+	// Replay moved on without the spool: older spooled segments go.
+	must(t, os.WriteFile(filepath.Join(pf.dir(testSysID), name(1, 3)), []byte("x"), 0o600))
+	if ok, err := pf.Take(testSysID, name(1, 5), dest); ok || err != nil {
+		t.Errorf("Take of a segment not spooled: %v, %v", ok, err)
 	}
-	l.Close()
+	if spooled(3) {
+		t.Error("a spooled segment replay has passed was kept")
+	}
 }
 
 // Every read of the store's objects is bounded: an object larger than any

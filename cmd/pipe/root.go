@@ -40,6 +40,8 @@ type app struct {
 	redact *redactor
 	// inprocess runs the built-in endpoints in this process (pipe wal).
 	inprocess bool
+	// walFile is the file pipe wal loaded, for its secrets.
+	walFile *pipefile.File
 }
 
 // loadFlags are the flags of commands that read a pipeline file.

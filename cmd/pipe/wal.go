@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -74,7 +75,7 @@ SHA-256 of the file and of the stored bytes: a second push of the same
 file writes nothing, a different file under an archived name is refused,
 and list and verify check the archive without a key.`,
 	}
-	cmd.AddCommand(a.skipDecryptCmd(), a.walFetchCmd(), a.walListCmd(), a.walVerifyCmd())
+	cmd.AddCommand(a.walPushCmd(), a.walFetchCmd(), a.walListCmd(), a.walVerifyCmd())
 	return cmd
 }
 
@@ -82,31 +83,55 @@ and list and verify check the archive without a key.`,
 // stores run in this process: archive_command and restore_command start
 // one pipe per file, and a plugin process would double that.
 func (a *app) openArchive(ctx context.Context, file string, f *walFlags, decrypt bool) (*plan.Archive, *wal.Archive, func(), error) {
-	a.inprocess = true
-	p, err := a.load(file, &loadFlags{vars: f.vars, running: true, skipDecrypt: !decrypt}, "")
+	pa, err := a.loadArchive(file, f, decrypt)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	ar, done, err := a.openStore(ctx, pa, f)
+	return pa, ar, done, err
+}
+
+// loadArchive loads a file and resolves its archive. It sizes the Go
+// heap for the archive's budget: no collection until the budget is near.
+// A pipe wal process lives for one file, and a collector that runs as its
+// heap doubles from a few MiB to a segment's three copies costs more than
+// the segment's SHA-256.
+func (a *app) loadArchive(file string, f *walFlags, decrypt bool) (*plan.Archive, error) {
+	a.inprocess = true
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(plan.RuntimeMemory + 64<<20) // until the budget is known
+	p, err := a.load(file, &loadFlags{vars: f.vars, running: true, skipDecrypt: !decrypt}, "")
+	if err != nil {
+		return nil, err
 	}
 	pa, err := p.Archive(f.archive)
 	if err != nil {
 		fmt.Fprintln(a.stderr, "Error:", err)
-		return nil, nil, nil, &exitError{exitInvalid}
+		return nil, &exitError{exitInvalid}
 	}
+	debug.SetMemoryLimit(pa.Budget())
+	a.walFile = p.File
+	return pa, nil
+}
+
+// openStore opens the archive's store.
+func (a *app) openStore(ctx context.Context, pa *plan.Archive, f *walFlags) (*wal.Archive, func(), error) {
 	if unknown := unknownAttrs(pa.Def.Store); len(unknown) > 0 {
 		fmt.Fprintf(a.stderr, "Error: archive %q: store %s: %s not known: give the variables they use (--var name=value or PIPE_VAR_name)\n", pa.Name, pa.Def.Store.Type, strings.Join(unknown, ", "))
-		return nil, nil, nil, &exitError{exitInvalid}
+		return nil, nil, &exitError{exitInvalid}
 	}
+	p := &plan.Plan{File: a.walFile}
 	ar, done, err := runner.OpenArchive(ctx, pa, a.registry, f.pgdata)
 	if err != nil {
 		var de *runner.DiagError
 		if errors.As(err, &de) {
 			a.printDiags(p.File, de.Diags)
-			return nil, nil, nil, &exitError{exitInvalid}
+			return nil, nil, &exitError{exitInvalid}
 		}
 		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), p.File.Secrets()))
-		return nil, nil, nil, &exitError{exitFailed}
+		return nil, nil, &exitError{exitFailed}
 	}
-	return pa, ar, done, nil
+	return ar, done, nil
 }
 
 // unknownAttrs names the attributes of an endpoint not known yet (they use
@@ -157,9 +182,10 @@ func spawn(args []string, logPath string) error {
 	return cmd.Process.Release()
 }
 
-func (a *app) skipDecryptCmd() *cobra.Command {
+func (a *app) walPushCmd() *cobra.Command {
 	var f walFlags
 	var mf metricsFlags
+	var background bool
 	cmd := &cobra.Command{
 		Use:   "push FILE.hcl PATH",
 		Short: "Archive one WAL file, as archive_command: pipe wal push FILE.hcl %p",
@@ -169,37 +195,70 @@ archive, and exits 0 once it is durable in the store. The same content
 pushed again exits 0 with a notice; other content under a name already
 archived exits 1 and the archive keeps the original.
 
-With push { async = true } in the archive, push also sends the next
-files PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at
-once, and the pushes for those then return at once. Any failure exits 1:
-PostgreSQL keeps the file and tries again.`,
-		Args: cobra.ExactArgs(2),
+With push { async = true } in the archive, the files PostgreSQL marked
+ready (pg_wal/archive_status/*.ready) are pushed ahead, workers at once:
+by a background pusher that push starts, or, where PostgreSQL's postmaster
+is PID 1 (a container), by push itself, which then returns once its file
+and the next ready ones are durable. Any failure exits 1: PostgreSQL keeps
+the file and tries again.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if background {
+				return cobra.ExactArgs(1)(cmd, args)
+			}
+			return cobra.ExactArgs(2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
 			defer stop()
-			pa, ar, done, err := a.openArchive(ctx, args[0], &f, false)
+			pa, err := a.loadArchive(args[0], &f, false)
 			if err != nil {
 				return err
 			}
-			defer done()
 			mx, err := a.startMetrics(&mf, args[0])
 			if err != nil {
 				return err
 			}
 			defer mx.close()
+			if background {
+				a.walPusher(ctx, pa, &f, mx)
+				return nil // exit 0: see walPusher
+			}
 			p := args[1]
 			name := filepath.Base(p)
 			if _, err := wal.ParseName(name); err != nil {
 				fmt.Fprintln(a.stderr, "Error:", err)
 				return &exitError{exitInvalid}
 			}
-			var r *wal.PushResult
 			ready := filepath.Join(filepath.Dir(p), "archive_status", name+".ready")
-			if _, serr := os.Stat(ready); pa.Async && serr == nil {
-				ah := &wal.Ahead{Archive: ar, WalDir: filepath.Dir(p), Spool: inData(f.pgdata, pa.PushSpool),
-					Workers: pa.Workers, MaxBacklog: pa.MaxBacklog, Wait: time.Duration(pa.PushTimeout), Log: a.log,
-					Pushed:  func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
-					Backlog: func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) }}
+			_, serr := os.Stat(ready)
+			async := pa.Async && serr == nil
+			spool := inData(f.pgdata, pa.PushSpool)
+			ah := a.ahead(pa, &f, spool, mx)
+			ah.Wait = time.Duration(pa.PushTimeout)
+			if async && !orphansReapedByPostgres() {
+				// The background pusher pushes; this waits for its note.
+				ah.WalDir = filepath.Dir(p)
+				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
+				ah.Spawn = func() error { return spawn(bg, filepath.Join(spool, "pusher.log")) }
+			}
+			if async {
+				if r := wal.Marked(spool, name, p); r != nil || ah.Spawn != nil {
+					// Pushed ahead, or the pusher's to push: no store
+					// to open.
+					if r == nil {
+						r, err = ah.Push(ctx, name, p)
+					}
+					return a.pushed(pa, mx, name, r, err)
+				}
+			}
+			ar, done, err := a.openStore(ctx, pa, &f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			var r *wal.PushResult
+			if async {
+				ah.Archive, ah.WalDir = ar, filepath.Dir(p)
 				r, err = ah.Push(ctx, name, p)
 			} else {
 				r, err = ar.Push(ctx, p)
@@ -207,23 +266,72 @@ PostgreSQL keeps the file and tries again.`,
 					mx.walPushed(pa.Name, r)
 				}
 			}
-			switch {
-			case err != nil:
-				fmt.Fprintf(a.stderr, "Error: pipe wal push %s: %s\n", name, err)
-				return &exitError{exitFailed}
-			case r.Ahead:
-				a.log.Info("archived already: pushed ahead", "file", name, "object", r.Key)
-			case r.Already:
-				a.log.Warn("archived already with the same content: nothing written", "file", name, "object", r.Key)
-			default:
-				a.log.Info("archived", "file", name, "object", r.Key, "bytes", r.Bytes, "stored", r.Stored)
-			}
-			return nil
+			return a.pushed(pa, mx, name, r, err)
 		},
 	}
 	f.register(cmd, false)
 	mf.register(cmd)
+	cmd.Flags().BoolVar(&background, "background", false, "run the background pusher (push starts it)")
+	_ = cmd.Flags().MarkHidden("background") // started by push itself
 	return cmd
+}
+
+// pushed reports how a push went.
+func (a *app) pushed(pa *plan.Archive, mx *runMetrics, name string, r *wal.PushResult, err error) error {
+	switch {
+	case err != nil:
+		fmt.Fprintf(a.stderr, "Error: pipe wal push %s: %s\n", name, err)
+		return &exitError{exitFailed}
+	case r.Ahead:
+		mx.walPushed(pa.Name, r)
+		a.log.Info("archived already: pushed ahead", "file", name, "object", r.Key)
+	case r.Already:
+		a.log.Warn("archived already with the same content: nothing written", "file", name, "object", r.Key)
+	default:
+		a.log.Info("archived", "file", name, "object", r.Key, "bytes", r.Bytes, "stored", r.Stored)
+	}
+	return nil
+}
+
+// ahead is the archive's pushing ahead (push { async = true }).
+func (a *app) ahead(pa *plan.Archive, f *walFlags, spool string, mx *runMetrics) *wal.Ahead {
+	return &wal.Ahead{Spool: spool, WalDir: inData(f.pgdata, "pg_wal"), Workers: pa.Workers, MaxBacklog: pa.MaxBacklog,
+		Idle: pusherIdle, Log: a.log,
+		Pushed:  func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
+		Backlog: func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) }}
+}
+
+// pusherIdle is how long the background pusher waits for a ready file
+// before it exits.
+const pusherIdle = 5 * time.Second
+
+// walPusher runs the background pusher until nothing is ready. It
+// exits 0 whatever happens (what failed goes to pusher.log, and to the
+// archive_command of the file): an orphan's other exit status would make
+// a postmaster that reaps it restart the server.
+func (a *app) walPusher(ctx context.Context, pa *plan.Archive, f *walFlags, mx *runMetrics) {
+	ar, done, err := a.openStore(ctx, pa, f)
+	if err != nil {
+		return
+	}
+	defer done()
+	ah := a.ahead(pa, f, inData(f.pgdata, pa.PushSpool), mx)
+	ah.Archive = ar
+	if err := ah.Run(ctx); err != nil && !errors.Is(err, wal.ErrBusy) && ctx.Err() == nil {
+		a.log.Error("the background pusher", "error", err)
+	}
+}
+
+// orphansReapedByPostgres reports whether an orphaned process would be
+// reaped by PostgreSQL's postmaster: PID 1 is postgres, as in the official
+// container image.
+func orphansReapedByPostgres() bool {
+	b, err := os.ReadFile("/proc/1/comm")
+	if err != nil {
+		return true // unknown: the safe side
+	}
+	c := strings.TrimSpace(string(b))
+	return c == "postgres" || c == "postmaster"
 }
 
 func (a *app) walFetchCmd() *cobra.Command {
@@ -282,23 +390,28 @@ takes its segment from there with a rename.`,
 }
 
 func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metricsFlags, prefetchAfter string) error {
-	pa, ar, done, err := a.openArchive(ctx, args[0], f, true)
+	pa, err := a.loadArchive(args[0], f, true)
 	if err != nil {
 		return err
 	}
-	defer done()
 	mx, err := a.startMetrics(mf, args[0])
 	if err != nil {
 		return err
 	}
 	defer mx.close()
-	pf := &wal.Prefetch{Archive: ar, Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, Log: a.log}
+	pf := &wal.Prefetch{Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, SegmentSize: uint32(pa.SegmentSize), Log: a.log}
 	if prefetchAfter != "" {
 		// Exit 0 whatever happens: in a container the postmaster is
 		// often PID 1 and reaps this orphan, and it restarts the server
 		// when a child it does not know exits with another status than
 		// 0 or 1. What failed is in the spool's prefetch.log, and fetch
 		// fetches what is not spooled itself.
+		ar, done, err := a.openStore(ctx, pa, f)
+		if err != nil {
+			return nil
+		}
+		defer done()
+		pf.Archive = ar
 		sysid, err := ar.FetchSystemID(ctx)
 		if err == nil {
 			err = pf.Run(ctx, sysid, prefetchAfter)
@@ -314,23 +427,29 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 		fmt.Fprintln(a.stderr, "Error:", err)
 		return &exitError{exitStopRecovery}
 	}
+	// The spool first, without the store: the cluster is the archive's
+	// system_identifier or pg_control's.
 	prefetch := pa.Prefetch > 0 && file.Kind == wal.Segment
-	var sysid uint64
-	if prefetch {
-		if sysid, err = ar.FetchSystemID(ctx); err != nil {
+	sysid := pa.SystemID
+	if prefetch && sysid == 0 {
+		if sysid, err = wal.DataDirSystemID(f.pgdata); err != nil {
 			prefetch = false // no spool without knowing the cluster; fetch says why below
 		}
 	}
-	from := "store"
+	from := "spool"
 	took := false
 	if prefetch {
-		if took, err = pf.Take(sysid, name, dest); err != nil {
+		if took, err = pf.Wait(ctx, sysid, name, dest); err != nil {
 			a.log.Warn("the prefetch spool", "error", err)
 		}
 	}
-	if took {
-		from = "spool"
-	} else {
+	if !took {
+		from = "store"
+		ar, done, err := a.openStore(ctx, pa, f)
+		if err != nil {
+			return err
+		}
+		defer done()
 		err = backoff.Retry(func() error {
 			err := ar.Fetch(ctx, name, dest)
 			switch {
@@ -354,7 +473,7 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	}
 	mx.walFetched(pa.Name, from)
 	a.log.Info("restored", "file", name, "from", from)
-	if prefetch && len(pf.Next(sysid, name)) > 0 && !pf.Running() {
+	if prefetch && !pf.Running() && len(pf.Next(sysid, name)) > 0 {
 		bg := append([]string{"wal", "fetch", "--prefetch-after", name}, f.args(args[0], pa.Name)...)
 		if err := spawn(bg, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
 			a.log.Warn("starting the background prefetcher", "error", err)
