@@ -388,8 +388,8 @@ func TestGCSRoundTrip(t *testing.T) {
 			if m := r.manifests(t, tc.name+"/"); len(m) != 1 {
 				t.Fatalf("manifests %v", m)
 			}
-			if n := len(r.g.list(t, bucket, tc.name+"/")); n != len(tc.files)+1 {
-				t.Fatalf("%d objects stored, want %d and a manifest", n, len(tc.files))
+			if n := len(withoutIndex(t, r.g.list(t, bucket, tc.name+"/"), tc.name+"/backup/")); n != len(tc.files)+1 {
+				t.Fatalf("%d objects stored besides the index, want %d and a manifest", n, len(tc.files))
 			}
 			res, tr := r.run(t, env, "p.hcl", "restore")
 			if !strings.Contains(res.Stderr, "from manifest") {
@@ -588,7 +588,7 @@ func TestGCSFaults(t *testing.T) {
 			if tc.want == "fail" {
 				t.Fatalf("the backup succeeded:\n%s", res.Stderr)
 			}
-			if len(manifests) != 1 || len(objects) != 5 {
+			if objects = withoutIndex(t, objects, tc.name+"/backup/"); len(manifests) != 1 || len(objects) != 5 {
 				t.Fatalf("manifests %v, objects %v", manifests, objects)
 			}
 			r.run(t, nil, "p.hcl", "restore")
@@ -700,7 +700,7 @@ func TestGCSRetention(t *testing.T) {
 	if !strings.Contains(res.Stderr, "kept 2 runs, deleted 1 run") {
 		t.Errorf("the summary does not report the retention:\n%s", res.Stderr)
 	}
-	keys := g.list(t, bucket, "ret/")
+	keys := withoutIndex(t, g.list(t, bucket, "ret/"), "ret/backup/")
 	var left []string
 	for _, m := range r.manifests(t, "ret/backup/") {
 		left = append(left, strings.Split(m, "/")[2])

@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -376,4 +377,31 @@ func sameTree(t *testing.T, want, got string) {
 			t.Errorf("%s was restored but is not in %s", name, want)
 		}
 	}
+}
+
+// indexName is the catalog index every backup into a folder of runs
+// keeps at the folder's root. The tests spell it out rather than import
+// it: it is part of the store's format, and a rename must show here.
+const indexName = "pipe-index.json"
+
+// withoutIndex is keys less the catalog index, which must be there,
+// exactly once, at root (the folder of runs, ending in "/").
+func withoutIndex(t *testing.T, keys []string, root string) []string {
+	t.Helper()
+	var rest []string
+	found := 0
+	for _, k := range keys {
+		if path.Base(k) != indexName {
+			rest = append(rest, k)
+			continue
+		}
+		if k != root+indexName {
+			t.Errorf("an index at %s, want it at %s only", k, root+indexName)
+		}
+		found++
+	}
+	if found != 1 {
+		t.Errorf("%d indexes at %s among %v, want 1", found, root, keys)
+	}
+	return rest
 }

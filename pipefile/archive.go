@@ -36,15 +36,15 @@ var archiveAttrs = []sdk.Attribute{
 }
 
 var archivePushAttrs = []sdk.Attribute{
-	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: archive_command also sends the next files PostgreSQL marked ready (pg_wal/archive_status/*.ready), workers at once, and returns once all are durable; the archive_commands for those then return at once."},
-	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Files one archive_command sends at once (async)."},
-	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where pushes note the files they pushed ahead, relative to the data directory."},
-	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for another push that holds the spool before it fails (PostgreSQL then retries)."},
-	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Files waiting in pg_wal/archive_status beyond which every push logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
+	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: the files PostgreSQL marked ready (pg_wal/archive_status/*.ready) are pushed, workers at once, before their archive_command asks: by a background pusher where PID 1 is a known init (systemd, tini, …), else by archive_command itself (the official postgres image, where the postmaster would reap a background process)."},
+	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Files pushed at once (async)."},
+	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where the notes of files pushed ahead, the lock and the pusher's log are, relative to the data directory."},
+	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for its file to be pushed ahead (or for another push that holds the spool) before it fails; PostgreSQL then retries."},
+	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Files waiting in pg_wal/archive_status beyond which pipe logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
 }
 
 var archiveFetchAttrs = []sdk.Attribute{
-	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the one asked for that a background fetcher brings into the spool, in parallel (0: none)."},
+	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, fetching them at once (0: none): by a background prefetcher where PID 1 is a known init, else by restore_command itself."},
 	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
 	{Name: "retries", Type: sdk.Number, Default: int64(5), Description: "How often a fetch that failed (not a segment that is not archived) is tried again before pipe stops recovery."},
 }

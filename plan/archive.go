@@ -217,7 +217,7 @@ func (a *Archive) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  cluster      system identifier %s, segments of %s\n", id, size(a.SegmentSize))
 	if a.Async {
-		fmt.Fprintf(w, "  push         async: each archive_command sends %s at once, its own and the next ready; more than %d waiting is an error (no WAL is dropped)\n",
+		fmt.Fprintf(w, "  push         async: ready files pushed ahead, %s at once (a background pusher where PID 1 is an init, else archive_command itself); more than %d waiting is an error (no WAL is dropped)\n",
 			Plural(a.Workers, "file"), a.MaxBacklog)
 	} else {
 		fmt.Fprintf(w, "  push         one segment per archive_command, durable in the store before it returns\n")

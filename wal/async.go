@@ -25,8 +25,8 @@ import (
 // sends them while archive_command returns, each waiting for its own file
 // (Push). Without, nothing outlives archive_command: the push for one file
 // also sends the next ready ones and returns once all are durable. That is
-// for where PostgreSQL's postmaster reaps orphaned processes (PID 1 in a
-// container): it restarts the whole server when a child it does not know
+// for where PostgreSQL's postmaster may reap orphaned processes (PID 1 in a
+// container, or the script that becomes it): it restarts the whole server when a child it does not know
 // dies of a signal, so a background pusher killed by the OOM killer would
 // restart the database.
 //

@@ -220,12 +220,7 @@ func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 			marker := filepath.Join(dir, seg+fetchingExt)
 			_ = os.WriteFile(marker, nil, 0o600) // a hint for fetch: wait rather than fetch it too
 			go func() {
-				data, err := pf.Archive.fetch(ctx, sysid, seg)
-				if err == nil {
-					// Durable only where the spool's folder cannot tell
-					// one boot from the next (see dir).
-					err = writeAtomic(filepath.Join(dir, seg), data, bootID() == "")
-				}
+				err := pf.spool(ctx, sysid, dir, seg)
 				_ = os.Remove(marker)
 				results <- result{n, err}
 			}()
@@ -255,6 +250,48 @@ func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// spool fetches seg into the spool's folder dir.
+func (pf *Prefetch) spool(ctx context.Context, sysid uint64, dir, seg string) error {
+	data, err := pf.Archive.fetch(ctx, sysid, seg)
+	if err != nil {
+		return err
+	}
+	// Durable only where the spool's folder cannot tell one boot from the
+	// next (see dir).
+	return writeAtomic(filepath.Join(dir, seg), data, bootID() == "")
+}
+
+// Batch is prefetching where no process may outlive restore_command: it
+// fetches the segments after name that are not spooled, all at once, and
+// returns when each is spooled, found missing (the end of the archive) or
+// failed (fetch tries it again itself). It does nothing while another
+// process prefetches.
+func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
+	l, err := lock(pf.Spool, prefetchLock)
+	if err != nil {
+		if !errors.Is(err, ErrBusy) {
+			pf.Log.Warn("prefetching", "error", err)
+		}
+		return
+	}
+	defer l.Close()
+	dir := pf.dir(sysid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		pf.Log.Warn("prefetching", "error", err)
+		return
+	}
+	removeTemps(dir)
+	var wg sync.WaitGroup
+	for _, seg := range pf.Next(sysid, name) {
+		wg.Go(func() {
+			if err := pf.spool(ctx, sysid, dir, seg); err != nil && !errors.Is(err, ErrNotArchived) && ctx.Err() == nil {
+				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", seg, "error", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // removeTemps removes what a killed prefetcher left half-written, and

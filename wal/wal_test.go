@@ -590,6 +590,47 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// Batch, where nothing may outlive restore_command, spools the segments
+// after the one asked for and stops at the end of the archive.
+func TestPrefetchBatch(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	for n := uint64(1); n <= 6; n++ {
+		_, err := a.Push(ctx, c.write(t, name(1, n), segment(testSysID, 1, n)))
+		must(t, err)
+	}
+	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 4, SegmentSize: testSegSize, Log: discard()}
+	spooled := func() []string {
+		var out []string
+		ents, _ := os.ReadDir(pf.dir(testSysID))
+		for _, e := range ents {
+			if len(e.Name()) == 24 {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	pf.Batch(ctx, testSysID, name(1, 1))
+	if got, want := strings.Join(spooled(), " "), strings.Join([]string{name(1, 2), name(1, 3), name(1, 4), name(1, 5)}, " "); got != want {
+		t.Fatalf("spooled %s, want %s", got, want)
+	}
+	// Past the end: 7 to 9 are not archived, and nothing else is spooled.
+	pf.Batch(ctx, testSysID, name(1, 5))
+	if got := spooled(); len(got) != 5 || got[4] != name(1, 6) {
+		t.Fatalf("spooled %v, want 2 to 6", got)
+	}
+	// A prefetcher at work: Batch leaves it alone.
+	l, err := lock(pf.Spool, prefetchLock)
+	must(t, err)
+	defer l.Close()
+	must(t, os.Remove(filepath.Join(pf.dir(testSysID), name(1, 6))))
+	pf.Batch(ctx, testSysID, name(1, 5))
+	if len(spooled()) != 4 {
+		t.Error("Batch fetched while another process held the prefetch lock")
+	}
+}
+
 // Every read of the store's objects is bounded: an object larger than any
 // WAL file is refused, not read into memory.
 func TestReadBounded(t *testing.T) {

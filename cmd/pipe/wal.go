@@ -197,9 +197,9 @@ archived exits 1 and the archive keeps the original.
 
 With push { async = true } in the archive, the files PostgreSQL marked
 ready (pg_wal/archive_status/*.ready) are pushed ahead, workers at once:
-by a background pusher that push starts, or, where PostgreSQL's postmaster
-is PID 1 (a container), by push itself, which then returns once its file
-and the next ready ones are durable. Any failure exits 1: PostgreSQL keeps
+by a background pusher that push starts where PID 1 is a known init
+(systemd, tini, ...), else by push itself, which then returns once its
+file and the next ready ones are durable. Any failure exits 1: PostgreSQL keeps
 the file and tries again.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if background {
@@ -235,7 +235,7 @@ the file and tries again.`,
 			spool := inData(f.pgdata, pa.PushSpool)
 			ah := a.ahead(pa, &f, spool, mx)
 			ah.Wait = time.Duration(pa.PushTimeout)
-			if async && !orphansReapedByPostgres() {
+			if async && orphansReapedSafely() {
 				// The background pusher pushes; this waits for its note.
 				ah.WalDir = filepath.Dir(p)
 				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
@@ -322,16 +322,24 @@ func (a *app) walPusher(ctx context.Context, pa *plan.Archive, f *walFlags, mx *
 	}
 }
 
-// orphansReapedByPostgres reports whether an orphaned process would be
-// reaped by PostgreSQL's postmaster: PID 1 is postgres, as in the official
-// container image.
-func orphansReapedByPostgres() bool {
+// orphansReapedSafely reports whether a process that outlives
+// archive_command or restore_command is reaped by an init that does not
+// care how it ended: PID 1 is a known init. Anywhere else PID 1 may be,
+// or may become, PostgreSQL's postmaster, which restarts the whole server
+// when a child it does not know dies of a signal (the OOM killer, kill -9):
+// the official image runs postgres as PID 1, and during its first start
+// PID 1 is the entrypoint script, which then execs postgres and inherits
+// every orphan.
+func orphansReapedSafely() bool {
 	b, err := os.ReadFile("/proc/1/comm")
-	if err != nil {
-		return true // unknown: the safe side
-	}
-	c := strings.TrimSpace(string(b))
-	return c == "postgres" || c == "postmaster"
+	return err == nil && knownInits[strings.TrimSpace(string(b))]
+}
+
+// knownInits are the names of PID 1 that reap orphans and ignore how they
+// ended: systemd and the inits containers run.
+var knownInits = map[string]bool{
+	"systemd": true, "init": true, "tini": true, "docker-init": true, "dumb-init": true,
+	"catatonit": true, "s6-svscan": true, "runit": true, "openrc-init": true,
 }
 
 func (a *app) walFetchCmd() *cobra.Command {
@@ -348,9 +356,10 @@ ends there, or turns to streaming); 255 for any other failure once the
 archive's fetch { retries } are spent, which PostgreSQL takes as fatal:
 recovery stops, rather than end early at the wrong point.
 
-With fetch { prefetch = N }, a background fetcher brings the N segments
-after the one asked for into a spool, several at once, and the next fetch
-takes its segment from there with a rename.`,
+With fetch { prefetch = N }, the N segments after the one asked for are
+brought into a spool, all at once, and the next fetch takes its segment
+from there with a rename: by a background prefetcher where PID 1 is a
+known init, else by fetch itself before it returns.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			n := 3
 			if prefetchAfter != "" {
@@ -443,10 +452,11 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 			a.log.Warn("the prefetch spool", "error", err)
 		}
 	}
+	var ar *wal.Archive
 	if !took {
 		from = "store"
-		ar, done, err := a.openStore(ctx, pa, f)
-		if err != nil {
+		var done func()
+		if ar, done, err = a.openStore(ctx, pa, f); err != nil {
 			return err
 		}
 		defer done()
@@ -473,11 +483,30 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	}
 	mx.walFetched(pa.Name, from)
 	a.log.Info("restored", "file", name, "from", from)
-	if prefetch && !pf.Running() && len(pf.Next(sysid, name)) > 0 {
+	if !prefetch || pf.Running() {
+		return nil
+	}
+	next := len(pf.Next(sysid, name))
+	switch {
+	case orphansReapedSafely() && next > 0:
 		bg := append([]string{"wal", "fetch", "--prefetch-after", name}, f.args(args[0], pa.Name)...)
 		if err := spawn(bg, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
 			a.log.Warn("starting the background prefetcher", "error", err)
 		}
+	case next > pa.Prefetch/2:
+		// Nothing may outlive restore_command here: this one fetches
+		// the next segments, all at once, and returns once they are
+		// spooled; the calls that follow take them with a rename.
+		if ar == nil {
+			var done func()
+			if ar, done, err = a.openStore(ctx, pa, f); err != nil {
+				a.log.Warn("prefetching", "error", err)
+				return nil
+			}
+			defer done()
+		}
+		pf.Archive = ar
+		pf.Batch(ctx, sysid, name)
 	}
 	return nil
 }
