@@ -34,6 +34,9 @@ type Summary struct {
 	FinishedAt time.Time `json:"finished_at"`
 	CopiedAt   time.Time `json:"copied_at,omitzero"`
 	Streams    int       `json:"streams"`
+	// Failed names the streams of a partial run (a cluster's databases
+	// that failed while the others were stored).
+	Failed []string `json:"failed_streams,omitempty"`
 	// Stored is the bytes the objects take; Original what they hold
 	// decoded, or -1 when not recorded.
 	Stored     int64             `json:"stored_bytes"`
@@ -49,6 +52,9 @@ type Summary struct {
 func Summarize(m *manifest.Manifest) Summary {
 	s := Summary{RunID: m.RunID, Pipeline: m.Pipeline, StartedAt: m.StartedAt, FinishedAt: m.FinishedAt, CopiedAt: m.CopiedAt,
 		Streams: len(m.Objects), Source: m.Source, Passphrase: m.RunKey != nil}
+	for _, f := range m.Failed {
+		s.Failed = append(s.Failed, f.Stream)
+	}
 	codecs, recips := map[string]bool{}, map[string]bool{}
 	for _, o := range m.Objects {
 		s.Stored += o.Size

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -51,7 +52,7 @@ func startPostgres(t *testing.T) *pgServer {
 }
 
 func (s *pgServer) url(db string) string {
-	return fmt.Sprintf("postgres://pipe:%s@%s:%s/%s?sslmode=disable", pgPassword, s.Host, s.Port, db)
+	return fmt.Sprintf("postgres://pipe:%s@%s:%s/%s?sslmode=disable", pgPassword, s.Host, s.Port, url.PathEscape(db))
 }
 
 func (s *pgServer) connect(t *testing.T, db string) *pgx.Conn {

@@ -53,6 +53,11 @@ type Manifest struct {
 	// Source holds facts about what was backed up (endpoint type, …).
 	Source  map[string]string `json:"source,omitempty"`
 	Objects []Object          `json:"objects"`
+	// Failed are the streams of the run that failed while the others
+	// were stored: a cluster's databases stand alone (see
+	// sdk.Independent). A run with failed streams is partial: it restores
+	// what it holds, and retention does not count it.
+	Failed []Failed `json:"failed,omitempty"`
 	// RunKey, for a backup encrypted with a passphrase, is the object that
 	// holds the key of the run's objects, itself encrypted to the
 	// passphrase (age's scrypt): one key derivation opens the whole run.
@@ -63,6 +68,18 @@ type Manifest struct {
 	// copy keeps the run's id, pipeline and times); zero for the original.
 	CopiedAt time.Time `json:"copied_at,omitzero"`
 }
+
+// Failed is a stream that was not stored, and why.
+type Failed struct {
+	Stream string `json:"stream"`
+	Error  string `json:"error"`
+}
+
+// MaxErrorLen bounds a failed stream's error in a manifest.
+const MaxErrorLen = 4096
+
+// Partial reports whether some of the run's streams failed.
+func (m *Manifest) Partial() bool { return len(m.Failed) > 0 }
 
 // RunKey is where a passphrase backup keeps its run's key.
 type RunKey struct {
@@ -196,6 +213,21 @@ func (m *Manifest) check() error {
 			return fmt.Errorf("stream %q appears twice", o.Stream)
 		}
 		seen[o.Stream] = true
+	}
+	for i, f := range m.Failed {
+		if err := sdk.CheckStreamName(f.Stream); err != nil {
+			return fmt.Errorf("failed stream %d: stream name: %w", i, err)
+		}
+		if seen[f.Stream] {
+			return fmt.Errorf("stream %q is both stored and failed", f.Stream)
+		}
+		seen[f.Stream] = true
+		if len(f.Error) > MaxErrorLen {
+			return fmt.Errorf("failed stream %q: an error of %d bytes (at most %d)", f.Stream, len(f.Error), MaxErrorLen)
+		}
+		if err := printable("failed stream's error", f.Error); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -30,6 +30,26 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A partial run (a cluster's database failed) keeps what failed, and why.
+func TestPartial(t *testing.T) {
+	m := valid()
+	m.Failed = []Failed{{Stream: "billing.dump", Error: `pg_dump: error: permission denied for database "billing"`}}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Partial() || !reflect.DeepEqual(got.Failed, m.Failed) {
+		t.Fatalf("failed %+v, want %+v", got.Failed, m.Failed)
+	}
+	if valid().Partial() {
+		t.Error("a run without failed streams is partial")
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ json, want string }{
 		"garbage":   {`nope`, "not a pipe manifest"},
@@ -75,6 +95,10 @@ func TestParseRejects(t *testing.T) {
 		"no recipients":    {func(m *Manifest) { m.Objects[0].Encryption = "age" }, "no recipient"},
 		"stray recipients": {func(m *Manifest) { m.Objects[0].Recipients = []string{"x"} }, "no encryption"},
 		"fact newline":     {func(m *Manifest) { m.Source = map[string]string{"db": "a\nb"} }, "control character"},
+		"failed escapes":   {func(m *Manifest) { m.Failed = []Failed{{Stream: "../x.dump", Error: "e"}} }, `".."`},
+		"failed twice":     {func(m *Manifest) { m.Failed = []Failed{{Stream: "a/b.csv", Error: "e"}} }, "both stored and failed"},
+		"failed newline":   {func(m *Manifest) { m.Failed = []Failed{{Stream: "x.dump", Error: "a\nb"}} }, "control character"},
+		"failed long":      {func(m *Manifest) { m.Failed = []Failed{{Stream: "x.dump", Error: strings.Repeat("e", MaxErrorLen+1)}} }, "at most"},
 	} {
 		m := valid()
 		tc.edit(m)

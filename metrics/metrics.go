@@ -81,6 +81,7 @@ type pipelineRun struct {
 	ok        bool
 	streams   int
 	committed int
+	failed    []string // streams that failed in a run whose streams stand alone
 }
 
 // New returns a Metrics with its registries.
@@ -140,6 +141,10 @@ func (m *Metrics) Finish(pipeline string, rep *runner.Report, err error) {
 	p.finished, p.ended, p.ok = true, m.now(), err == nil
 	if rep != nil {
 		p.streams = rep.Streams
+		p.failed = nil
+		for _, f := range rep.Failed {
+			p.failed = append(p.failed, f.Stream)
+		}
 		if p.budget == 0 {
 			p.budget = rep.Budget
 		}
@@ -225,17 +230,17 @@ func stageNames(ms []*engine.Meter) []string {
 
 // descs are the metrics' descriptions, with a set of constant labels.
 type descs struct {
-	info                                         *prometheus.Desc
-	bytes, chunks, busy, waiting, blocked, errs  *prometheus.Desc
-	workers                                      *prometheus.Desc
-	buffers, buffersInUse, buffersPeak, budget   *prometheus.Desc
-	sourceSize, started, duration, finished      *prometheus.Desc
-	success, lastSuccess, streams, streamsCommit *prometheus.Desc
-	retries                                      *prometheus.Desc
-	verifyObjects, verifyBytes, verifyFailures   *prometheus.Desc
-	verifyRuns, verifySuccess, verifyDuration    *prometheus.Desc
-	verifyFinished, verifyLastSuccess            *prometheus.Desc
-	wal                                          *walDescs
+	info                                                       *prometheus.Desc
+	bytes, chunks, busy, waiting, blocked, errs                *prometheus.Desc
+	workers                                                    *prometheus.Desc
+	buffers, buffersInUse, buffersPeak, budget                 *prometheus.Desc
+	sourceSize, started, duration, finished                    *prometheus.Desc
+	success, lastSuccess, streams, streamsCommit, streamFailed *prometheus.Desc
+	retries                                                    *prometheus.Desc
+	verifyObjects, verifyBytes, verifyFailures                 *prometheus.Desc
+	verifyRuns, verifySuccess, verifyDuration                  *prometheus.Desc
+	verifyFinished, verifyLastSuccess                          *prometheus.Desc
+	wal                                                        *walDescs
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -266,6 +271,7 @@ func newDescs(constLabels map[string]string) *descs {
 		lastSuccess:   d("pipe_run_last_success_timestamp_seconds", "When the pipeline last succeeded; a textfile keeps the previous value across failed runs, and a failed run's push leaves the Pushgateway's in place.", pl...),
 		streams:       d("pipe_run_streams", "Streams the pipeline planned to move; set when it ends.", pl...),
 		streamsCommit: d("pipe_run_streams_committed", "Streams whose objects were committed; set when the pipeline ends.", pl...),
+		streamFailed:  d("pipe_run_stream_failed", "1 for each stream that failed in a run whose other streams were stored (a cluster's database); set when the pipeline ends.", "pipeline", "stream"),
 		retries:       d("pipe_retries_total", "Requests a plugin retried, by pipeline and endpoint.", "pipeline", "endpoint"),
 
 		verifyObjects:     d("pipe_verify_objects_total", "Objects pipe verify checked in the store of a pipeline, by result (ok, bad).", "pipeline", "result"),
@@ -283,7 +289,7 @@ func newDescs(constLabels map[string]string) *descs {
 func (d *descs) all() []*prometheus.Desc {
 	return append([]*prometheus.Desc{d.info, d.bytes, d.chunks, d.busy, d.waiting, d.blocked, d.errs, d.workers,
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
-		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.retries,
+		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.streamFailed, d.retries,
 		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess},
 		d.wal.all()...)
 }
@@ -354,6 +360,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.success, b2f(p.ok), name)
 			gauge(d.streams, float64(p.streams), name)
 			gauge(d.streamsCommit, float64(p.committed), name)
+			for _, s := range p.failed {
+				gauge(d.streamFailed, 1, name, s)
+			}
 			if p.ok {
 				gauge(d.lastSuccess, seconds(p.ended), name)
 				succeeded[name] = true

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pipebackup/pipe/engine"
 	"github.com/pipebackup/pipe/engine/enginetest"
+	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/metrics"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
@@ -723,5 +724,24 @@ func TestPushPerPipeline(t *testing.T) {
 	}
 	if v := value(t, second.metrics, "pipe_run_success"); v != 0 {
 		t.Errorf("db2's push: success %v (another pipeline's series leaked in?)", v)
+	}
+}
+
+// A partial run (a cluster's database failed) exports each failed
+// stream by name; a run without failures exports none.
+func TestStreamFailed(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	failed := []manifest.Failed{{Stream: "billing.dump", Error: "permission denied"}}
+	m.Finish("cluster", &runner.Report{Streams: 3, Failed: failed}, &runner.PartialError{Pipeline: "cluster", Failed: failed, Stored: 2})
+	m.Finish("files", &runner.Report{Streams: 1}, nil)
+	ms := gather(t, m.Gatherer())
+	if got := value(t, ms, "pipe_run_stream_failed", "pipeline", "cluster", "stream", "billing.dump"); got != 1 {
+		t.Errorf("billing.dump: %v, want 1", got)
+	}
+	if n := len(ms["pipe_run_stream_failed"]); n != 1 {
+		t.Errorf("%d failed-stream series, want 1: %v", n, ms["pipe_run_stream_failed"])
+	}
+	if got := value(t, ms, "pipe_run_success", "pipeline", "cluster"); got != 0 {
+		t.Errorf("a partial run's success is %v", got)
 	}
 }

@@ -143,7 +143,13 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 			(k.Last > 0 && n < k.Last) ||
 			(k.Within > 0 && now.Sub(r.Manifest.FinishedAt) <= k.Within) ||
 			(k.Last == 0 && k.Within == 0)
-		n++
+		if !r.Manifest.Partial() {
+			// A partial run (some of a cluster's databases failed) is
+			// kept while it is newer than the last complete run kept,
+			// but it never counts as one: it cannot stand in for an
+			// older complete run.
+			n++
+		}
 		if keep {
 			rp.Keep = append(rp.Keep, r)
 		} else {

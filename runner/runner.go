@@ -44,6 +44,9 @@ type Options struct {
 	// Select, where set, beats the storage source's choice of a run
 	// (pipe run --run, --before).
 	Select catalog.Selection
+	// Scrub, when set, takes secrets out of a failed stream's error
+	// before the manifest records it.
+	Scrub func(string) string
 }
 
 // Progress shows a running pipeline.
@@ -70,6 +73,27 @@ type Report struct {
 	Budget    int64          `json:"memory_budget_bytes"`
 	// Retention says what retention deleted, per sink.
 	Retention []RetentionReport `json:"retention,omitempty"`
+	// Failed are the streams that failed in a run whose streams stand
+	// alone (a cluster's databases): the others were stored.
+	Failed []manifest.Failed `json:"failed_streams,omitempty"`
+}
+
+// PartialError is the error of a run whose streams stand alone when some
+// of them failed: the others were stored, under a manifest that names
+// the failed ones.
+type PartialError struct {
+	Pipeline string
+	Failed   []manifest.Failed
+	Stored   int
+}
+
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pipeline %q: %d of %d streams failed (the other %d were stored):", e.Pipeline, len(e.Failed), len(e.Failed)+e.Stored, e.Stored)
+	for _, f := range e.Failed {
+		fmt.Fprintf(&b, "\n  %s: %s", f.Stream, f.Error)
+	}
+	return b.String()
 }
 
 // DiagError carries diagnostics from configuring endpoints, with file
@@ -138,6 +162,9 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		return rep, err
 	}
 	job.Source = src.source
+	if ind, ok := src.source.(sdk.Independent); ok && !rep.Restore && !o.Trial {
+		job.Isolate = ind.Independent()
+	}
 	for _, s := range sinks {
 		job.Sinks = append(job.Sinks, engine.Sink{Name: s.name, Sink: s.sink, RateLimit: s.def.RateLimit})
 	}
@@ -171,8 +198,15 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	started := time.Now().UTC()
 	job.Finish = func(ctx context.Context, res *engine.Result) error {
+		if rep.Failed = failedStreams(res, o.Scrub); len(rep.Failed) == len(res.Streams) && len(res.Streams) > 0 {
+			errs := make([]error, len(res.Streams))
+			for i, r := range res.Streams {
+				errs[i] = r.Err
+			}
+			return errors.Join(errs...) // nothing stored: no manifest
+		}
 		var wrote []wroteManifest
-		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, &wrote)
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, rep.Failed, &wrote)
 		rep.Manifests = keys
 		if err == nil {
 			updateIndexes(ctx, sinks, wrote, o.Warn)
@@ -207,10 +241,41 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	rep.Result = res
 	if err != nil {
-		rep.Manifests = nil
+		rep.Manifests, rep.Failed = nil, nil
 		return rep, fmt.Errorf("pipeline %q: %w", p.Name, err)
 	}
+	if len(rep.Failed) > 0 {
+		// No retention after a partial run (see the deferred call).
+		return rep, &PartialError{Pipeline: p.Name, Failed: rep.Failed, Stored: len(res.Streams) - len(rep.Failed)}
+	}
 	return rep, nil
+}
+
+// failedStreams are the streams of an isolated run that failed, each
+// with its error on one line, scrubbed of secrets and bounded for the
+// manifest.
+func failedStreams(res *engine.Result, scrub func(string) string) []manifest.Failed {
+	var out []manifest.Failed
+	for _, r := range res.Streams {
+		if r.Committed || r.Err == nil {
+			continue
+		}
+		msg := strings.Join(strings.Fields(r.Err.Error()), " ")
+		if scrub != nil {
+			msg = scrub(msg)
+		}
+		msg = strings.Map(func(c rune) rune {
+			if c < 0x20 || c == 0x7f {
+				return ' '
+			}
+			return c
+		}, msg)
+		if len(msg) > manifest.MaxErrorLen {
+			msg = strings.ToValidUTF8(msg[:manifest.MaxErrorLen-3], "") + "..."
+		}
+		out = append(out, manifest.Failed{Stream: r.Name, Error: msg})
+	}
+	return out
 }
 
 // configure starts every endpoint with its decoded settings; an endpoint's
@@ -330,11 +395,11 @@ type streamsPlan struct {
 	// from is the run read through its manifest, if any; copy is set when
 	// the pipeline copies it unchanged into stores (no stage transforms
 	// it): the copy is a complete run of its own there, with the same id.
-	from        *catalog.Run
-	copy        bool
-	codec       string // decompress codec when "auto"
-	frame       int
-	total       int64
+	from  *catalog.Run
+	copy  bool
+	codec string // decompress codec when "auto"
+	frame int
+	total int64
 }
 
 // planStreams decides what the run reads. A storage source (files, a
@@ -699,7 +764,7 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
-func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, wrote *[]wroteManifest) ([]string, error) {
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, failed []manifest.Failed, wrote *[]wroteManifest) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -721,11 +786,14 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: version.Version}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: failed}
 		if runKey != nil {
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}
 		for k, r := range res.Streams {
+			if !r.Committed {
+				continue // failed, in an isolated run
+			}
 			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
 				OriginalSize: r.Read, Digest: r.Observed[stagekind.Checksum.Name], Codec: codec, Encryption: encryption, Recipients: recipients}
 			if decodes {

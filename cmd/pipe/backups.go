@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -226,8 +227,12 @@ func printListing(w io.Writer, s *runner.Store, l *catalog.Listing, now time.Tim
 					ratio = fmt.Sprintf("%.2f×", float64(e.Original)/float64(e.Stored))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Pipeline, e.FinishedAt.UTC().Format("2006-01-02 15:04:05"),
-				took(e.FinishedAt.Sub(e.StartedAt)), e.Streams, orig, pipefile.HumanSize(e.Stored), ratio, e.Codec, encryption(e.Summary), sourceText(e.Source, e.CopiedAt))
+			streams := strconv.Itoa(e.Streams)
+			if len(e.Failed) > 0 {
+				streams += fmt.Sprintf(" (%d failed)", len(e.Failed))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Pipeline, e.FinishedAt.UTC().Format("2006-01-02 15:04:05"),
+				took(e.FinishedAt.Sub(e.StartedAt)), streams, orig, pipefile.HumanSize(e.Stored), ratio, e.Codec, encryption(e.Summary), sourceText(e.Source, e.CopiedAt))
 		}
 		tw.Flush()
 	}

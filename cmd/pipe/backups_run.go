@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -99,6 +99,9 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 		fmt.Fprintf(w, "  written by  pipe %s\n", m.PipeVersion)
 	}
 	fmt.Fprintf(w, "  objects     %s, %s stored\n", plan.Plural(len(m.Objects), "object"), pipefile.HumanSize(sum.Stored))
+	for _, f := range m.Failed {
+		fmt.Fprintf(w, "  failed      %s: %s\n", f.Stream, f.Error)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tKEY\tORIGINAL\tSTORED\tCODEC\tSHA-256")
 	for _, o := range runner.Objects(r) {

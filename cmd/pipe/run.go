@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ func (a *app) runCmd() *cobra.Command {
 	var f loadFlags
 	var mf metricsFlags
 	var progress, cpuprofile, runFlag, beforeFlag string
+	var keepGoing bool
 	cmd := &cobra.Command{
 		Use:   "run FILE.hcl",
 		Short: "Run the pipelines of a file",
@@ -31,6 +33,12 @@ backup's manifest is written last. A failed or interrupted run leaves
 nothing at a final path. A restore (a source that holds manifests) follows
 the newest run's manifest and verifies each object against its recorded
 SHA-256.
+
+A pipeline that fails stops the run: the pipelines after it are skipped
+(and named), unless --keep-going, which runs each and reports each. A
+source whose streams stand alone (the postgres source's databases) stores
+the streams that succeeded when others fail, under a manifest that names
+the failed ones; that pipeline still counts as failed.
 
 Exit code 0 when every pipeline succeeded; 1 when one failed; 2 for an
 invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
@@ -97,11 +105,17 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 			showProgress := progress == "always" || (progress == "auto" && !f.json && !jsonLog && isTerminal(a.stderr))
 			secrets := p.File.Secrets()
 			var reports []runSummary
+			var skipped []string
 			failed := false
 			for _, pp := range p.Pipelines {
 				runner.SetMemoryLimit(pp)
+				if failed && !keepGoing {
+					skipped = append(skipped, pp.Name)
+					continue
+				}
 				o := runner.Options{RunID: runID, Registry: a.registry, Select: sel,
-					Warn: func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) }}
+					Warn:  func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) },
+					Scrub: func(msg string) string { return scrub(msg, secrets) }}
 				if showProgress {
 					o.Progress = newProgressBar(a.stderr)
 				}
@@ -126,11 +140,21 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 						fmt.Fprintln(a.stderr, "Error:", s.Error)
 					}
 					failed = true
-					break
 				}
 			}
+			if len(skipped) > 0 {
+				names := make([]string, len(skipped))
+				for i, n := range skipped {
+					names[i] = strconv.Quote(n)
+				}
+				a.log.Error(fmt.Sprintf("pipelines skipped after the failure: %s (--keep-going runs them)", strings.Join(names, ", ")))
+			}
 			if f.json {
-				if err := writeJSON(a.stdout, map[string]any{"run_id": runID, "ok": !failed, "pipelines": reports}); err != nil {
+				out := map[string]any{"run_id": runID, "ok": !failed, "pipelines": reports}
+				if len(skipped) > 0 {
+					out["skipped_pipelines"] = skipped
+				}
+				if err := writeJSON(a.stdout, out); err != nil {
 					return err
 				}
 			}
@@ -148,6 +172,7 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 	cmd.Flags().StringVar(&progress, "progress", "auto", "live progress on stderr: auto (on a terminal), always, never")
 	cmd.Flags().StringVar(&runFlag, "run", "", "restore this run (its id, as pipe backups lists it), beating the source's run and before")
 	cmd.Flags().StringVar(&beforeFlag, "before", "", `restore the newest run that finished before this time ("2026-11-20T06:00:00Z", "2026-11-20")`)
+	cmd.Flags().BoolVar(&keepGoing, "keep-going", false, "run every pipeline even after one failed, and report each")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	_ = cmd.Flags().MarkHidden("cpuprofile") // fails only for a flag not defined
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
@@ -20,6 +21,7 @@ type runSummary struct {
 	Seconds      float64                  `json:"duration_seconds"`
 	Restore      bool                     `json:"restore"`
 	Streams      int                      `json:"streams"`
+	Failed       []manifest.Failed        `json:"failed_streams,omitempty"`
 	ManifestRead string                   `json:"manifest_read,omitempty"`
 	Manifests    []string                 `json:"manifests_written,omitempty"`
 	BytesRead    int64                    `json:"bytes_read"`
@@ -49,7 +51,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 		return s
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
-	s.Retention = rep.Retention
+	s.Retention, s.Failed = rep.Retention, rep.Failed
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -84,6 +86,13 @@ func (a *app) printSummary(s runSummary) {
 		what += ", manifest " + strings.Join(s.Manifests, ", ")
 	}
 	fmt.Fprintf(a.stderr, "  %-14s %s\n", "streams", what)
+	if len(s.Failed) > 0 {
+		names := make([]string, len(s.Failed))
+		for i, f := range s.Failed {
+			names[i] = f.Stream
+		}
+		fmt.Fprintf(a.stderr, "  %-14s %d succeeded, %d failed: %s\n", "partial", s.Streams-len(s.Failed), len(s.Failed), strings.Join(names, ", "))
+	}
 	wall := s.Wall.Seconds()
 	for _, m := range s.Stages {
 		if m.BytesIn == 0 && m.BytesOut == 0 && m.Busy == 0 {

@@ -119,8 +119,9 @@ func (r *remote) Close() error {
 
 type remoteSource struct {
 	remote
-	facts  map[string]string // from the last ListStreams
-	single bool              // from the last ListStreams
+	facts       map[string]string // from the last ListStreams
+	single      bool              // from the last ListStreams
+	independent bool              // from the last ListStreams
 }
 
 var (
@@ -199,12 +200,16 @@ func (s *remoteSource) Describe(context.Context) (map[string]string, error) { re
 // Single says what the plugin said with the streams (see sdk.Selection).
 func (s *remoteSource) Single() bool { return s.single }
 
+// Independent says what the plugin said with the streams (see
+// sdk.Independent).
+func (s *remoteSource) Independent() bool { return s.independent }
+
 func (s *remoteSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	resp, err := s.proc.rpc.ListStreams(ctx, &pb.ListStreams_Request{Handle: s.handle})
 	if err != nil {
 		return nil, s.proc.wrap(ctx, err)
 	}
-	s.facts, s.single = resp.GetFacts(), resp.GetSingle()
+	s.facts, s.single, s.independent = resp.GetFacts(), resp.GetSingle(), resp.GetIndependent()
 	out := make([]sdk.StreamInfo, 0, len(resp.GetStreams()))
 	for _, in := range resp.GetStreams() {
 		out = append(out, sdk.StreamInfo{Name: in.GetName(), Size: in.GetSize()})

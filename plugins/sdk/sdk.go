@@ -154,6 +154,16 @@ type Selection interface {
 	Single() bool
 }
 
+// Independent is implemented by sources whose streams stand alone: the
+// databases of a server. When Independent reports true (after Streams), a
+// stream that fails (a database dropped mid-run, one the user may not
+// read) does not stop the others: they are committed, the run's manifest
+// names the failed ones, and the run fails as a whole only after the rest
+// is stored.
+type Independent interface {
+	Independent() bool
+}
+
 // Preparer is implemented by sinks that must know every object of a run
 // before the first Create: a database restore that applies the schema
 // before the tables' data and builds indexes after all of it. The host

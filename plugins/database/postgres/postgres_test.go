@@ -141,3 +141,64 @@ func withDefaults(s sdk.Schema, c sdk.Config) sdk.Config {
 	}
 	return sdk.NewConfig(m)
 }
+
+func TestChooseDatabases(t *testing.T) {
+	all := []clusterDatabase{{name: "shop"}, {name: "postgres"}, {name: "app_a"}, {name: "app_b"}, {name: "odd name/ü"}, {name: "test_x"}}
+	names := func(dbs []clusterDatabase) string {
+		var out []string
+		for _, d := range dbs {
+			out = append(out, d.name)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		include, exclude []string
+		want, err        string
+	}{
+		{[]string{"*"}, nil, "shop,app_a,app_b,odd name/ü,test_x", ""},
+		{[]string{"*", "postgres"}, []string{"test_*"}, "shop,postgres,app_a,app_b,odd name/ü", ""},
+		{[]string{"app_*"}, []string{"app_b"}, "app_a", ""},
+		{[]string{"odd name/ü"}, nil, "odd name/ü", ""},
+		{[]string{"nosuch"}, nil, "", `"nosuch" is not a database of the server`},
+		{[]string{"zz*"}, nil, "", "names none of the server's databases"},
+		{[]string{"*"}, []string{"*"}, "", "names none"},
+	} {
+		got, err := chooseDatabases(all, tc.include, tc.exclude, maintenanceDB)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v - %v: err = %v, want %q", tc.include, tc.exclude, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || names(got) != tc.want {
+			t.Errorf("%v - %v: %s (%v), want %s", tc.include, tc.exclude, names(got), err, tc.want)
+		}
+	}
+}
+
+func TestClusterStreamNames(t *testing.T) {
+	for _, db := range []string{"shop", "odd name/ü", "100%", "a.b"} {
+		if got := streamDatabase(escapeName(db) + ".dump"); got != db {
+			t.Errorf("%q: stream %q reads back as %q", db, escapeName(db)+".dump", got)
+		}
+	}
+	for _, s := range []string{streamGlobals, "data/public/t.copy", "x.tar", "pre-data"} {
+		if db := streamDatabase(s); db != "" {
+			t.Errorf("%q is not a database's stream, read as %q", s, db)
+		}
+	}
+	c := &clusterSink{include: []string{"shop", "app_*"}}
+	objs := []sdk.Object{{Stream: streamGlobals}, {Stream: "shop.dump"}, {Stream: "app_1.dump"}, {Stream: "crm.dump"}}
+	if err := c.prepare(objs); err != nil {
+		t.Fatal(err)
+	}
+	if c.globalsDone == nil || !c.picks("shop") || !c.picks("app_1") || c.picks("crm") {
+		t.Errorf("globals %v, picks shop %v app_1 %v crm %v", c.globalsDone != nil, c.picks("shop"), c.picks("app_1"), c.picks("crm"))
+	}
+	if err := (&clusterSink{include: []string{"billing"}}).prepare(objs); err == nil || !strings.Contains(err.Error(), `"billing" is not in the run`) {
+		t.Errorf("a database not in the run: %v", err)
+	}
+	if err := (&clusterSink{include: []string{"zz*"}}).prepare(objs); err == nil || !strings.Contains(err.Error(), "picks none") {
+		t.Errorf("a pattern that picks nothing: %v", err)
+	}
+}

@@ -36,6 +36,7 @@ type sinkConfig struct {
 	PgRestore     string            `pipe:"pg_restore"`
 	Psql          string            `pipe:"psql"`
 	MaintenanceDB string            `pipe:"maintenance_database"`
+	Databases     []string          `pipe:"databases"`
 }
 
 // SinkType is the "postgres" sink.
@@ -56,6 +57,7 @@ func (SinkType) Schema() sdk.Schema {
 			sdk.Attribute{Name: "pg_restore", Type: sdk.String, Default: "pg_restore", Description: "The pg_restore program."},
 			sdk.Attribute{Name: "psql", Type: sdk.String, Default: "psql", Description: "The psql program."},
 			sdk.Attribute{Name: "maintenance_database", Type: sdk.String, Default: "postgres", Description: "The database connected to for create and clean."},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the postgres source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams), globals.sql first (roles that exist are kept). Each is created by pg_restore --create through maintenance_database, with its owner, settings and privileges; a database that exists is refused unless clean = true drops it first. The others are read and skipped.`},
 		),
 	}
 }
@@ -72,6 +74,24 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if c.Jobs < 1 || c.Jobs > 1024 {
 		return nil, sdk.AttrError("jobs", "invalid jobs", fmt.Sprintf("jobs = %d: give 1 up to 1024 tables at once", c.Jobs))
 	}
+	if d := checkPatterns("databases", c.Databases); d != nil {
+		return nil, d
+	}
+	if len(c.Databases) > 0 {
+		if c.Jobs > 1 {
+			return nil, sdk.AttrError("jobs", "jobs with databases", "jobs restores a parallel-mode backup of one database; a cluster restore runs several databases at once (the pipeline's streams): remove jobs")
+		}
+		if c.Create {
+			return nil, sdk.AttrError("create", "create with databases", "a cluster restore always creates each database (pg_restore --create): remove create")
+		}
+		if c.Globals {
+			return nil, sdk.AttrError("globals", "globals with databases", "a cluster restore always applies globals.sql first: remove globals")
+		}
+		if cn.database != "" && cn.database != c.MaintenanceDB {
+			return nil, sdk.AttrError("database", "database with databases", fmt.Sprintf("a cluster restore creates each database through maintenance_database (%q); database = %q would be ignored: remove it", c.MaintenanceDB, cn.database))
+		}
+		cn = cn.withDatabase(c.MaintenanceDB)
+	}
 	if (c.Create || c.Clean) && cn.database == "" {
 		return nil, sdk.AttrError("database", "no database to create", "create and clean need the database's name: set database (or dbname in dsn)")
 	}
@@ -84,15 +104,20 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 		}
 	}
 	sk := &Sink{c: c, conn: cn, preDone: make(chan struct{})}
+	if len(c.Databases) > 0 {
+		sk.cluster = &clusterSink{include: c.Databases}
+	}
 	close(sk.preDone) // no schema stream to wait for, unless Prepare finds one
 	sk.loaders = newPool(int(c.Jobs), func(ctx context.Context) (*pgx.Conn, error) { return cn.connect(ctx, c.Settings) })
 	return sk, nil
 }
 
-// Sink restores streams into one database.
+// Sink restores streams into one database, or in cluster mode several
+// (cluster.go).
 type Sink struct {
-	c    sinkConfig
-	conn conn
+	c       sinkConfig
+	conn    conn
+	cluster *clusterSink
 
 	// Parallel mode, from Prepare: data waits for the schema, indexes and
 	// constraints wait for the data.
@@ -115,6 +140,9 @@ var (
 // schema stream the data must wait for and how many table streams the
 // indexes wait for.
 func (s *Sink) Prepare(ctx context.Context, objs []sdk.Object) error {
+	if s.cluster != nil {
+		return s.cluster.prepare(objs)
+	}
 	if s.c.Create || s.c.Clean {
 		if err := s.createDatabase(ctx); err != nil {
 			return err
@@ -142,16 +170,8 @@ func (s *Sink) createDatabase(ctx context.Context) error {
 	defer pc.Close(context.Background())
 	id := quoteIdent(s.conn.database)
 	if s.c.Clean {
-		var num int
-		if err := pc.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		if err := dropDatabase(ctx, pc, s.conn.database); err != nil {
 			return err
-		}
-		drop := "DROP DATABASE IF EXISTS " + id
-		if num >= 130000 {
-			drop += " WITH (FORCE)"
-		}
-		if _, err := pc.Exec(ctx, drop); err != nil {
-			return fmt.Errorf("clean: dropping database %s: %w", id, err)
 		}
 	}
 	var exists bool
@@ -166,7 +186,27 @@ func (s *Sink) createDatabase(ctx context.Context) error {
 	return nil
 }
 
+// dropDatabase drops db if it exists, ending its sessions (PostgreSQL 13
+// and later).
+func dropDatabase(ctx context.Context, pc *pgx.Conn, db string) error {
+	var num int
+	if err := pc.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		return err
+	}
+	drop := "DROP DATABASE IF EXISTS " + quoteIdent(db)
+	if num >= 130000 {
+		drop += " WITH (FORCE)"
+	}
+	if _, err := pc.Exec(ctx, drop); err != nil {
+		return fmt.Errorf("clean: dropping database %s: %w", quoteIdent(db), err)
+	}
+	return nil
+}
+
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	if s.cluster != nil {
+		return s.clusterCreate(ctx, obj.Stream)
+	}
 	restore := s.conn.tool(s.c.PgRestore, "--exit-on-error")
 	if s.c.NoOwner {
 		restore = append(restore, "--no-owner", "--no-acl")

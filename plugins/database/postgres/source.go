@@ -66,6 +66,9 @@ type sourceConfig struct {
 	Globals   bool   `pipe:"globals"`
 	PgDump    string `pipe:"pg_dump"`
 	PgDumpAll string `pipe:"pg_dumpall"`
+	// Cluster mode.
+	Databases        []string `pipe:"databases"`
+	ExcludeDatabases []string `pipe:"exclude_databases"`
 }
 
 // SourceType is the "postgres" source.
@@ -82,6 +85,8 @@ func (SourceType) Schema() sdk.Schema {
 			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Also dump roles and tablespaces (pg_dumpall --globals-only) as the stream globals.sql."},
 			sdk.Attribute{Name: "pg_dump", Type: sdk.String, Default: "pg_dump", Description: "The pg_dump program; its major version must be at least the server's."},
 			sdk.Attribute{Name: "pg_dumpall", Type: sdk.String, Default: "pg_dumpall", Description: "The pg_dumpall program, for globals."},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: the server's databases to dump, by name or pattern (["*"]: all; ["app_*", "billing"]), each into a stream of its own (<database>.dump), after the globals (globals.sql, always). Patterns skip templates and the postgres database (name it to include it). Databases stand alone: one that fails does not stop the others, which are stored; the run then fails and its manifest names the failed ones. The connection goes to database, or postgres.`},
+			sdk.Attribute{Name: "exclude_databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: databases to leave out, by name or pattern (["test_*"]).`},
 		),
 	}
 }
@@ -103,6 +108,24 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	if c.Jobs < 1 || c.Jobs > 1024 {
 		return nil, sdk.AttrError("jobs", "invalid jobs", fmt.Sprintf("jobs = %d: give 1 (one pg_dump stream) up to 1024 tables at once", c.Jobs))
 	}
+	if d := checkPatterns("databases", c.Databases); d != nil {
+		return nil, d
+	}
+	if d := checkPatterns("exclude_databases", c.ExcludeDatabases); d != nil {
+		return nil, d
+	}
+	if len(c.ExcludeDatabases) > 0 && len(c.Databases) == 0 {
+		return nil, sdk.AttrError("exclude_databases", "exclude_databases without databases", `exclude_databases leaves databases out of a cluster backup: add databases = ["*"]`)
+	}
+	if len(c.Databases) > 0 {
+		if c.Jobs > 1 {
+			return nil, sdk.AttrError("jobs", "jobs with databases", "jobs > 1 dumps one database table by table; with databases, each database is one stream and the pipeline's streams setting dumps several at once: remove jobs")
+		}
+		c.Globals = true
+		if cn.database == "" {
+			cn = cn.withDatabase(maintenanceDB)
+		}
+	}
 	if c.Jobs > 1 && c.Format != "custom" {
 		return nil, sdk.AttrError("jobs", "parallel mode needs the custom format", `with jobs > 1 the schema is dumped in custom format (pg_restore builds its indexes in parallel): remove format = "plain" or set jobs = 1`)
 	}
@@ -117,10 +140,14 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	return &Source{c: c, conn: cn}, nil
 }
 
-// Source dumps one database.
+// Source dumps one database, or in cluster mode several (cluster.go).
 type Source struct {
 	c    sourceConfig
 	conn conn
+
+	// Cluster mode: each stream's database, and pg_dumpall's arguments.
+	databases   map[string]string
+	globalsArgs []string
 
 	facts   map[string]string
 	streams []sdk.StreamInfo
@@ -176,6 +203,12 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		"size_bytes":     strconv.FormatInt(size, 10),
 		"pg_dump":        dumpVersion,
 		"format":         s.c.Format,
+	}
+	if len(s.c.Databases) > 0 {
+		if s.streams, err = s.clusterStreams(ctx, pc); err != nil {
+			return nil, err
+		}
+		return s.streams, nil
 	}
 	var streams []sdk.StreamInfo
 	if s.c.Globals {
@@ -329,9 +362,18 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if !known {
 		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
 	}
+	db, cluster := s.databases[name]
 	switch {
+	case name == streamGlobals && s.globalsArgs != nil:
+		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDumpAll, s.globalsArgs...), nil))
 	case name == streamGlobals:
 		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDumpAll, "--globals-only"), nil))
+	case cluster && s.c.Format == "plain":
+		c := s.conn.withDatabase(db)
+		return command.Read(ctx, c.spec(c.tool(s.c.PgDump, "--format=plain", "--create"), nil))
+	case cluster:
+		c := s.conn.withDatabase(db)
+		return command.Read(ctx, c.spec(c.tool(s.c.PgDump, "--format=custom", "--compress=0", "--create"), nil))
 	case s.c.Jobs == 1 && s.c.Format == "plain":
 		return command.Read(ctx, s.conn.spec(s.conn.tool(s.c.PgDump, "--format=plain"), nil))
 	case s.c.Jobs == 1:

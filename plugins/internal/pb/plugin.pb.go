@@ -1915,7 +1915,10 @@ type ListStreams_Response struct {
 	Facts map[string]string `protobuf:"bytes,2,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// A storage source whose configuration names one object on purpose (a
 	// file's path, an object's key) rather than a folder or prefix.
-	Single        bool `protobuf:"varint,3,opt,name=single,proto3" json:"single,omitempty"`
+	Single bool `protobuf:"varint,3,opt,name=single,proto3" json:"single,omitempty"`
+	// Streams that stand alone (a server's databases): one that fails does
+	// not stop the others, which the run commits.
+	Independent   bool `protobuf:"varint,4,opt,name=independent,proto3" json:"independent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1967,6 +1970,13 @@ func (x *ListStreams_Response) GetFacts() map[string]string {
 func (x *ListStreams_Response) GetSingle() bool {
 	if x != nil {
 		return x.Single
+	}
+	return false
+}
+
+func (x *ListStreams_Response) GetIndependent() bool {
+	if x != nil {
+		return x.Independent
 	}
 	return false
 }
@@ -3650,14 +3660,15 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\x8c\x02\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xae\x02\n" +
 	"\vListStreams\x1a!\n" +
 	"\aRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\xd9\x01\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\xfb\x01\n" +
 	"\bResponse\x124\n" +
 	"\astreams\x18\x01 \x03(\v2\x1a.pipe.plugin.v1.StreamInfoR\astreams\x12E\n" +
 	"\x05facts\x18\x02 \x03(\v2/.pipe.plugin.v1.ListStreams.Response.FactsEntryR\x05facts\x12\x16\n" +
-	"\x06single\x18\x03 \x01(\bR\x06single\x1a8\n" +
+	"\x06single\x18\x03 \x01(\bR\x06single\x12 \n" +
+	"\vindependent\x18\x04 \x01(\bR\vindependent\x1a8\n" +
 	"\n" +
 	"FactsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

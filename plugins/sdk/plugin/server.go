@@ -250,6 +250,9 @@ func (s *server) ListStreams(ctx context.Context, req *pb.ListStreams_Request) (
 	if sel, ok := src.(sdk.Selection); ok {
 		out.Single = sel.Single()
 	}
+	if ind, ok := src.(sdk.Independent); ok {
+		out.Independent = ind.Independent()
+	}
 	return out, nil
 }
 

@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const pgClusterPipelines = `
+variable "endpoint" {}
+variable "bucket" {}
+variable "access_key" { sensitive = true }
+variable "secret_key" { sensitive = true }
+variable "pg_host" {}
+variable "pg_port" {}
+variable "backup_password" { sensitive = true }
+variable "target_host" {}
+variable "target_port" {}
+variable "pg_password" { sensitive = true }
+variable "restore" {
+  type    = list(string)
+  default = ["*"]
+}
+variable "clean" { default = false }
+
+pipeline "backup" {
+  streams = var.streams
+  source "postgres" {
+    host      = var.pg_host
+    port      = var.pg_port
+    user      = "backup"
+    password  = var.backup_password
+    sslmode   = "disable"
+    databases = ["*"]
+    exclude_databases = ["scratch_*", "app"]
+  }
+  compress { codec = "zstd" }
+  encrypt { recipients = [file("keys/backup.pub")] }
+  checksum {}
+  sink "s3" {
+    bucket            = var.bucket
+    key               = "cluster/${pipeline.name}/${run.id}/"
+    endpoint          = var.endpoint
+    path_style        = true
+    access_key_id     = var.access_key
+    secret_access_key = var.secret_key
+  }
+}
+
+pipeline "restore" {
+  streams = 4
+  source "s3" {
+    bucket            = var.bucket
+    prefix            = "cluster/backup/"
+    endpoint          = var.endpoint
+    path_style        = true
+    access_key_id     = var.access_key
+    secret_access_key = var.secret_key
+  }
+  decrypt { identities = [file("keys/backup.key")] }
+  decompress {}
+  sink "postgres" {
+    host      = var.target_host
+    port      = var.target_port
+    user      = "pipe"
+    password  = var.pg_password
+    sslmode   = "disable"
+    databases = var.restore
+    clean     = var.clean
+  }
+}
+
+variable "streams" { default = 4 }
+`
+
+// pgClusterDatabases are the test's databases: one large, several small,
+// one whose name needs quoting, one owned by a role of its own (globals
+// first on restore), one the backup role may not connect to, and one
+// dropped while the backup runs.
+var pgClusterDatabases = []string{"big", "crm", "billing_2026", "app_a", "Odd DB/ü", "owned", "secret", "doomed"}
+
+const backupPassword = "backup-Pa55-secret"
+
+// TestPostgresCluster backs up every database of a server in one run and
+// restores them into an empty server: the databases the backup role may
+// not read, or that vanish mid-run, are reported failed by name while the
+// others are stored; the restore of all of them, and of one chosen, gives
+// equal databases.
+func TestPostgresCluster(t *testing.T) {
+	b := newPGBench(t)
+	target := startPostgres(t)
+	writeFile(t, filepath.Join(b.dir, "cluster.hcl"), []byte(pgClusterPipelines))
+	start := time.Now()
+	b.pg.exec(t, "app",
+		`CREATE ROLE backup LOGIN PASSWORD '`+backupPassword+`' IN ROLE pg_read_all_data`,
+		`CREATE ROLE shop_owner`,
+		`CREATE DATABASE scratch_1`)
+	for _, db := range pgClusterDatabases {
+		id := `"` + strings.ReplaceAll(db, `"`, `""`) + `"`
+		owner := ""
+		if db == "owned" {
+			owner = " OWNER shop_owner"
+		}
+		b.pg.exec(t, "app", "CREATE DATABASE "+id+owner)
+		rows := 2_000
+		switch db {
+		case "big":
+			rows = 400_000
+		case "doomed": // the smallest: dumped last but "secret", well after the drop
+			rows = 10
+		}
+		b.pg.exec(t, db,
+			`CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL, qty int, at timestamptz, doc jsonb)`,
+			fmt.Sprintf(`INSERT INTO items (name, qty, at, doc) SELECT md5(g::text) || '`+strings.ReplaceAll(db, "'", "''")+`', g %% 97,
+				timestamptz '2026-01-01' + g * interval '1 minute', jsonb_build_object('g', g) FROM generate_series(1, %d) g`, rows),
+			`CREATE INDEX items_name ON items (name)`,
+			`CREATE VIEW totals AS SELECT qty, count(*) FROM items GROUP BY qty`)
+	}
+	b.pg.exec(t, "owned", `ALTER TABLE items OWNER TO shop_owner`)
+	b.pg.exec(t, "app", `REVOKE CONNECT ON DATABASE secret FROM PUBLIC`)
+	t.Logf("8 databases loaded in %s", time.Since(start).Round(time.Millisecond))
+	want := map[string]string{}
+	for _, db := range pgClusterDatabases {
+		want[db] = pgFingerprint(t, b.pg, db)
+	}
+
+	bucket := b.s3.bucket(t, "cluster")
+	env := b.env(bucket, "PIPE_VAR_backup_password="+backupPassword, "PIPE_VAR_target_host="+target.Host, "PIPE_VAR_target_port="+target.Port)
+
+	// One stream at a time, largest first: "doomed" is dropped while the
+	// large database is dumped, before its turn.
+	start = time.Now()
+	w := startPipe(t, b.dir, append(env, "PIPE_VAR_streams=1"), "run", "cluster.hcl", "--pipeline", "backup", "--json")
+	w.moved(t, "source", "out", 1)
+	b.pg.exec(t, "app", `DROP DATABASE doomed WITH (FORCE)`)
+	res := w.wait()
+	t.Logf("cluster backup in %s", time.Since(start).Round(time.Millisecond))
+	if res.Err == nil {
+		t.Fatalf("the backup succeeded with a database it may not read:\n%s", res.Stderr)
+	}
+	var out struct {
+		OK        bool `json:"ok"`
+		Pipelines []struct {
+			Failed []struct{ Stream, Error string } `json:"failed_streams"`
+		} `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil || len(out.Pipelines) != 1 {
+		t.Fatalf("--json: %v\n%s", err, res.Stdout)
+	}
+	failed := map[string]string{}
+	for _, f := range out.Pipelines[0].Failed {
+		failed[f.Stream] = f.Error
+	}
+	if len(failed) != 2 || !strings.Contains(failed["secret.dump"], "permission denied") || !strings.Contains(failed["doomed.dump"], "does not exist") {
+		t.Errorf("failed streams %v, want secret.dump (permission denied) and doomed.dump (does not exist)", failed)
+	}
+	m := b.s3.readManifest(t, bucket, "cluster/backup/")
+	var stored []string
+	for _, o := range m.Objects {
+		stored = append(stored, o.Stream)
+	}
+	slices.Sort(stored)
+	if want := "Odd%20DB%2F%C3%BC.dump app_a.dump big.dump billing_2026.dump crm.dump globals.sql owned.dump"; strings.Join(stored, " ") != want {
+		t.Errorf("stored %v, want %s", stored, want)
+	}
+	if len(m.Failed) != 2 || m.Source["databases"] != "8" || m.Source["role_passwords"] == "" {
+		t.Errorf("manifest failed %+v, source %v", m.Failed, m.Source)
+	}
+	list := mustPipe(t, b.dir, env, "backups", "cluster.hcl", "--pipeline", "backup")
+	if !strings.Contains(list.Stdout, "7 (2 failed)") {
+		t.Errorf("pipe backups does not show the partial run:\n%s", list.Stdout)
+	}
+	for what, text := range map[string]string{"output": res.Stdout + res.Stderr, "listing": list.Stdout + list.Stderr} {
+		if strings.Contains(text, backupPassword) || strings.Contains(text, pgPassword) {
+			t.Errorf("a password appears in the backup's %s", what)
+		}
+	}
+
+	// One chosen database into the empty server.
+	mustPipe(t, b.dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "cluster.hcl", "--pipeline", "restore")
+	if got := pgDatabases(t, target); strings.Join(got, " ") != "crm" {
+		t.Fatalf("after restoring crm alone the server has %v", got)
+	}
+	if got := pgFingerprint(t, target, "crm"); got != want["crm"] {
+		t.Fatalf("crm differs:\n%s", firstDiff(want["crm"], got))
+	}
+	// All of them: crm exists, so without clean the restore fails.
+	if r := runPipe(t, b.dir, env, "run", "cluster.hcl", "--pipeline", "restore"); r.Err == nil || !strings.Contains(r.Stderr, "already exists") {
+		t.Errorf("restoring over an existing database: %v\n%s", r.Err, r.Stderr)
+	}
+	start = time.Now()
+	mustPipe(t, b.dir, append(env, "PIPE_VAR_clean=true"), "run", "cluster.hcl", "--pipeline", "restore")
+	t.Logf("cluster restore in %s", time.Since(start).Round(time.Millisecond))
+	got := pgDatabases(t, target)
+	if strings.Join(got, " ") != "Odd DB/ü app_a big billing_2026 crm owned" {
+		t.Fatalf("restored databases %v", got)
+	}
+	for _, db := range got {
+		if fp := pgFingerprint(t, target, db); fp != want[db] {
+			t.Errorf("%s differs:\n%s", db, firstDiff(want[db], fp))
+		}
+	}
+	var owner string
+	if err := target.connect(t, "app").QueryRow(context.Background(), `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'owned'`).Scan(&owner); err != nil || owner != "shop_owner" {
+		t.Errorf("owned is owned by %q (%v), want shop_owner: the globals come first", owner, err)
+	}
+}
+
+// pgDatabases lists a server's databases besides the image's own.
+func pgDatabases(t *testing.T, s *pgServer) []string {
+	t.Helper()
+	rows, err := s.connect(t, "app").Query(context.Background(), `SELECT datname FROM pg_database WHERE NOT datistemplate AND datname NOT IN ('postgres', 'app') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}

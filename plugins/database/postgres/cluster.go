@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// Cluster mode (databases = [...]): every database of a server that the
+// patterns name, each dumped by a pg_dump of its own into a stream named
+// after it (<database>.dump), after the globals (roles, tablespaces). The
+// databases stand alone: one that fails (dropped mid-run, not readable by
+// the backup's role) does not stop the others (sdk.Independent).
+
+// maintenanceDB is the database cluster mode connects to when none is
+// given, and which a pattern never picks.
+const maintenanceDB = "postgres"
+
+// clusterDatabase is a database of the server, and what a run knows of it.
+type clusterDatabase struct {
+	name    string
+	size    int64 // -1 when the role may not connect to it
+	connect bool
+}
+
+// listDatabases reads the server's databases that can be connected to
+// and are not templates, largest first (the long dumps start early).
+func listDatabases(ctx context.Context, pc *pgx.Conn) ([]clusterDatabase, error) {
+	rows, err := pc.Query(ctx, `
+SELECT datname, has_database_privilege(oid, 'CONNECT'),
+       CASE WHEN has_database_privilege(oid, 'CONNECT') THEN pg_database_size(oid) ELSE -1 END
+FROM pg_database
+WHERE datallowconn AND NOT datistemplate
+ORDER BY 3 DESC, 1`)
+	if err != nil {
+		return nil, fmt.Errorf("listing the server's databases: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterDatabase, error) {
+		var d clusterDatabase
+		err := r.Scan(&d.name, &d.connect, &d.size)
+		return d, err
+	})
+}
+
+// isPattern reports whether a databases entry is a pattern (*, ?, [...])
+// rather than a name.
+func isPattern(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// globMatch matches a database name against a pattern: *, ? and [...]
+// as in path.Match, where a slash is a character like any other.
+func globMatch(pattern, name string) bool {
+	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", "\x00"), strings.ReplaceAll(name, "/", "\x00"))
+	return ok
+}
+
+// checkPatterns refuses a malformed pattern.
+func checkPatterns(attr string, pats []string) sdk.Diagnostics {
+	for _, p := range pats {
+		if p == "" {
+			return sdk.AttrError(attr, "empty database name", `give database names or patterns ("*", "app_*")`)
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return sdk.AttrError(attr, "invalid pattern", fmt.Sprintf("%q: %v (patterns use *, ? and [...])", p, err))
+		}
+	}
+	return nil
+}
+
+// chooseDatabases picks the databases the patterns name, less those
+// exclude names. A pattern never picks the maintenance database (it is
+// empty on most servers); a name picks any database. A name that is not on
+// the server is an error, as is a choice of nothing.
+func chooseDatabases(all []clusterDatabase, include, exclude []string, maintenance string) ([]clusterDatabase, error) {
+	match := func(pats []string, name string, patterns bool) bool {
+		for _, p := range pats {
+			if !isPattern(p) {
+				if p == name {
+					return true
+				}
+				continue
+			}
+			if patterns && globMatch(p, name) {
+				return true
+			}
+		}
+		return false
+	}
+	names := make([]string, len(all))
+	for i, d := range all {
+		names[i] = d.name
+	}
+	for _, p := range include {
+		if !isPattern(p) && !slices.Contains(names, p) {
+			return nil, fmt.Errorf("databases: %q is not a database of the server that can be connected to (it has: %s)", p, strings.Join(names, ", "))
+		}
+	}
+	var out []clusterDatabase
+	for _, d := range all {
+		if !match(include, d.name, d.name != maintenance) || match(exclude, d.name, true) {
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("databases: %s (less exclude_databases) names none of the server's databases (%s)", strconv.Quote(strings.Join(include, `", "`)), strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// clusterStreams lists the globals and the chosen databases' streams.
+func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.StreamInfo, error) {
+	all, err := listDatabases(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	dbs, err := chooseDatabases(all, s.c.Databases, s.c.ExcludeDatabases, maintenanceDB)
+	if err != nil {
+		return nil, err
+	}
+	// Without superuser, pg_dumpall cannot read pg_authid: the roles
+	// are dumped without their passwords.
+	var super bool
+	if err := pc.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil {
+		return nil, fmt.Errorf("reading the role's privileges: %w", err)
+	}
+	s.globalsArgs = []string{"--globals-only"}
+	if !super {
+		s.globalsArgs = append(s.globalsArgs, "--no-role-passwords")
+		s.facts["role_passwords"] = "omitted (the backup's role is not a superuser)"
+	}
+	ext := ".dump"
+	if s.c.Format == "plain" {
+		ext = ".sql"
+	}
+	streams := []sdk.StreamInfo{{Name: streamGlobals, Size: -1}}
+	s.databases = map[string]string{}
+	var total int64
+	for _, d := range dbs {
+		name := escapeName(d.name) + ext
+		if name == streamGlobals {
+			return nil, fmt.Errorf("database %q would be stored as %s, the globals' stream: exclude it (exclude_databases) and dump it with a pipeline of its own", d.name, name)
+		}
+		s.databases[name] = d.name
+		streams = append(streams, sdk.StreamInfo{Name: name, Size: -1})
+		if d.size > 0 {
+			total += d.size
+		}
+	}
+	delete(s.facts, "database")
+	s.facts["databases"] = strconv.Itoa(len(dbs))
+	s.facts["size_bytes"] = strconv.FormatInt(total, 10)
+	return streams, nil
+}
+
+// Independent reports whether the streams stand alone: in cluster mode,
+// each database's dump.
+func (s *Source) Independent() bool { return s.databases != nil }
+
+// clusterSink is the sink's cluster mode (databases = [...]): each
+// database of a cluster backup that the patterns pick is created and
+// restored by pg_restore --create (psql for plain dumps) through the
+// maintenance database, after the globals.
+type clusterSink struct {
+	include []string
+	// globalsDone is closed when globals.sql was applied (or failed), if
+	// the run has it; the databases wait for it (their owners are roles).
+	globalsDone chan struct{}
+}
+
+// streamDatabase is the database a cluster stream holds, or "".
+func streamDatabase(stream string) string {
+	for _, ext := range []string{".dump", ".sql"} {
+		if base, ok := strings.CutSuffix(stream, ext); ok && stream != streamGlobals && !strings.Contains(base, "/") {
+			if db, err := url.PathUnescape(base); err == nil {
+				return db
+			}
+		}
+	}
+	return ""
+}
+
+// picks reports whether the sink restores database db.
+func (c *clusterSink) picks(db string) bool {
+	for _, p := range c.include {
+		if p == db || globMatch(p, db) {
+			return true
+		}
+	}
+	return false
+}
+
+// prepare checks the run against the patterns: a name must be one of the
+// run's databases, and something must be picked.
+func (c *clusterSink) prepare(objs []sdk.Object) error {
+	var dbs []string
+	for _, o := range objs {
+		if o.Stream == streamGlobals {
+			c.globalsDone = make(chan struct{})
+		} else if db := streamDatabase(o.Stream); db != "" {
+			dbs = append(dbs, db)
+		}
+	}
+	for _, p := range c.include {
+		if !isPattern(p) && !slices.Contains(dbs, p) {
+			return fmt.Errorf("databases: %q is not in the run (it holds: %s)", p, strings.Join(dbs, ", "))
+		}
+	}
+	for _, db := range dbs {
+		if c.picks(db) {
+			return nil
+		}
+	}
+	return fmt.Errorf("databases: %s picks none of the run's databases (%s)", strconv.Quote(strings.Join(c.include, `", "`)), strings.Join(dbs, ", "))
+}
+
+// create starts one stream of a cluster restore.
+func (s *Sink) clusterCreate(ctx context.Context, name string) (sdk.ObjectWriter, error) {
+	c := s.cluster
+	if name == streamGlobals {
+		w, err := command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=0"), s.c.Settings))
+		if err != nil {
+			close(c.globalsDone)
+			return nil, err
+		}
+		return &doneWriter{Writer: w, done: c.globalsDone}, nil
+	}
+	db := streamDatabase(name)
+	if db == "" {
+		return nil, fmt.Errorf("stream %q: not a database of a cluster backup (<database>.dump or .sql, and globals.sql)", name)
+	}
+	if !c.picks(db) {
+		return discard{}, nil
+	}
+	if c.globalsDone != nil {
+		select {
+		case <-c.globalsDone:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s.c.Clean {
+		pc, err := s.conn.connect(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		err = dropDatabase(ctx, pc, db)
+		pc.Close(context.Background())
+		if err != nil {
+			return nil, err
+		}
+	}
+	if strings.HasSuffix(name, ".sql") {
+		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=1"), s.c.Settings))
+	}
+	args := []string{"--exit-on-error", "--create"}
+	if s.c.NoOwner {
+		args = append(args, "--no-owner", "--no-acl")
+	}
+	return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.PgRestore, args...), s.c.Settings))
+}
+
+// doneWriter closes done when its object ends, committed or not.
+type doneWriter struct {
+	*command.Writer
+	done chan struct{}
+	once sync.Once
+}
+
+func (w *doneWriter) Commit(ctx context.Context) error {
+	defer w.once.Do(func() { close(w.done) })
+	return w.Writer.Commit(ctx)
+}
+
+func (w *doneWriter) Abort(ctx context.Context) error {
+	defer w.once.Do(func() { close(w.done) })
+	return w.Writer.Abort(ctx)
+}
