@@ -252,9 +252,9 @@ type PipelineJSON struct {
 }
 
 type EndpointJSON struct {
-	Type      string            `json:"type"`
-	Config    map[string]any    `json:"config"`
-	RateLimit int64             `json:"rate_limit_bytes_per_sec,omitempty"`
+	Type      string         `json:"type"`
+	Config    map[string]any `json:"config"`
+	RateLimit int64          `json:"rate_limit_bytes_per_sec,omitempty"`
 }
 
 type StageJSON struct {

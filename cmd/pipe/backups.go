@@ -8,9 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
