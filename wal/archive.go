@@ -153,6 +153,7 @@ func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer release(data)
 	return a.PushData(ctx, f, data)
 }
 
@@ -254,13 +255,75 @@ func (a *Archive) put(ctx context.Context, key, stream string, b []byte) error {
 // decompresses and checks the file's digest. A file the archive does not
 // hold is ErrNotArchived.
 func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
-	data, err := a.FetchData(ctx, name)
+	if _, err := ParseName(name); err != nil {
+		return err
+	}
+	id, err := a.FetchSystemID(ctx)
 	if err != nil {
 		return err
 	}
 	// Not fsynced: PostgreSQL reads it now, and after a crash recovery
 	// asks for it again.
-	return writeAtomic(dest, data, false)
+	return a.fetchTo(ctx, id, name, dest, false)
+}
+
+// fetchTo restores the archived file name of cluster id to dest: decoded
+// straight into a temporary file beside it (no buffer of the file's
+// size), renamed into place once both digests match, fsynced first if
+// durable.
+func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, durable bool) error {
+	o, key, err := a.locate(ctx, id, name)
+	if err != nil {
+		return err
+	}
+	stored, err := a.readStored(ctx, key)
+	if err != nil {
+		return err
+	}
+	if digest(stored) != o.StoredSum {
+		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
+	}
+	data, ext, err := a.decrypt(o, key, stored)
+	if err != nil {
+		return err
+	}
+	var c *compress.Codec
+	if ext != "" {
+		var ok bool
+		if c, ok = compress.ByExt(ext); !ok {
+			return fmt.Errorf("%s: no codec for %q", key, ext)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	w := io.MultiWriter(tmp, h)
+	if c != nil {
+		if err = c.DecodeTo(ctx, w, data, MaxFile); err != nil {
+			err = fmt.Errorf("%s: %w", key, err)
+		}
+	} else {
+		_, err = w.Write(data)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); err == nil && sum != o.FileSum {
+		err = fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, sum)
+	}
+	if err == nil && durable {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dest)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
+	}
+	return nil
 }
 
 // FetchData returns the contents of the archived file name.
@@ -277,23 +340,32 @@ func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
 
 // fetch returns the contents of the archived file name of cluster id.
 func (a *Archive) fetch(ctx context.Context, id uint64, name string) ([]byte, error) {
-	f, err := ParseName(name)
+	o, key, err := a.locate(ctx, id, name)
 	if err != nil {
 		return nil, err
 	}
+	return a.read(ctx, o, key)
+}
+
+// locate finds the archived file name of cluster id: its object and key.
+func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, string, error) {
+	f, err := ParseName(name)
+	if err != nil {
+		return Object{}, "", err
+	}
 	objs, keys, err := a.find(ctx, Dir(id, f.Timeline), name)
 	if err != nil {
-		return nil, fmt.Errorf("looking for %s in the archive: %w", name, err)
+		return Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
 	}
 	if len(objs) == 0 {
-		return nil, fmt.Errorf("%s: %w", name, ErrNotArchived)
+		return Object{}, "", fmt.Errorf("%s: %w", name, ErrNotArchived)
 	}
 	for _, o := range objs[1:] {
 		if o.FileSum != objs[0].FileSum {
-			return nil, fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
+			return Object{}, "", fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
 		}
 	}
-	return a.read(ctx, objs[0], keys[0])
+	return objs[0], keys[0], nil
 }
 
 // read reads and checks one object, and decodes it.
@@ -325,18 +397,26 @@ func (a *Archive) readStored(ctx context.Context, key string) ([]byte, error) {
 	return stored, nil
 }
 
+// decrypt opens an encrypted object's stored bytes; it returns them and
+// the extension left to undo.
+func (a *Archive) decrypt(o Object, key string, stored []byte) ([]byte, string, error) {
+	if !strings.HasSuffix(o.Ext, encrypt.Ext) {
+		return stored, o.Ext, nil
+	}
+	if a.Decrypt == nil {
+		return nil, "", fmt.Errorf("%s is encrypted: add decrypt { identities = [file(\"…\")] } to the archive", key)
+	}
+	data, err := encrypt.Open(*a.Decrypt, stored, MaxFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", key, err)
+	}
+	return data, strings.TrimSuffix(o.Ext, encrypt.Ext), nil
+}
+
 func (a *Archive) decode(ctx context.Context, o Object, key string, stored []byte) ([]byte, error) {
-	data := stored
-	ext := o.Ext
-	var err error
-	if strings.HasSuffix(ext, encrypt.Ext) {
-		if a.Decrypt == nil {
-			return nil, fmt.Errorf("%s is encrypted: add decrypt { identities = [file(\"…\")] } to the archive", key)
-		}
-		if data, err = encrypt.Open(*a.Decrypt, data, MaxFile); err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
-		}
-		ext = strings.TrimSuffix(ext, encrypt.Ext)
+	data, ext, err := a.decrypt(o, key, stored)
+	if err != nil {
+		return nil, err
 	}
 	if ext != "" {
 		c, ok := compress.ByExt(ext)
@@ -402,6 +482,18 @@ func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
 	return out, nil
 }
 
+// filePool holds the buffers readFile read into, given back by release:
+// memory a process touches for the first time is expensive (the kernel
+// zeroes every page), and a push that sends several files would touch
+// 16 MiB more for each.
+var filePool sync.Pool
+
+// release gives back a buffer readFile returned, once nothing reads it.
+func release(b []byte) {
+	b = b[:cap(b)]
+	filePool.Put(&b)
+}
+
 // readFile reads a file PostgreSQL archives, bounded.
 func readFile(p string) ([]byte, error) {
 	f, err := os.Open(p)
@@ -418,7 +510,14 @@ func readFile(p string) ([]byte, error) {
 	}
 	// One buffer of the file's size (and a byte to see it did not grow):
 	// io.ReadAll's doubling costs a 16 MiB segment more than its SHA-256.
-	b := make([]byte, fi.Size()+1)
+	// A process that pushes several files reuses them (see release).
+	need := int(fi.Size() + 1)
+	var b []byte
+	if v, ok := filePool.Get().(*[]byte); ok && cap(*v) >= need {
+		b = (*v)[:need]
+	} else {
+		b = make([]byte, need)
+	}
 	n, err := io.ReadFull(f, b)
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):

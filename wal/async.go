@@ -97,6 +97,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	defer release(data)
 	others, waiting, err := ah.ready(name)
 	if err != nil {
 		ah.Log.Warn("pushing ahead: "+err.Error(), "file", name)
@@ -121,6 +122,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 			var r *PushResult
 			if err == nil {
 				r, err = ah.Archive.PushData(ctx, of, data)
+				release(data)
 			}
 			if err != nil {
 				// Its own archive_command will push it, and say why it
@@ -181,6 +183,9 @@ func Marked(spool, name, p string) *PushResult {
 		if cur, err := fileID(p); err != nil || cur != id {
 			data, err := readFile(p)
 			ok = err == nil && o.FileSum == digest(data)
+			if err == nil {
+				release(data)
+			}
 		}
 	}
 	if !ok {

@@ -254,13 +254,9 @@ func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 
 // spool fetches seg into the spool's folder dir.
 func (pf *Prefetch) spool(ctx context.Context, sysid uint64, dir, seg string) error {
-	data, err := pf.Archive.fetch(ctx, sysid, seg)
-	if err != nil {
-		return err
-	}
 	// Durable only where the spool's folder cannot tell one boot from the
 	// next (see dir).
-	return writeAtomic(filepath.Join(dir, seg), data, bootID() == "")
+	return pf.Archive.fetchTo(ctx, sysid, seg, filepath.Join(dir, seg), bootID() == "")
 }
 
 // Batch is prefetching where no process may outlive restore_command: it

@@ -301,12 +301,42 @@ func TestTampered(t *testing.T) {
 	if _, err := a.FetchData(ctx, name(1, 1)); err == nil || errors.Is(err, ErrNotArchived) || !strings.Contains(err.Error(), "corrupt") {
 		t.Errorf("fetching a changed object: %v", err)
 	}
+	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
+	if err := a.Fetch(ctx, name(1, 1), dest); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("restore_command's fetch of a changed object: %v", err)
+	}
+	if _, err := os.Stat(dest); err == nil {
+		t.Error("a changed object was restored")
+	}
 	l, err := a.List(ctx)
 	must(t, err)
 	rep, err := a.Verify(ctx, l, false, 4)
 	must(t, err)
 	if rep.Objects != 1 || len(rep.Bad) != 1 || rep.Bad[0].Key != r.Key {
 		t.Errorf("Verify: %+v", rep)
+	}
+
+	// Another segment's object under this one's name and file digest: its
+	// stored digest matches, what it decodes to does not.
+	r2, err := a.Push(ctx, c.write(t, name(1, 2), segment(testSysID, 1, 2)))
+	must(t, err)
+	o1, err := ParseObject(filepath.Base(r.Key))
+	must(t, err)
+	o2, err := ParseObject(filepath.Base(r2.Key))
+	must(t, err)
+	must(t, os.Remove(r.Key))
+	forged := filepath.Join(filepath.Dir(r.Key), ObjectName(name(1, 1), o1.FileSum, o2.StoredSum, o2.Ext))
+	b2, err := os.ReadFile(r2.Key)
+	must(t, err)
+	must(t, os.WriteFile(forged, b2, 0o600))
+	if err := a.Fetch(ctx, name(1, 1), dest); err == nil || !strings.Contains(err.Error(), "decodes to other bytes") {
+		t.Errorf("fetching another segment's object under this name: %v", err)
+	}
+	if _, err := os.Stat(dest); err == nil {
+		t.Error("another segment's contents were restored")
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dest), ".pipe-tmp-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
 

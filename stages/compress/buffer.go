@@ -25,38 +25,49 @@ func (c *Codec) Encode(level int, src []byte) ([]byte, error) {
 // Decode decompresses src (any number of frames), refusing output of more
 // than limit bytes: a small object held in memory.
 func (c *Codec) Decode(ctx context.Context, src []byte, limit int64) ([]byte, error) {
-	var out limitBuffer
-	out.limit = limit
-	var err error
-	switch p := c.decoder(1).(type) {
-	case engine.Streamer:
-		err = p.Stream(ctx, &out, bytes.NewReader(src))
-	case interface {
-		Rest(ctx context.Context, dst io.Writer, src io.Reader) error
-	}:
-		err = p.Rest(ctx, &out, bytes.NewReader(src))
-	default:
-		return nil, fmt.Errorf("%s cannot decode a buffer", c.Name)
-	}
-	if out.over {
-		return nil, fmt.Errorf("%s data decodes to more than %d bytes", c.Name, limit)
-	}
+	var out bytes.Buffer
+	err := c.DecodeTo(ctx, &out, src, limit)
 	return out.Bytes(), err
 }
 
-// limitBuffer is a bytes.Buffer that refuses to grow past limit.
-type limitBuffer struct {
-	bytes.Buffer
+// DecodeTo decompresses src (any number of frames) into w, refusing
+// output of more than limit bytes: what was written before the refusal
+// is the caller's to discard.
+func (c *Codec) DecodeTo(ctx context.Context, w io.Writer, src []byte, limit int64) error {
+	out := &limitWriter{w: w, limit: limit}
+	var err error
+	switch p := c.decoder(1).(type) {
+	case engine.Streamer:
+		err = p.Stream(ctx, out, bytes.NewReader(src))
+	case interface {
+		Rest(ctx context.Context, dst io.Writer, src io.Reader) error
+	}:
+		err = p.Rest(ctx, out, bytes.NewReader(src))
+	default:
+		return fmt.Errorf("%s cannot decode a buffer", c.Name)
+	}
+	if out.over {
+		return fmt.Errorf("%s data decodes to more than %d bytes", c.Name, limit)
+	}
+	return err
+}
+
+// limitWriter passes at most limit bytes on to w.
+type limitWriter struct {
+	w     io.Writer
+	n     int64
 	limit int64
 	over  bool
 }
 
-func (b *limitBuffer) Write(p []byte) (int, error) {
-	if int64(b.Len()+len(p)) > b.limit {
-		b.over = true
-		return 0, fmt.Errorf("more than %d bytes", b.limit)
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if l.n+int64(len(p)) > l.limit {
+		l.over = true
+		return 0, fmt.Errorf("more than %d bytes", l.limit)
 	}
-	return b.Buffer.Write(p)
+	n, err := l.w.Write(p)
+	l.n += int64(n)
+	return n, err
 }
 
 // BufferMemory is what Encode and Decode of an object of n bytes hold
