@@ -155,7 +155,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 			return m, err
 		}},
 	}
-	burst.notes = append(burst.notes, "the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4), pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode")
+	burst.notes = append(burst.notes, "the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4: a background pusher where PID 1 is a known init, else each archive_command sends its own and the next ready files), pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode")
 	if err := burst.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
 		return nil, err
 	}
@@ -177,7 +177,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 			return w.recovery(ctx, restoreDir, burstSegs, w.barmanEnv(), "barman-cloud-wal-restore", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID)
 		}},
 	}
-	fetch.notes = append(fetch.notes, "the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; pipe prefetches 8 segments in the background (prefetch = 8), pgBackRest's async archive-get queues 128 MiB (8 segments)")
+	fetch.notes = append(fetch.notes, "the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; pipe prefetches 8 segments (prefetch = 8: a background prefetcher where PID 1 is a known init, else restore_command fetches the next 8 itself when half are not spooled), pgBackRest's async archive-get queues 128 MiB (8 segments)")
 	if err := fetch.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
 		return nil, err
 	}
