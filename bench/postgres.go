@@ -74,32 +74,13 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	}
 	defer m.stop()
 	mcEnv := m.mcEnv
-	pg, err := tcpostgres.Run(ctx, pgImage, tcpostgres.WithDatabase(pgDB), tcpostgres.WithUsername(pgUser),
-		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
-		// Docker's 64 MiB /dev/shm is too small for parallel VACUUM and
-		// index builds; the official image's docs say to raise it.
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 1 << 30 }))
-	if pg != nil {
-		defer testcontainers.TerminateContainer(pg)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("starting PostgreSQL (docker and ../shared/testimages/build.sh): %w", err)
-	}
-	pgHost, err := pg.Host(ctx)
+	pgs, err := startPG(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pgPort, err := pg.MappedPort(ctx, "5432/tcp")
-	if err != nil {
-		return nil, err
-	}
-	url := func(db string) string {
-		return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", pgUser, pgHost, pgPort.Port(), db)
-	}
-	connect := func(ctx context.Context, db string) (*pgx.Conn, error) {
-		return pgx.Connect(ctx, url(db)+"&password="+pgPassword)
-	}
-	pgEnv := []string{"PGPASSWORD=" + pgPassword}
+	defer pgs.stop()
+	pgHost, url, connect, pgEnv := pgs.host, pgs.url, pgs.connect, pgEnvVars
+	pgPort := pgs.port
 
 	accounts, events := 5_000_000, 3_000_000
 	if b.cfg.quick {
@@ -255,6 +236,57 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 	res.restore = rs
 	return res, nil
 }
+
+// pgServer is the benchmark's PostgreSQL container.
+type pgServer struct {
+	host string
+	port interface{ Port() string }
+	c    testcontainers.Container
+}
+
+// startPG starts PostgreSQL in a container, with pgDB as its database.
+func startPG(ctx context.Context) (*pgServer, error) {
+	pg, err := tcpostgres.Run(ctx, pgImage, tcpostgres.WithDatabase(pgDB), tcpostgres.WithUsername(pgUser),
+		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
+		// Docker's 64 MiB /dev/shm is too small for parallel VACUUM and
+		// index builds; the official image's docs say to raise it.
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 1 << 30 }))
+	s := &pgServer{c: pg}
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("starting PostgreSQL (docker and ../shared/testimages/build.sh): %w", err)
+	}
+	if s.host, err = pg.Host(ctx); err != nil {
+		s.stop()
+		return nil, err
+	}
+	port, err := pg.MappedPort(ctx, "5432/tcp")
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.port = port
+	return s, nil
+}
+
+func (s *pgServer) stop() {
+	if s.c != nil {
+		_ = testcontainers.TerminateContainer(s.c)
+	}
+}
+
+// url is a libpq URL for db, without the password (the tools get it in
+// env).
+func (s *pgServer) url(db string) string {
+	return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", pgUser, s.host, s.port.Port(), db)
+}
+
+func (s *pgServer) connect(ctx context.Context, db string) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, s.url(db)+"&password="+pgPassword)
+}
+
+// pgEnvVars give the PostgreSQL tools the password.
+var pgEnvVars = []string{"PGPASSWORD=" + pgPassword}
 
 // loadDataset runs the data set's statements and measures what it made.
 func loadDataset(ctx context.Context, connect func(context.Context, string) (*pgx.Conn, error), sql []string, res *pgResult) error {

@@ -21,6 +21,7 @@ type report struct {
 	pg                              *pgResult
 	catalog                         *catalogResult
 	wal                             *walResult
+	pgCluster                       *pgClusterResult
 }
 
 func yesNo(ok bool) string {
@@ -97,6 +98,9 @@ func (r *report) markdown() string {
 	if r.catalog != nil {
 		r.catalog.markdown(w)
 	}
+	if r.pgCluster != nil {
+		r.pgCluster.markdown(w)
+	}
 	if r.wal != nil {
 		r.wal.markdown(w)
 	}
@@ -112,6 +116,9 @@ func (r *report) markdown() string {
 	}
 	if r.wal != nil {
 		all = append(all[:len(all):len(all)], r.wal.single, r.wal.burst, r.wal.fetch)
+	}
+	if r.pgCluster != nil {
+		all = append(all[:len(all):len(all)], r.pgCluster.backup, r.pgCluster.restore)
 	}
 	if r.catalog != nil {
 		all = append(all[:len(all):len(all)], r.catalog.list, r.catalog.verify)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/internal/dbselect"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -270,9 +271,10 @@ var _ sdk.SourceType = SourceType{}
 
 func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump) as one stream of SQL: one consistent snapshot of InnoDB tables (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick), binary strings in hex (--hex-blob, so no character set conversion can touch them), routines and triggers with the tables. The stream is DATABASE.sql, or all.sql for several databases. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
+		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump), each as a stream of SQL: one consistent snapshot of InnoDB tables per database (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick), binary strings in hex (--hex-blob, so no character set conversion can touch them), routines and triggers with the tables. The stream is DATABASE.sql. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
 		Attributes: append(connAttributes("The database to dump (or databases for several)."),
-			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: "Several databases to dump into one stream, all.sql, which creates and selects each of them (CREATE DATABASE IF NOT EXISTS, USE) when restored. Not with database."},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: the server's databases to dump, by name or pattern (["*"]: all but mysql, information_schema, performance_schema and sys; ["shop", "app_*"]), each into a stream of its own (DATABASE.sql, which creates and selects its database when restored), largest first, several at once (the pipeline's streams), each on its own snapshot. Databases stand alone: one that fails does not stop the others, which are stored; the run then fails and its manifest names the failed ones. Not with database.`},
+			sdk.Attribute{Name: "exclude_databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: databases to leave out, by name or pattern (["test_*"]).`},
 			sdk.Attribute{Name: "routines", Type: sdk.Bool, Default: true, Description: "Dump stored procedures and functions. On MariaDB the user needs SELECT on mysql.proc, on MySQL SHOW_ROUTINE or global SELECT."},
 			sdk.Attribute{Name: "triggers", Type: sdk.Bool, Default: true, Description: "Dump triggers (the user needs the TRIGGER privilege)."},
 			sdk.Attribute{Name: "events", Type: sdk.Bool, Default: false, Description: "Dump scheduled events (the user needs the EVENT privilege). Off by default: a restored copy would run them too."},
@@ -287,6 +289,7 @@ type sourceConfig struct {
 	conn
 	Dump      string   `pipe:"dump_command"`
 	Databases []string `pipe:"databases"`
+	Exclude   []string `pipe:"exclude_databases"`
 	Routines  bool     `pipe:"routines"`
 	Triggers  bool     `pipe:"triggers"`
 	Events    bool     `pipe:"events"`
@@ -311,6 +314,15 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 		diags = append(diags, sdk.AttrError("database", "no database to dump", "set database (or the database in dsn), or databases for several")...)
 	case len(dbs) == 0:
 		dbs = []string{c.Database}
+	}
+	if err := dbselect.Check(c.Databases); err != nil {
+		diags = append(diags, sdk.AttrError("databases", "invalid databases", err.Error())...)
+	}
+	if err := dbselect.Check(c.Exclude); err != nil {
+		diags = append(diags, sdk.AttrError("exclude_databases", "invalid exclude_databases", err.Error())...)
+	}
+	if len(c.Exclude) > 0 && len(c.Databases) == 0 {
+		diags = append(diags, sdk.AttrError("exclude_databases", "exclude_databases without databases", `exclude_databases leaves databases out of a cluster backup: add databases = ["*"]`)...)
 	}
 	seen := map[string]bool{}
 	for _, db := range dbs {
@@ -337,34 +349,102 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	name := "all.sql"
-	if len(dbs) == 1 {
-		name = dbs[0] + ".sql"
+	s := &Source{c: c, dbs: dbs, dump: dump, client: client}
+	if len(c.Databases) == 0 {
+		s.name = dbs[0] + ".sql"
 	}
-	return &Source{c: c, dbs: dbs, dump: dump, client: client, name: name}, nil
+	return s, nil
 }
 
-// Source dumps the databases, once per Open.
+// Source dumps one database (database), or several (databases), each
+// once per Open.
 type Source struct {
 	c            sourceConfig
 	dbs          []string
 	dump, client string
-	name         string
+	name         string // one database's stream
+
+	// Cluster mode (databases): each stream's database, and the facts,
+	// from Streams.
+	streams map[string]string
+	facts   map[string]string
 }
 
 var (
-	_ sdk.Source    = (*Source)(nil)
-	_ sdk.Describer = (*Source)(nil)
+	_ sdk.Source      = (*Source)(nil)
+	_ sdk.Describer   = (*Source)(nil)
+	_ sdk.Independent = (*Source)(nil)
 )
 
-func (s *Source) Streams(context.Context) ([]sdk.StreamInfo, error) {
-	return []sdk.StreamInfo{{Name: s.name, Size: -1}}, nil
+func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
+	if s.name != "" {
+		return []sdk.StreamInfo{{Name: s.name, Size: -1}}, nil
+	}
+	return s.clusterStreams(ctx)
 }
+
+// systemDatabases are the server's own, which a pattern never picks.
+var systemDatabases = []string{"mysql", "information_schema", "performance_schema", "sys"}
+
+// clusterStreams asks the server for its databases and their sizes, and
+// names a stream for each database the patterns pick, largest first.
+func (s *Source) clusterStreams(ctx context.Context) ([]sdk.StreamInfo, error) {
+	rows, err := s.c.query(ctx, s.client, "SELECT VERSION();\n"+
+		"SELECT HEX(s.schema_name), IFNULL(SUM(t.data_length + t.index_length), 0) AS size FROM information_schema.schemata s "+
+		"LEFT JOIN information_schema.tables t ON t.table_schema = s.schema_name GROUP BY s.schema_name ORDER BY size DESC, s.schema_name;\n")
+	if err != nil {
+		return nil, fmt.Errorf("listing the server's databases: %w", err)
+	}
+	if len(rows) == 0 || len(rows[0]) != 1 {
+		return nil, fmt.Errorf("listing the server's databases: %s printed no version", filepath.Base(s.client))
+	}
+	var names []string
+	sizes := map[string]int64{}
+	for _, r := range rows[1:] {
+		b, err := hex.DecodeString(r[0])
+		if err != nil || len(r) != 2 {
+			return nil, fmt.Errorf("listing the server's databases: unexpected answer %q", strings.Join(r, "\t"))
+		}
+		names = append(names, string(b))
+		sizes[string(b)], _ = strconv.ParseInt(r[1], 10, 64)
+	}
+	picked, err := dbselect.Choose(names, s.c.Databases, s.c.Exclude, func(n string) bool { return slices.Contains(systemDatabases, n) })
+	if err != nil {
+		who := "this user"
+		if s.c.User != "" {
+			who = fmt.Sprintf("user %q", s.c.User)
+		}
+		return nil, fmt.Errorf("%w (the databases %s may see)", err, who)
+	}
+	s.streams = map[string]string{}
+	var out []sdk.StreamInfo
+	var total int64
+	for _, db := range picked {
+		name := url.PathEscape(db) + ".sql"
+		s.streams[name] = db
+		out = append(out, sdk.StreamInfo{Name: name, Size: -1})
+		total += sizes[db]
+	}
+	s.facts = map[string]string{"server_version": rows[0][0], "databases": strconv.Itoa(len(picked)), "size_bytes": strconv.FormatInt(total, 10)}
+	return out, nil
+}
+
+// Independent reports whether the streams stand alone: in cluster mode,
+// each database's dump.
+func (s *Source) Independent() bool { return s.name == "" }
 
 // Describe asks the server for its version and the databases' size, and
 // fails when one of the databases does not exist: before a byte moves,
 // with the client's message when the server cannot be reached.
 func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
+	if s.name == "" {
+		if s.facts == nil {
+			if _, err := s.Streams(ctx); err != nil {
+				return nil, err
+			}
+		}
+		return s.facts, nil
+	}
 	in := make([]string, len(s.dbs))
 	wanted := make([]string, len(s.dbs))
 	for i, db := range s.dbs {
@@ -394,8 +474,11 @@ func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
 	return map[string]string{"server_version": rows[0][0], "database": strings.Join(s.dbs, ","), "size_bytes": rows[0][1]}, nil
 }
 
-// args is the dump's command line; file is the option file.
-func (s *Source) args(file string) []string {
+// args is the dump's command line for dbs; file is the option file. One
+// database of a cluster backup is dumped with CREATE DATABASE and USE
+// (--databases); one database named by database without, so that it can be
+// restored under any name.
+func (s *Source) args(file string, dbs []string, create bool) []string {
 	flag := func(on bool, name string) string {
 		if on {
 			return "--" + name
@@ -407,16 +490,26 @@ func (s *Source) args(file string) []string {
 		"--default-character-set=utf8mb4", maxPacket,
 		flag(s.c.Routines, "routines"), flag(s.c.Triggers, "triggers"), flag(s.c.Events, "events")}
 	argv = append(argv, s.c.DumpArgs...)
-	if len(s.dbs) > 1 {
-		// CREATE DATABASE and USE for each; one database is dumped
-		// without, so that it can be restored under any name.
+	if create {
 		argv = append(argv, "--databases")
 	}
-	return append(append(argv, "--"), s.dbs...)
+	return append(append(argv, "--"), dbs...)
 }
 
 func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	if name != s.name {
+	dbs, create := s.dbs, false
+	if s.name == "" {
+		if s.streams == nil {
+			if _, err := s.Streams(ctx); err != nil {
+				return nil, err
+			}
+		}
+		db, ok := s.streams[name]
+		if !ok {
+			return nil, fmt.Errorf("stream %q: %w (not one of the databases this source dumps)", name, sdk.ErrNotFound)
+		}
+		dbs, create = []string{db}, true
+	} else if name != s.name {
 		return nil, fmt.Errorf("stream %q: %w (this source yields %q)", name, sdk.ErrNotFound, s.name)
 	}
 	file, remove, err := s.c.optionFile()
@@ -424,7 +517,7 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	// The option file goes when the dump ends.
-	return command.Read(ctx, command.Spec{Argv: s.args(file), Secrets: s.c.secrets(), Cleanup: remove})
+	return command.Read(ctx, command.Spec{Argv: s.args(file, dbs, create), Secrets: s.c.secrets(), Cleanup: remove})
 }
 
 // SinkType is the "mysql" sink.
@@ -437,6 +530,7 @@ func (SinkType) Schema() sdk.Schema {
 		Description: "Restores each stream, an SQL dump, with the mariadb (or mysql) client into database. The client stops at the first statement the server rejects, and the object fails with the server's message; what ran before stays (a dump drops and recreates each table it holds).",
 		Attributes: append(connAttributes("The database to restore into. A dump of one database names none, so its tables go here; a dump of several (all.sql) creates and selects its own."),
 			sdk.Attribute{Name: "create_database", Type: sdk.Bool, Default: false, Description: "Create database first (CREATE DATABASE IF NOT EXISTS)."},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the mysql source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams); each stream creates and selects its own database (tables it holds are dropped and created anew). The others are read and skipped. Not with database.`},
 			sdk.Attribute{Name: "client_command", Type: sdk.String, Description: "The client program. Default: mariadb, or mysql, whichever is on PATH."},
 		),
 	}
@@ -444,7 +538,8 @@ func (SinkType) Schema() sdk.Schema {
 
 type sinkConfig struct {
 	conn
-	CreateDatabase bool `pipe:"create_database"`
+	CreateDatabase bool     `pipe:"create_database"`
+	Databases      []string `pipe:"databases"`
 }
 
 func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
@@ -453,6 +548,12 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 		return nil, sdk.AttrError("", "invalid configuration", err.Error())
 	}
 	diags := c.resolve()
+	if err := dbselect.Check(c.Databases); err != nil {
+		diags = append(diags, sdk.AttrError("databases", "invalid databases", err.Error())...)
+	}
+	if len(c.Databases) > 0 && (c.Database != "" || c.CreateDatabase) && !diags.HasErrors() {
+		diags = append(diags, sdk.AttrError("databases", "databases with database or create_database", "a cluster restore creates and selects each database as its stream says: remove database and create_database")...)
+	}
 	if c.CreateDatabase && c.Database == "" && !diags.HasErrors() {
 		diags = append(diags, sdk.AttrError("create_database", "no database to create", "set database (or the database in dsn)")...)
 	}
@@ -513,6 +614,15 @@ func (s *Sink) args(file string, quiet bool) []string {
 }
 
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
+	if len(s.c.Databases) > 0 {
+		db := streamDatabase(obj.Stream)
+		if db == "" {
+			return nil, fmt.Errorf("stream %q: not a database of a cluster backup (DATABASE.sql)", obj.Stream)
+		}
+		if !slices.ContainsFunc(s.c.Databases, func(p string) bool { return p == db || dbselect.Match(p, db) }) {
+			return discard{}, nil
+		}
+	}
 	file, remove, err := s.c.optionFile()
 	if err != nil {
 		return nil, err
@@ -520,3 +630,23 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	// The option file goes when the client ends.
 	return command.Write(ctx, command.Spec{Argv: s.args(file, s.quiet), Secrets: s.c.secrets(), Cleanup: remove})
 }
+
+// streamDatabase is the database a cluster backup's stream holds, or "".
+func streamDatabase(stream string) string {
+	base, ok := strings.CutSuffix(stream, ".sql")
+	if !ok || strings.Contains(base, "/") {
+		return ""
+	}
+	db, err := url.PathUnescape(base)
+	if err != nil {
+		return ""
+	}
+	return db
+}
+
+// discard is an object nobody keeps: a database the restore skips.
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error)      { return len(b), nil }
+func (discard) Commit(ctx context.Context) error { return nil }
+func (discard) Abort(ctx context.Context) error  { return nil }

@@ -218,28 +218,47 @@ func TestSourceDumps(t *testing.T) {
 	}
 }
 
+// Cluster mode: the server's databases (its own skipped by patterns),
+// largest first, each a stream of its own that creates its database.
 func TestSourceSeveralDatabases(t *testing.T) {
 	b := newBench(t)
 	dump := fake(t, b.bin, "mysqldump", b.log, `echo dump`)
-	client := fake(t, b.bin, "mysql", b.log, `cat >/dev/null; printf '8.0.36\t0\n'`)
-	s := configureSource(t, map[string]any{"dsn": "mysql://root:" + "pw%23123@db:3307", "databases": []string{"a", "b"},
+	// VERSION(), then each schema (hex) and its size: b, "odd db/x", mysql, a, test_1.
+	client := fake(t, b.bin, "mysql", b.log, `cat >/dev/null; printf '8.0.36\n62\t900\n6F64642064622F78\t500\n6D7973716C\t300\n61\t100\n746573745F31\t50\n'`)
+	s := configureSource(t, map[string]any{"dsn": "mysql://root:" + "pw%23123@db:3307", "databases": []string{"*"}, "exclude_databases": []string{"test_*"},
 		"dump_command": dump, "client_command": client, "routines": false, "triggers": false, "events": true})
-	infos, _ := s.Streams(ctx)
-	if infos[0].Name != "all.sql" {
-		t.Fatalf("streams %+v", infos)
+	infos, err := s.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range infos {
+		names = append(names, in.Name)
+	}
+	if strings.Join(names, " ") != "b.sql odd%20db%2Fx.sql a.sql" {
+		t.Fatalf("streams %v", names)
+	}
+	if !s.Independent() {
+		t.Error("a cluster backup's streams do not stand alone")
 	}
 	facts, err := s.Describe(ctx)
-	if err != nil || facts["database"] != "a,b" {
+	if err != nil || facts["databases"] != "3" || facts["size_bytes"] != "1500" || facts["server_version"] != "8.0.36" {
 		t.Fatalf("facts %v, %v", facts, err)
 	}
-	r, _ := s.Open(ctx, "all.sql")
+	r, err := s.Open(ctx, "odd%20db%2Fx.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
 	io.ReadAll(r)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	args := b.checkRun(t, "mysqldump", "pw#123")
-	if tail := strings.Join(args[len(args)-7:], " "); tail != "--skip-routines --skip-triggers --events --databases -- a b" {
+	if tail := strings.Join(args[len(args)-6:], " "); tail != "--skip-routines --skip-triggers --events --databases -- odd db/x" {
 		t.Errorf("arguments end in %s", tail)
+	}
+	if _, err := s.Open(ctx, "mysql.sql"); err == nil {
+		t.Error("opened a database the patterns skip")
 	}
 	if cnf := b.read(t, "mysqldump.cnf"); !strings.Contains(cnf, "port=3307\n") || !strings.Contains(cnf, `user="root"`) {
 		t.Errorf("option file:\n%s", cnf)
@@ -249,10 +268,17 @@ func TestSourceSeveralDatabases(t *testing.T) {
 func TestDescribeMissingDatabase(t *testing.T) {
 	b := newBench(t)
 	dump := fake(t, b.bin, "mariadb-dump", b.log, "")
-	client := fake(t, b.bin, "mariadb", b.log, `cat >/dev/null; printf '10.11.19-MariaDB\t0\n1\n'`)
-	s := configureSource(t, map[string]any{"host": "db", "user": "bk", "databases": []string{"shop", "nope"}, "dump_command": dump, "client_command": client})
+	client := fake(t, b.bin, "mariadb", b.log, `cat >/dev/null; printf '10.11.19-MariaDB\t0\n0\n'`)
+	s := configureSource(t, map[string]any{"host": "db", "user": "bk", "database": "nope", "dump_command": dump, "client_command": client})
 	_, err := s.Describe(ctx)
 	if err == nil || err.Error() != `database "nope" does not exist on the server, or user "bk" may not see it` {
+		t.Fatalf("err = %v", err)
+	}
+	// In cluster mode a name the server does not show is an error before
+	// a byte moves.
+	client = fake(t, b.bin, "mariadb", b.log, `cat >/dev/null; printf '10.11.19-MariaDB\n73686F70\t10\n'`)
+	s = configureSource(t, map[string]any{"host": "db", "user": "bk", "databases": []string{"shop", "nope"}, "dump_command": dump, "client_command": client})
+	if _, err := s.Streams(ctx); err == nil || !strings.Contains(err.Error(), `"nope" is not a database of the server`) || !strings.Contains(err.Error(), `user "bk"`) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -484,5 +510,38 @@ func TestDefaultPrograms(t *testing.T) {
 	s = configureSource(t, map[string]any{"host": "h", "database": "a"})
 	if s.dump != filepath.Join(b.bin, "mariadb-dump") || s.client != filepath.Join(b.bin, "mariadb") {
 		t.Errorf("programs %s, %s", s.dump, s.client)
+	}
+}
+
+// A cluster restore runs each picked database's stream without a
+// database of its own (the stream creates and selects it) and skips the
+// others without starting the client.
+func TestSinkClusterRestore(t *testing.T) {
+	b := newBench(t)
+	client := fake(t, b.bin, "mariadb", b.log, `cat > "$L/restored.sql"`)
+	s := configureSink(t, map[string]any{"host": "db", "user": "root", "databases": []string{"shop", "odd*"}, "client_command": client})
+	for _, stream := range []string{"shop.sql", "odd%20db%2Fx.sql", "crm.sql"} {
+		os.Remove(filepath.Join(b.log, "restored.sql"))
+		w, err := s.Create(ctx, sdk.Object{Key: stream, Stream: stream, Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, "USE x;\n")
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, err = os.Stat(filepath.Join(b.log, "restored.sql"))
+		if restored := err == nil; restored != (stream != "crm.sql") {
+			t.Errorf("%s: restored %v", stream, restored)
+		}
+	}
+	if args := b.read(t, "mariadb.args"); strings.Contains(args, "--database") {
+		t.Errorf("a cluster restore chose a database for the stream:\n%s", args)
+	}
+	if _, err := s.Create(ctx, sdk.Object{Key: "all.sql", Stream: "data/x.sql", Size: -1}); err == nil {
+		t.Error("a stream that is no database's was accepted")
+	}
+	if _, d := (SinkType{}).Configure(ctx, sdk.NewConfig(map[string]any{"host": "db", "database": "a", "databases": []string{"*"}, "client_command": client})); !d.HasErrors() || !strings.Contains(d.Err().Error(), "databases with database") {
+		t.Errorf("database beside databases: %v", d.Err())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pipebackup/pipe/plugins/internal/command"
+	"github.com/pipebackup/pipe/plugins/internal/dbselect"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -52,67 +52,31 @@ ORDER BY 3 DESC, 1`)
 	})
 }
 
-// isPattern reports whether a databases entry is a pattern (*, ?, [...])
-// rather than a name.
-func isPattern(s string) bool { return strings.ContainsAny(s, "*?[") }
-
-// globMatch matches a database name against a pattern: *, ? and [...]
-// as in path.Match, where a slash is a character like any other.
-func globMatch(pattern, name string) bool {
-	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", "\x00"), strings.ReplaceAll(name, "/", "\x00"))
-	return ok
-}
-
 // checkPatterns refuses a malformed pattern.
 func checkPatterns(attr string, pats []string) sdk.Diagnostics {
-	for _, p := range pats {
-		if p == "" {
-			return sdk.AttrError(attr, "empty database name", `give database names or patterns ("*", "app_*")`)
-		}
-		if _, err := path.Match(p, ""); err != nil {
-			return sdk.AttrError(attr, "invalid pattern", fmt.Sprintf("%q: %v (patterns use *, ? and [...])", p, err))
-		}
+	if err := dbselect.Check(pats); err != nil {
+		return sdk.AttrError(attr, "invalid databases", err.Error())
 	}
 	return nil
 }
 
 // chooseDatabases picks the databases the patterns name, less those
-// exclude names. A pattern never picks the maintenance database (it is
-// empty on most servers); a name picks any database. A name that is not on
-// the server is an error, as is a choice of nothing.
+// exclude names (see dbselect.Choose). A pattern never picks the
+// maintenance database (it is empty on most servers).
 func chooseDatabases(all []clusterDatabase, include, exclude []string, maintenance string) ([]clusterDatabase, error) {
-	match := func(pats []string, name string, patterns bool) bool {
-		for _, p := range pats {
-			if !isPattern(p) {
-				if p == name {
-					return true
-				}
-				continue
-			}
-			if patterns && globMatch(p, name) {
-				return true
-			}
-		}
-		return false
-	}
 	names := make([]string, len(all))
 	for i, d := range all {
 		names[i] = d.name
 	}
-	for _, p := range include {
-		if !isPattern(p) && !slices.Contains(names, p) {
-			return nil, fmt.Errorf("databases: %q is not a database of the server that can be connected to (it has: %s)", p, strings.Join(names, ", "))
-		}
+	picked, err := dbselect.Choose(names, include, exclude, func(n string) bool { return n == maintenance })
+	if err != nil {
+		return nil, err
 	}
 	var out []clusterDatabase
 	for _, d := range all {
-		if !match(include, d.name, d.name != maintenance) || match(exclude, d.name, true) {
-			continue
+		if slices.Contains(picked, d.name) {
+			out = append(out, d)
 		}
-		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("databases: %s (less exclude_databases) names none of the server's databases (%s)", strconv.Quote(strings.Join(include, `", "`)), strings.Join(names, ", "))
 	}
 	return out, nil
 }
@@ -192,7 +156,7 @@ func streamDatabase(stream string) string {
 // picks reports whether the sink restores database db.
 func (c *clusterSink) picks(db string) bool {
 	for _, p := range c.include {
-		if p == db || globMatch(p, db) {
+		if p == db || dbselect.Match(p, db) {
 			return true
 		}
 	}
@@ -211,7 +175,7 @@ func (c *clusterSink) prepare(objs []sdk.Object) error {
 		}
 	}
 	for _, p := range c.include {
-		if !isPattern(p) && !slices.Contains(dbs, p) {
+		if !dbselect.IsPattern(p) && !slices.Contains(dbs, p) {
 			return fmt.Errorf("databases: %q is not in the run (it holds: %s)", p, strings.Join(dbs, ", "))
 		}
 	}

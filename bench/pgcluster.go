@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// The cluster scenario: every database of a PostgreSQL server backed up
+// and restored in one pipe run, against the loop people script today.
+
+type pgClusterResult struct {
+	dbs             []string
+	sizes           map[string]int64
+	total           int64
+	backup, restore *scenarioResult
+}
+
+// pgClusterDBs are the scenario's databases: one large, seven small.
+var pgClusterDBs = []string{"big", "crm", "billing", "shop", "hr", "wiki", "auth", "audit"}
+
+func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterResult, error) {
+	logf("scenario: a PostgreSQL server of %d databases through MinIO: pipe's cluster mode against a pg_dump | zstd | mc loop", len(pgClusterDBs))
+	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
+		if _, err := lookPG(tool); err != nil {
+			return nil, fmt.Errorf("the cluster benchmark needs %s (Debian: postgresql-client, zstd)", tool)
+		}
+	}
+	m, err := b.startMinIO(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	pg, err := startPG(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer pg.stop()
+	// Accounts in multiples of 100,000 (pgbench's branches), events.
+	big, bigEvents, small, smallEvents := 2_000_000, 1_200_000, 100_000, 100_000
+	if b.cfg.quick {
+		big, bigEvents = 300_000, 200_000
+	}
+	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}}
+	admin, err := pg.connect(ctx, "postgres")
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	rows := map[string]int64{}
+	for _, db := range pgClusterDBs {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+			return nil, err
+		}
+		accounts, events := small, smallEvents
+		if db == "big" {
+			accounts, events = big, bigEvents
+		}
+		c, err := pg.connect(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range pgBenchDataset(accounts, events) {
+			if _, err = c.Exec(ctx, q); err != nil {
+				err = fmt.Errorf("loading %s: %w", db, err)
+				break
+			}
+		}
+		var n, size int64
+		if err == nil {
+			err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events), pg_database_size(current_database())").Scan(&n, &size)
+		}
+		c.Close(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		rows[db], res.sizes[db] = n, size
+		res.total += size
+	}
+	logf("  %d databases loaded, %s in all", len(pgClusterDBs), mib(res.total))
+
+	s3 := m.attrs()
+	pgConn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = %q\n    password = var.pgpass\n    sslmode  = \"disable\"\n", pg.host, pg.port.Port(), pgUser)
+	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
+	// streams = 2: two databases at once on 2 CPUs, as the loop's -T2
+	// gives zstd two threads.
+	fBackup, err := writePipeline(b.hcl, "cluster_backup", fmt.Sprintf("  streams = 2\n  source \"postgres\" {\n%s    databases = [\"*\"]\n    exclude_databases = [%q]\n  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = \"cluster/pipe/\"\n  }\n",
+		pgConn, pgDB, s3), "secret", "pgpass")
+	if err != nil {
+		return nil, err
+	}
+	fRestore, err := writePipeline(b.hcl, "cluster_restore", fmt.Sprintf("  streams = 2\n  source \"s3\" {\n%s    prefix            = \"cluster/pipe/\"\n  }\n  decompress {}\n  sink \"postgres\" {\n%s    databases = [\"*\"]\n  }\n",
+		s3, pgConn), "secret", "pgpass")
+	if err != nil {
+		return nil, err
+	}
+	rm := func(prefix string) func() {
+		return func() {
+			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
+		}
+	}
+	list := strings.Join(pgClusterDBs, " ")
+	env := append(append([]string{}, pgEnvVars...), m.mcEnv...)
+	base := strings.TrimSuffix(pg.url("DB"), "/DB?sslmode=disable")
+	loop := func(script string) func(ctx context.Context, rep int) (measurement, error) {
+		return func(ctx context.Context, rep int) (measurement, error) {
+			return timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", script}, env...)
+		}
+	}
+	bk := &scenarioResult{name: fmt.Sprintf("backup of %d databases (%s) to MinIO", len(pgClusterDBs), mib(res.total)), bytes: res.total}
+	bk.pipe = &contender{label: "pipe, databases = [\"*\"], 2 at once", clean: rm("cluster/pipe/")}
+	bk.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fBackup, -1, pipeEnv...)
+		return r.measurement, err
+	}
+	bk.refs = []*contender{{label: "for db: pg_dump | zstd | mc pipe", clean: rm("cluster/loop/"), run: loop(fmt.Sprintf(
+		`for db in %s; do pg_dump -Fc -Z0 --dbname="%s/$db?sslmode=disable" | zstd -q -3 -T2 | %q pipe "%s/%s/cluster/loop/$db.dump.zst"; done`,
+		list, base, mc, mcAlias, s3Bucket))}}
+	if err := bk.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, err
+	}
+	res.backup = bk
+
+	// Each restore goes into a server without the databases (dropped
+	// untimed) and is checked database by database.
+	drop := func() {
+		for _, db := range pgClusterDBs {
+			_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
+		}
+		_, _ = admin.Exec(ctx, "CHECKPOINT")
+	}
+	check := func(ctx context.Context) error {
+		for _, db := range pgClusterDBs {
+			c, err := pg.connect(ctx, db)
+			if err != nil {
+				return fmt.Errorf("after the restore: %w", err)
+			}
+			var r int64
+			err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)").Scan(&r)
+			c.Close(context.Background())
+			if err != nil || r != rows[db] {
+				return fmt.Errorf("the restore of %s has %d rows (%v), want %d", db, r, err, rows[db])
+			}
+		}
+		return nil
+	}
+	checked := func(run func(ctx context.Context, rep int) (measurement, error)) func(ctx context.Context, rep int) (measurement, error) {
+		return func(ctx context.Context, rep int) (measurement, error) {
+			m, err := run(ctx, rep)
+			if err == nil {
+				err = check(ctx)
+			}
+			return m, err
+		}
+	}
+	rs := &scenarioResult{name: fmt.Sprintf("restore of the %d databases from MinIO", len(pgClusterDBs)), bytes: res.total}
+	rs.pipe = &contender{label: "pipe, databases = [\"*\"], 2 at once", clean: drop}
+	rs.pipe.run = checked(func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fRestore, -1, pipeEnv...)
+		return r.measurement, err
+	})
+	rs.refs = []*contender{{label: "for db: createdb; mc cat | zstd -d | pg_restore", clean: drop, run: checked(loop(fmt.Sprintf(
+		`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
+		list, base, mc, mcAlias, s3Bucket, base)))}}
+	if err := rs.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, err
+	}
+	res.restore = rs
+	return res, nil
+}
+
+func (r *pgClusterResult) markdown(w func(string, ...any)) {
+	w("\n## PostgreSQL: a whole server through MinIO\n\n")
+	var sizes []string
+	for _, db := range r.dbs {
+		sizes = append(sizes, fmt.Sprintf("%s %s", db, mib(r.sizes[db])))
+	}
+	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
+		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "))
+	w("| direction | the loop | pipe | pipe / loop (time) | target | met? |\n|---|---|---|---|---|---|\n")
+	for _, d := range []struct {
+		name string
+		s    *scenarioResult
+	}{{"backup", r.backup}, {"restore", r.restore}} {
+		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
+		ratio := float64(p) / float64(ref)
+		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+	}
+	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
+	for _, s := range []*scenarioResult{r.backup, r.restore} {
+		for _, c := range append([]*contender{s.pipe}, s.refs...) {
+			w("%s %s %.1f s; ", s.name, c.label, median(c.cpu).Seconds())
+		}
+	}
+	w("\n")
+}
