@@ -58,6 +58,10 @@ type Manifest struct {
 	// sdk.Independent). A run with failed streams is partial: it restores
 	// what it holds, and retention does not count it.
 	Failed []Failed `json:"failed,omitempty"`
+	// Independent says the run's streams stand alone (a cluster's
+	// databases): a restore of it goes on past one that fails, as the
+	// backup did.
+	Independent bool `json:"independent,omitempty"`
 	// RunKey, for a backup encrypted with a passphrase, is the object that
 	// holds the key of the run's objects, itself encrypted to the
 	// passphrase (age's scrypt): one key derivation opens the whole run.

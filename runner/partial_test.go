@@ -61,11 +61,7 @@ func runCluster(t *testing.T, src sdk.Source, st string) (*runner.Report, error)
 // runClusterKeep backs src up into st with keep_last = keep.
 func runClusterKeep(t *testing.T, src sdk.Source, st string, keep int) (*runner.Report, error) {
 	t.Helper()
-	reg, err := host.NewRegistry(all.Builtin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hcl := fmt.Sprintf(`
+	return runFile(t, fmt.Sprintf(`
 pipeline "cluster" {
   source "exec" { command = ["true"] }
   compress {}
@@ -74,7 +70,17 @@ pipeline "cluster" {
     path      = "%s/${run.id}/"
     keep_last = %d
   }
-}`, st, keep)
+}`, st, keep), src)
+}
+
+// runFile runs the only pipeline of hcl, reading src instead of its
+// source when src is set.
+func runFile(t *testing.T, hcl string, src sdk.Source) (*runner.Report, error) {
+	t.Helper()
+	reg, err := host.NewRegistry(all.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
 	runID := fmt.Sprintf("%s-%06d", time.Now().UTC().Format("20060102T150405Z"), time.Now().Nanosecond()/1000)
 	f, diags := pipefile.LoadSource("t.hcl", []byte(hcl), pipefile.Options{RunID: runID, Schemas: reg})
 	if diags.HasErrors() {
@@ -122,7 +128,7 @@ func TestPartialRun(t *testing.T) {
 	for _, o := range m.Objects {
 		stored = append(stored, o.Stream)
 	}
-	if strings.Join(stored, " ") != "shop.dump crm.dump" || len(m.Failed) != 1 || m.Failed[0].Stream != "billing.dump" {
+	if strings.Join(stored, " ") != "shop.dump crm.dump" || len(m.Failed) != 1 || m.Failed[0].Stream != "billing.dump" || !m.Independent {
 		t.Fatalf("manifest holds %v, failed %+v", stored, m.Failed)
 	}
 	if e := m.Failed[0].Error; strings.Contains(e, "\n") || strings.Contains(e, "permission") || !strings.Contains(e, "pg_dump: error") {
@@ -188,5 +194,46 @@ func TestRetentionSkipsPartialRuns(t *testing.T) {
 	}
 	if got := runDirs(t, st); strings.Join(got, " ") != ids[2]+" "+rep.RunID {
 		t.Fatalf("after one more complete run: %v, want %s %s", got, ids[2], rep.RunID)
+	}
+}
+
+// A restore of a cluster's run goes on past a database that fails (here
+// an object changed in the store): the others are restored, and the
+// error names the one that was not.
+func TestPartialRestore(t *testing.T) {
+	dir := t.TempDir()
+	st, out := filepath.Join(dir, "st"), filepath.Join(dir, "out")
+	rep, err := runCluster(t, &cluster{dbs: []string{"shop", "billing", "crm"}, independent: true}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := filepath.Join(st, rep.RunID, "billing.dump.zst")
+	b, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(obj, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restore := fmt.Sprintf(`
+pipeline "restore" {
+  source "fs" { path = "%s/" }
+  decompress {}
+  sink "fs" { path = "%s/" }
+}`, st, out)
+	_, err = runFile(t, restore, nil)
+	var pe *runner.PartialError
+	if !errors.As(err, &pe) || len(pe.Failed) != 1 || pe.Failed[0].Stream != "billing.dump" || pe.Stored != 2 {
+		t.Fatalf("err = %v, want billing.dump failed and 2 restored", err)
+	}
+	for _, db := range []string{"shop", "crm"} {
+		got, err := os.ReadFile(filepath.Join(out, db+".dump"))
+		if want := bytes.Repeat([]byte(db+".dump"), 1000); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes restored (%v)", db, len(got), err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "billing.dump")); err == nil {
+		t.Error("the changed object was restored")
 	}
 }

@@ -165,6 +165,9 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	if ind, ok := src.source.(sdk.Independent); ok && !rep.Restore && !o.Trial {
 		job.Isolate = ind.Independent()
 	}
+	if rep.Restore && sp.from != nil && sp.from.Manifest.Independent {
+		job.Isolate = true // a cluster's databases: one that fails does not stop the others
+	}
 	for _, s := range sinks {
 		job.Sinks = append(job.Sinks, engine.Sink{Name: s.name, Sink: s.sink, RateLimit: s.def.RateLimit})
 	}
@@ -198,7 +201,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	started := time.Now().UTC()
 	job.Finish = func(ctx context.Context, res *engine.Result) error {
-		if rep.Failed = failedStreams(res, o.Scrub); len(rep.Failed) == len(res.Streams) && len(res.Streams) > 0 {
+		if rep.Failed = failedStreams(res, sp, o.Scrub); len(rep.Failed) == len(res.Streams) && len(res.Streams) > 0 {
 			errs := make([]error, len(res.Streams))
 			for i, r := range res.Streams {
 				errs[i] = r.Err
@@ -206,7 +209,7 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			return errors.Join(errs...) // nothing stored: no manifest
 		}
 		var wrote []wroteManifest
-		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, rep.Failed, &wrote)
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, outcome{failed: rep.Failed, independent: job.Isolate}, &wrote)
 		rep.Manifests = keys
 		if err == nil {
 			updateIndexes(ctx, sinks, wrote, o.Warn)
@@ -251,14 +254,18 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	return rep, nil
 }
 
-// failedStreams are the streams of an isolated run that failed, each
-// with its error on one line, scrubbed of secrets and bounded for the
-// manifest.
-func failedStreams(res *engine.Result, scrub func(string) string) []manifest.Failed {
+// failedStreams are the streams of an isolated run that failed, by
+// their names (a restore's, as its manifest has them), each with its
+// error on one line, scrubbed of secrets and bounded for the manifest.
+func failedStreams(res *engine.Result, sp *streamsPlan, scrub func(string) string) []manifest.Failed {
 	var out []manifest.Failed
-	for _, r := range res.Streams {
+	for i, r := range res.Streams {
 		if r.Committed || r.Err == nil {
 			continue
+		}
+		name := r.Name
+		if i < len(sp.streams) {
+			name = sp.streams[i].name
 		}
 		msg := strings.Join(strings.Fields(r.Err.Error()), " ")
 		if scrub != nil {
@@ -273,7 +280,7 @@ func failedStreams(res *engine.Result, scrub func(string) string) []manifest.Fai
 		if len(msg) > manifest.MaxErrorLen {
 			msg = strings.ToValidUTF8(msg[:manifest.MaxErrorLen-3], "") + "..."
 		}
-		out = append(out, manifest.Failed{Stream: r.Name, Error: msg})
+		out = append(out, manifest.Failed{Stream: name, Error: msg})
 	}
 	return out
 }
@@ -764,7 +771,14 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
-func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, failed []manifest.Failed, wrote *[]wroteManifest) ([]string, error) {
+// outcome is what a manifest says of its run's streams besides the
+// objects: those that failed, and whether they stand alone.
+type outcome struct {
+	failed      []manifest.Failed
+	independent bool
+}
+
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, out outcome, wrote *[]wroteManifest) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
@@ -786,7 +800,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: failed}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent}
 		if runKey != nil {
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}
