@@ -22,6 +22,7 @@ type report struct {
 	catalog                         *catalogResult
 	wal                             *walResult
 	pgCluster                       *pgClusterResult
+	mysqlCluster                    *mysqlClusterResult
 }
 
 func yesNo(ok bool) string {
@@ -101,6 +102,9 @@ func (r *report) markdown() string {
 	if r.pgCluster != nil {
 		r.pgCluster.markdown(w)
 	}
+	if r.mysqlCluster != nil {
+		r.mysqlCluster.markdown(w)
+	}
 	if r.wal != nil {
 		r.wal.markdown(w)
 	}
@@ -119,6 +123,9 @@ func (r *report) markdown() string {
 	}
 	if r.pgCluster != nil {
 		all = append(all[:len(all):len(all)], r.pgCluster.backup, r.pgCluster.restore)
+	}
+	if r.mysqlCluster != nil {
+		all = append(all[:len(all):len(all)], r.mysqlCluster.backup, r.mysqlCluster.restore)
 	}
 	if r.catalog != nil {
 		all = append(all[:len(all):len(all)], r.catalog.list, r.catalog.verify)

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcmariadb "github.com/testcontainers/testcontainers-go/modules/mariadb"
+)
+
+// The MariaDB cluster scenario: every database of a server in one pipe
+// run, against a mariadb-dump loop.
+
+const (
+	mariadbImage    = "mariadb:10.11"
+	mariadbPassword = "bench-maria-secret-42"
+)
+
+type mysqlClusterResult struct {
+	dbs             []string
+	total           int64
+	backup, restore *scenarioResult
+}
+
+func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClusterResult, error) {
+	logf("scenario: a MariaDB server of %d databases through MinIO: pipe's cluster mode against a mariadb-dump | zstd | mc loop", len(pgClusterDBs))
+	for _, tool := range []string{"mariadb-dump", "mariadb", "zstd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("the MariaDB cluster benchmark needs %s (Debian: mariadb-client, zstd)", tool)
+		}
+	}
+	m, err := b.startMinIO(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	c, err := tcmariadb.Run(ctx, mariadbImage, tcmariadb.WithDatabase("bench"), tcmariadb.WithUsername("root"), tcmariadb.WithPassword(mariadbPassword))
+	if c != nil {
+		defer func() { _ = testcontainers.TerminateContainer(c) }()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting MariaDB (docker and ../shared/testimages/build.sh): %w", err)
+	}
+	host, err := c.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	port, err := c.MappedPort(ctx, "3306/tcp")
+	if err != nil {
+		return nil, err
+	}
+	cnf := filepath.Join(b.hcl, "root.cnf")
+	if err := os.WriteFile(cnf, fmt.Appendf(nil, "[client]\nuser=root\npassword=%q\nhost=%s\nport=%s\nprotocol=tcp\n", mariadbPassword, host, port.Port()), 0o600); err != nil {
+		return nil, err
+	}
+	sql := func(ctx context.Context, q string) (string, error) {
+		cmd := exec.CommandContext(ctx, "mariadb", "--defaults-extra-file="+cnf, "--batch", "--skip-column-names")
+		cmd.Stdin = strings.NewReader(q)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("%v: %s", err, errb.String())
+		}
+		return strings.TrimSpace(out.String()), nil
+	}
+	big, small := 2_000_000, 150_000
+	if b.cfg.quick {
+		big, small = 300_000, 30_000
+	}
+	res := &mysqlClusterResult{dbs: pgClusterDBs}
+	rows := map[string]string{}
+	for _, db := range pgClusterDBs {
+		n := small
+		if db == "big" {
+			n = big
+		}
+		q := fmt.Sprintf("CREATE DATABASE %[1]s; CREATE TABLE %[1]s.events (id INT PRIMARY KEY, account INT NOT NULL, kind VARCHAR(16), amount DECIMAL(12,2), at DATETIME(6), note TEXT, KEY (account)) ENGINE=InnoDB;"+
+			" INSERT INTO %[1]s.events SELECT seq, seq %% 100000, ELT(seq %% 4 + 1, 'deposit', 'withdrawal', 'transfer', 'fee'), (seq %% 100000) / 100, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL seq * 17 SECOND, IF(seq %% 5 = 0, NULL, CONCAT(MD5(seq), ' ', REPEAT(CHAR(97 + seq %% 26), seq %% 60))) FROM %[1]s.seq_1_to_%[2]d;", db, n)
+		if _, err := sql(ctx, q); err != nil {
+			return nil, fmt.Errorf("loading %s: %w", db, err)
+		}
+		if rows[db], err = sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s.events", db)); err != nil {
+			return nil, err
+		}
+	}
+	out, err := sql(ctx, "SELECT IFNULL(SUM(data_length + index_length), 0) FROM information_schema.tables WHERE table_schema IN ('"+strings.Join(pgClusterDBs, "','")+"')")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Sscan(out, &res.total); err != nil {
+		return nil, fmt.Errorf("the databases' size: %q: %w", out, err)
+	}
+	logf("  %d databases loaded, %s in all (the server's estimate)", len(pgClusterDBs), mib(res.total))
+
+	s3 := m.attrs()
+	conn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = \"root\"\n    password = var.dbpass\n", host, port.Port())
+	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_dbpass=" + mariadbPassword}
+	fBackup, err := writePipeline(b.hcl, "mysql_cluster_backup", fmt.Sprintf("  streams = 2\n  source \"mysql\" {\n%s    databases = [\"*\"]\n    exclude_databases = [\"bench\"]\n  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = \"mcluster/pipe/\"\n  }\n",
+		conn, s3), "secret", "dbpass")
+	if err != nil {
+		return nil, err
+	}
+	fRestore, err := writePipeline(b.hcl, "mysql_cluster_restore", fmt.Sprintf("  streams = 2\n  source \"s3\" {\n%s    prefix            = \"mcluster/pipe/\"\n  }\n  decompress {}\n  sink \"mysql\" {\n%s    databases = [\"*\"]\n  }\n",
+		s3, conn), "secret", "dbpass")
+	if err != nil {
+		return nil, err
+	}
+	rm := func(prefix string) func() {
+		return func() {
+			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
+		}
+	}
+	list := strings.Join(pgClusterDBs, " ")
+	loop := func(script string) func(ctx context.Context, rep int) (measurement, error) {
+		return func(ctx context.Context, rep int) (measurement, error) {
+			return timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", script}, m.mcEnv...)
+		}
+	}
+	label := "pipe, databases = [\"*\"], 2 at once"
+	bk := &scenarioResult{name: fmt.Sprintf("backup of %d MariaDB databases (%s) to MinIO", len(pgClusterDBs), mib(res.total)), bytes: res.total}
+	bk.pipe = &contender{label: label, clean: rm("mcluster/pipe/")}
+	bk.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fBackup, -1, pipeEnv...)
+		return r.measurement, err
+	}
+	bk.refs = []*contender{{label: "for db: mariadb-dump | zstd | mc pipe", clean: rm("mcluster/loop/"), run: loop(fmt.Sprintf(
+		`for db in %s; do mariadb-dump --defaults-extra-file=%q --single-transaction --quick --hex-blob --routines --triggers --databases "$db" | zstd -q -3 -T2 | %q pipe "%s/%s/mcluster/loop/$db.sql.zst"; done`,
+		list, cnf, mc, mcAlias, s3Bucket))}}
+	if err := bk.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, err
+	}
+	res.backup = bk
+
+	drop := func() {
+		for _, db := range pgClusterDBs {
+			_, _ = sql(ctx, "DROP DATABASE IF EXISTS "+db)
+		}
+	}
+	check := func(ctx context.Context) error {
+		for _, db := range pgClusterDBs {
+			n, err := sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s.events", db))
+			if err != nil || n != rows[db] {
+				return fmt.Errorf("the restore of %s has %s rows (%v), want %s", db, n, err, rows[db])
+			}
+		}
+		return nil
+	}
+	checked := func(run func(ctx context.Context, rep int) (measurement, error)) func(ctx context.Context, rep int) (measurement, error) {
+		return func(ctx context.Context, rep int) (measurement, error) {
+			m, err := run(ctx, rep)
+			if err == nil {
+				err = check(ctx)
+			}
+			return m, err
+		}
+	}
+	rs := &scenarioResult{name: fmt.Sprintf("restore of the %d MariaDB databases from MinIO", len(pgClusterDBs)), bytes: res.total}
+	rs.pipe = &contender{label: label, clean: drop}
+	rs.pipe.run = checked(func(ctx context.Context, rep int) (measurement, error) {
+		r, err := runPipe(ctx, b.cfg.pipe, fRestore, -1, pipeEnv...)
+		return r.measurement, err
+	})
+	rs.refs = []*contender{{label: "for db: mc cat | zstd -d | mariadb", clean: drop, run: checked(loop(fmt.Sprintf(
+		`for db in %s; do %q cat "%s/%s/mcluster/loop/$db.sql.zst" | zstd -q -d | mariadb --defaults-extra-file=%q; done`,
+		list, mc, mcAlias, s3Bucket, cnf)))}}
+	if err := rs.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, err
+	}
+	res.restore = rs
+	return res, nil
+}
+
+func (r *mysqlClusterResult) markdown(w func(string, ...any)) {
+	w("\n## MariaDB: a whole server through MinIO\n\n")
+	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers. The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
+		mariadbImage, runtime.NumCPU(), len(r.dbs), mib(r.total))
+	w("| direction | the loop | pipe | pipe / loop (time) | target | met? |\n|---|---|---|---|---|---|\n")
+	for _, d := range []struct {
+		name string
+		s    *scenarioResult
+	}{{"backup", r.backup}, {"restore", r.restore}} {
+		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
+		ratio := float64(p) / float64(ref)
+		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+	}
+	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
+	for _, s := range []*scenarioResult{r.backup, r.restore} {
+		for _, c := range append([]*contender{s.pipe}, s.refs...) {
+			w("%s %s %.1f s; ", s.name, c.label, median(c.cpu).Seconds())
+		}
+	}
+	w("\n")
+}
