@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	tcmariadb "github.com/testcontainers/testcontainers-go/modules/mariadb"
@@ -112,68 +111,36 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	if err != nil {
 		return nil, err
 	}
-	rm := func(prefix string) func() {
-		return func() {
-			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
-		}
-	}
 	list := strings.Join(pgClusterDBs, " ")
-	loop := func(script string) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			return timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", script}, m.mcEnv...)
-		}
-	}
-	label := "pipe, databases = [\"*\"], 2 at once"
-	bk := &scenarioResult{name: fmt.Sprintf("backup of %d MariaDB databases (%s) to MinIO", len(pgClusterDBs), mib(res.total)), bytes: res.total}
-	bk.pipe = &contender{label: label, clean: rm("mcluster/pipe/")}
-	bk.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, fBackup, -1, pipeEnv...)
-		return r.measurement, err
-	}
-	bk.refs = []*contender{{label: "for db: mariadb-dump | zstd | mc pipe", clean: rm("mcluster/loop/"), run: loop(fmt.Sprintf(
-		`for db in %s; do mariadb-dump --defaults-extra-file=%q --single-transaction --quick --hex-blob --routines --triggers --databases "$db" | zstd -q -3 -T2 | %q pipe "%s/%s/mcluster/loop/$db.sql.zst"; done`,
-		list, cnf, mc, mcAlias, s3Bucket))}}
-	if err := bk.interleave(ctx, b.cfg.reps); err != nil {
-		return nil, err
-	}
-	res.backup = bk
-
-	drop := func() {
-		for _, db := range pgClusterDBs {
-			_, _ = sql(ctx, "DROP DATABASE IF EXISTS "+db)
-		}
-	}
-	check := func(ctx context.Context) error {
-		for _, db := range pgClusterDBs {
-			n, err := sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s.events", db))
-			if err != nil || n != rows[db] {
-				return fmt.Errorf("the restore of %s has %s rows (%v), want %s", db, n, err, rows[db])
+	res.backup, res.restore, err = b.race(ctx, m, mc, clusterRace{
+		what: fmt.Sprintf("%d MariaDB databases", len(pgClusterDBs)), bytes: res.total,
+		pipeEnv: pipeEnv, loopEnv: m.mcEnv,
+		backupFile: fBackup, restoreFile: fRestore,
+		backupLabel: "for db: mariadb-dump | zstd | mc pipe", backupLoop: fmt.Sprintf(
+			`for db in %s; do mariadb-dump --defaults-extra-file=%q --single-transaction --quick --hex-blob --routines --triggers --databases "$db" | zstd -q -3 -T2 | %q pipe "%s/%s/mcluster/loop/$db.sql.zst"; done`,
+			list, cnf, mc, mcAlias, s3Bucket),
+		restoreLabel: "for db: mc cat | zstd -d | mariadb", restoreLoop: fmt.Sprintf(
+			`for db in %s; do %q cat "%s/%s/mcluster/loop/$db.sql.zst" | zstd -q -d | mariadb --defaults-extra-file=%q; done`,
+			list, mc, mcAlias, s3Bucket, cnf),
+		pipePrefix: "mcluster/pipe/", loopPrefix: "mcluster/loop/",
+		drop: func() {
+			for _, db := range pgClusterDBs {
+				_, _ = sql(ctx, "DROP DATABASE IF EXISTS "+db)
 			}
-		}
-		return nil
-	}
-	checked := func(run func(ctx context.Context, rep int) (measurement, error)) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			m, err := run(ctx, rep)
-			if err == nil {
-				err = check(ctx)
+		},
+		check: func(ctx context.Context) error {
+			for _, db := range pgClusterDBs {
+				n, err := sql(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s.events", db))
+				if err != nil || n != rows[db] {
+					return fmt.Errorf("the restore of %s has %s rows (%v), want %s", db, n, err, rows[db])
+				}
 			}
-			return m, err
-		}
-	}
-	rs := &scenarioResult{name: fmt.Sprintf("restore of the %d MariaDB databases from MinIO", len(pgClusterDBs)), bytes: res.total}
-	rs.pipe = &contender{label: label, clean: drop}
-	rs.pipe.run = checked(func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, fRestore, -1, pipeEnv...)
-		return r.measurement, err
+			return nil
+		},
 	})
-	rs.refs = []*contender{{label: "for db: mc cat | zstd -d | mariadb", clean: drop, run: checked(loop(fmt.Sprintf(
-		`for db in %s; do %q cat "%s/%s/mcluster/loop/$db.sql.zst" | zstd -q -d | mariadb --defaults-extra-file=%q; done`,
-		list, mc, mcAlias, s3Bucket, cnf)))}}
-	if err := rs.interleave(ctx, b.cfg.reps); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	res.restore = rs
 	return res, nil
 }
 
@@ -181,20 +148,5 @@ func (r *mysqlClusterResult) markdown(w func(string, ...any)) {
 	w("\n## MariaDB: a whole server through MinIO\n\n")
 	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers. The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
 		mariadbImage, runtime.NumCPU(), len(r.dbs), mib(r.total))
-	w("| direction | the loop | pipe | pipe / loop (time) | target | met? |\n|---|---|---|---|---|---|\n")
-	for _, d := range []struct {
-		name string
-		s    *scenarioResult
-	}{{"backup", r.backup}, {"restore", r.restore}} {
-		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
-		ratio := float64(p) / float64(ref)
-		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
-	}
-	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
-	for _, s := range []*scenarioResult{r.backup, r.restore} {
-		for _, c := range append([]*contender{s.pipe}, s.refs...) {
-			w("%s %s %.1f s; ", s.name, c.label, median(c.cpu).Seconds())
-		}
-	}
-	w("\n")
+	clusterMarkdown(w, r.backup, r.restore)
 }

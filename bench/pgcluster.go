@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"time"
 )
 
 // The cluster scenario: every database of a PostgreSQL server backed up
@@ -96,78 +95,44 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 	if err != nil {
 		return nil, err
 	}
-	rm := func(prefix string) func() {
-		return func() {
-			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
-		}
-	}
 	list := strings.Join(pgClusterDBs, " ")
-	env := append(append([]string{}, pgEnvVars...), m.mcEnv...)
 	base := strings.TrimSuffix(pg.url("DB"), "/DB?sslmode=disable")
-	loop := func(script string) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			return timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", script}, env...)
-		}
-	}
-	bk := &scenarioResult{name: fmt.Sprintf("backup of %d databases (%s) to MinIO", len(pgClusterDBs), mib(res.total)), bytes: res.total}
-	bk.pipe = &contender{label: "pipe, databases = [\"*\"], 2 at once", clean: rm("cluster/pipe/")}
-	bk.pipe.run = func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, fBackup, -1, pipeEnv...)
-		return r.measurement, err
-	}
-	bk.refs = []*contender{{label: "for db: pg_dump | zstd | mc pipe", clean: rm("cluster/loop/"), run: loop(fmt.Sprintf(
-		`for db in %s; do pg_dump -Fc -Z0 --dbname="%s/$db?sslmode=disable" | zstd -q -3 -T2 | %q pipe "%s/%s/cluster/loop/$db.dump.zst"; done`,
-		list, base, mc, mcAlias, s3Bucket))}}
-	if err := bk.interleave(ctx, b.cfg.reps); err != nil {
-		return nil, err
-	}
-	res.backup = bk
-
-	// Each restore goes into a server without the databases (dropped
-	// untimed) and is checked database by database.
-	drop := func() {
-		for _, db := range pgClusterDBs {
-			_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
-		}
-		_, _ = admin.Exec(ctx, "CHECKPOINT")
-	}
-	check := func(ctx context.Context) error {
-		for _, db := range pgClusterDBs {
-			c, err := pg.connect(ctx, db)
-			if err != nil {
-				return fmt.Errorf("after the restore: %w", err)
+	res.backup, res.restore, err = b.race(ctx, m, mc, clusterRace{
+		what: fmt.Sprintf("%d databases", len(pgClusterDBs)), bytes: res.total,
+		pipeEnv: pipeEnv, loopEnv: append(append([]string{}, pgEnvVars...), m.mcEnv...),
+		backupFile: fBackup, restoreFile: fRestore,
+		backupLabel: "for db: pg_dump | zstd | mc pipe", backupLoop: fmt.Sprintf(
+			`for db in %s; do pg_dump -Fc -Z0 --dbname="%s/$db?sslmode=disable" | zstd -q -3 -T2 | %q pipe "%s/%s/cluster/loop/$db.dump.zst"; done`,
+			list, base, mc, mcAlias, s3Bucket),
+		restoreLabel: "for db: createdb; mc cat | zstd -d | pg_restore", restoreLoop: fmt.Sprintf(
+			`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
+			list, base, mc, mcAlias, s3Bucket, base),
+		pipePrefix: "cluster/pipe/", loopPrefix: "cluster/loop/",
+		drop: func() {
+			for _, db := range pgClusterDBs {
+				_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
 			}
-			var r int64
-			err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)").Scan(&r)
-			c.Close(context.Background())
-			if err != nil || r != rows[db] {
-				return fmt.Errorf("the restore of %s has %d rows (%v), want %d", db, r, err, rows[db])
+			_, _ = admin.Exec(ctx, "CHECKPOINT")
+		},
+		check: func(ctx context.Context) error {
+			for _, db := range pgClusterDBs {
+				c, err := pg.connect(ctx, db)
+				if err != nil {
+					return fmt.Errorf("after the restore: %w", err)
+				}
+				var r int64
+				err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)").Scan(&r)
+				c.Close(context.Background())
+				if err != nil || r != rows[db] {
+					return fmt.Errorf("the restore of %s has %d rows (%v), want %d", db, r, err, rows[db])
+				}
 			}
-		}
-		return nil
-	}
-	checked := func(run func(ctx context.Context, rep int) (measurement, error)) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			m, err := run(ctx, rep)
-			if err == nil {
-				err = check(ctx)
-			}
-			return m, err
-		}
-	}
-	rs := &scenarioResult{name: fmt.Sprintf("restore of the %d databases from MinIO", len(pgClusterDBs)), bytes: res.total}
-	rs.pipe = &contender{label: "pipe, databases = [\"*\"], 2 at once", clean: drop}
-	rs.pipe.run = checked(func(ctx context.Context, rep int) (measurement, error) {
-		r, err := runPipe(ctx, b.cfg.pipe, fRestore, -1, pipeEnv...)
-		return r.measurement, err
+			return nil
+		},
 	})
-	rs.refs = []*contender{{label: "for db: createdb; mc cat | zstd -d | pg_restore", clean: drop, run: checked(loop(fmt.Sprintf(
-		`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
-		list, base, mc, mcAlias, s3Bucket, base)))}}
-	if err := rs.interleave(ctx, b.cfg.reps); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	res.restore = rs
 	return res, nil
 }
 
@@ -179,20 +144,5 @@ func (r *pgClusterResult) markdown(w func(string, ...any)) {
 	}
 	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
 		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "))
-	w("| direction | the loop | pipe | pipe / loop (time) | target | met? |\n|---|---|---|---|---|---|\n")
-	for _, d := range []struct {
-		name string
-		s    *scenarioResult
-	}{{"backup", r.backup}, {"restore", r.restore}} {
-		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
-		ratio := float64(p) / float64(ref)
-		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
-	}
-	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
-	for _, s := range []*scenarioResult{r.backup, r.restore} {
-		for _, c := range append([]*contender{s.pipe}, s.refs...) {
-			w("%s %s %.1f s; ", s.name, c.label, median(c.cpu).Seconds())
-		}
-	}
-	w("\n")
+	clusterMarkdown(w, r.backup, r.restore)
 }

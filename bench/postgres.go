@@ -119,11 +119,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		return pipeFile(name, fmt.Sprintf("  source \"s3\" {\n%s    prefix            = \"pg/%s/\"\n  }\n  decompress {}\n  sink \"postgres\" {\n%s    database = %q\n    jobs     = %d\n  }\n",
 			s3, from, pgConn, db, jobs))
 	}
-	rmPrefix := func(prefix string) func() {
-		return func() {
-			_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, mcEnv...)
-		}
-	}
+	rmPrefix := func(prefix string) func() { return m.emptier(ctx, mc, prefix) }
 
 	// Backup.
 	fCustom, err := backupFile("custom", 1, "", level3)

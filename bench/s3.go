@@ -279,6 +279,14 @@ type minio struct {
 	stop     func()
 }
 
+// emptier returns a contender's clean: it removes what the bench bucket
+// holds under prefix, untimed.
+func (m *minio) emptier(ctx context.Context, mc, prefix string) func() {
+	return func() {
+		_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
+	}
+}
+
 func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
 	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
 		if _, err := os.Stat("/.dockerenv"); err == nil {

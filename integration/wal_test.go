@@ -400,18 +400,10 @@ func TestWAL(t *testing.T) {
 		if _, err := px.AddToxic("cut", "limit_data", "downstream", 1, toxiclient.Attributes{"bytes": 2048}); err != nil {
 			t.Fatal(err)
 		}
-		pxIP := px.IP
-		script := fmt.Sprintf(`set -e
-rm -rf /tmp/r1 && cp -a /tmp/base /tmp/r1 && touch /tmp/r1/recovery.signal
-cat >> /tmp/r1/postgresql.auto.conf <<'EOF'
-port = 5433
-archive_mode = off
-restore_command = 'PIPE_VAR_endpoint=http://%s:8666 PIPE_VAR_retries=1 PIPE_VAR_timeout=5s PIPE_VAR_fetch_retries=1 pipe wal fetch /etc/pipe/pg.hcl %%f %%p'
-EOF
-pg_ctl -D /tmp/r1 -l /tmp/r1.log -w -t 120 start || true
+		restore := fmt.Sprintf("PIPE_VAR_endpoint=http://%s:8666 PIPE_VAR_retries=1 PIPE_VAR_timeout=5s PIPE_VAR_fetch_retries=1 pipe wal fetch /etc/pipe/pg.hcl %%f %%p", px.IP)
+		out := syncPG.mustSh(t, recoveryScript("/tmp/r1", 5433, restore)+`pg_ctl -D /tmp/r1 -l /tmp/r1.log -w -t 120 start || true
 sleep 2
-cat /tmp/r1.log`, pxIP)
-		out := syncPG.mustSh(t, script)
+cat /tmp/r1.log`)
 		if !strings.Contains(out, "stopping recovery") || strings.Contains(out, "archive recovery complete") || strings.Contains(out, "selected new timeline") {
 			t.Fatalf("with the store failing mid-fetch, recovery did not stop:\n%s", out)
 		}
@@ -420,16 +412,8 @@ cat /tmp/r1.log`, pxIP)
 	})
 
 	t.Run("recovery with prefetch", func(t *testing.T) {
-		script := `set -e
-rm -rf /tmp/r2 && cp -a /tmp/base /tmp/r2 && touch /tmp/r2/recovery.signal
-cat >> /tmp/r2/postgresql.auto.conf <<'EOF'
-port = 5434
-archive_mode = off
-restore_command = 'pipe wal fetch /etc/pipe/pg.hcl %f %p --log-level info'
-EOF
-pg_ctl -D /tmp/r2 -l /tmp/r2.log -w -t 300 start
-`
-		syncPG.mustSh(t, script)
+		syncPG.mustSh(t, recoveryScript("/tmp/r2", 5434, "pipe wal fetch /etc/pipe/pg.hcl %f %p --log-level info")+
+			"pg_ctl -D /tmp/r2 -l /tmp/r2.log -w -t 300 start\n")
 		defer syncPG.sh(t, "pg_ctl -D /tmp/r2 stop -m fast")
 		// It accepts read-only connections while it replays: wait for
 		// the end of the archive and the promotion.
@@ -487,4 +471,18 @@ func exitStatus(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// recoveryScript is the start of a shell script that makes dir a copy of
+// the base backup in /tmp/base, set to recover on port with
+// restoreCommand; the caller starts it.
+func recoveryScript(dir string, port int, restoreCommand string) string {
+	return fmt.Sprintf(`set -e
+rm -rf %[1]s && cp -a /tmp/base %[1]s && touch %[1]s/recovery.signal
+cat >> %[1]s/postgresql.auto.conf <<'EOF'
+port = %[2]d
+archive_mode = off
+restore_command = '%[3]s'
+EOF
+`, dir, port, restoreCommand)
 }

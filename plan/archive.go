@@ -13,6 +13,7 @@ import (
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // Archive is a resolved WAL archive.
@@ -42,16 +43,7 @@ type Archive struct {
 }
 
 // Ext is what the archive's stages add to a segment's object name.
-func (a *Archive) Ext() string {
-	ext := ""
-	if a.Codec != nil {
-		ext += a.Codec.Ext
-	}
-	if a.Encrypt != nil || a.Decrypt != nil {
-		ext += encrypt.Ext
-	}
-	return ext
-}
+func (a *Archive) Ext() string { return wal.Ext(a.Codec, a.Encrypt != nil || a.Decrypt != nil) }
 
 // Budget is the most memory a push or fetch process holds: each segment in
 // flight is held whole, with its compressed and encrypted forms.

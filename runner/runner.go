@@ -770,7 +770,6 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 	return manifests, nil
 }
 
-// writeManifests writes the run's manifest to each storage sink, last.
 // outcome is what a manifest says of its run's streams besides the
 // objects: those that failed, and whether they stand alone.
 type outcome struct {
@@ -778,6 +777,7 @@ type outcome struct {
 	independent bool
 }
 
+// writeManifests writes the run's manifest to each storage sink, last.
 func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, out outcome, wrote *[]wroteManifest) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil

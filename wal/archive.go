@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -48,6 +47,20 @@ type Archive struct {
 	// DataDir is where pg_control is read from ("": the working
 	// directory, where PostgreSQL runs its commands).
 	DataDir string
+
+	// pg_control, read once: a push that sends several files asks for
+	// it for each.
+	controlOnce sync.Once
+	controlData []byte
+	controlErr  error
+}
+
+// control returns the data directory's global/pg_control.
+func (a *Archive) control() ([]byte, error) {
+	a.controlOnce.Do(func() {
+		a.controlData, a.controlErr = os.ReadFile(filepath.Join(a.DataDir, "global", "pg_control"))
+	})
+	return a.controlData, a.controlErr
 }
 
 // MaxFile bounds a file the archive holds in memory: the largest WAL
@@ -62,12 +75,16 @@ var ErrNotArchived = errors.New("not in the archive")
 var ErrConflict = errors.New("archived with other content")
 
 // ext is what the archive's stages add to an object's name.
-func (a *Archive) ext() string {
+func (a *Archive) ext() string { return Ext(a.Codec, a.Encrypt != nil || a.Decrypt != nil) }
+
+// Ext is what an archive's stages add to an object's name: the codec's
+// extension (none for nil), then age's when encrypted.
+func Ext(codec *compress.Codec, encrypted bool) string {
 	ext := ""
-	if a.Codec != nil {
-		ext += a.Codec.Ext
+	if codec != nil {
+		ext += codec.Ext
 	}
-	if a.Encrypt != nil || a.Decrypt != nil {
+	if encrypted {
 		ext += encrypt.Ext
 	}
 	return ext
@@ -93,7 +110,7 @@ func digest(b []byte) string {
 func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 	id := a.SystemID
 	if id == 0 {
-		b, err := os.ReadFile(filepath.Join(a.DataDir, "global", "pg_control"))
+		b, err := a.control()
 		switch {
 		case err == nil:
 			if id, err = ControlSystemID(b); err != nil {
@@ -280,71 +297,10 @@ func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, dur
 	if err != nil {
 		return err
 	}
-	if digest(stored) != o.StoredSum {
-		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
-	}
-	data, ext, err := a.decrypt(o, key, stored)
-	if err != nil {
-		return err
-	}
-	var c *compress.Codec
-	if ext != "" {
-		var ok bool
-		if c, ok = compress.ByExt(ext); !ok {
-			return fmt.Errorf("%s: no codec for %q", key, ext)
-		}
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	w := io.MultiWriter(tmp, h)
-	if c != nil {
-		if err = c.DecodeTo(ctx, w, data, MaxFile); err != nil {
-			err = fmt.Errorf("%s: %w", key, err)
-		}
-	} else {
-		_, err = w.Write(data)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); err == nil && sum != o.FileSum {
-		err = fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, sum)
-	}
-	if err == nil && durable {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dest)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeTo(ctx, o, key, stored, w) }); err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
 	return nil
-}
-
-// FetchData returns the contents of the archived file name.
-func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
-	if _, err := ParseName(name); err != nil {
-		return nil, err
-	}
-	id, err := a.FetchSystemID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return a.fetch(ctx, id, name)
-}
-
-// fetch returns the contents of the archived file name of cluster id.
-func (a *Archive) fetch(ctx context.Context, id uint64, name string) ([]byte, error) {
-	o, key, err := a.locate(ctx, id, name)
-	if err != nil {
-		return nil, err
-	}
-	return a.read(ctx, o, key)
 }
 
 // locate finds the archived file name of cluster id: its object and key.
@@ -368,16 +324,13 @@ func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, s
 	return objs[0], keys[0], nil
 }
 
-// read reads and checks one object, and decodes it.
-func (a *Archive) read(ctx context.Context, o Object, key string) ([]byte, error) {
+// read reads one object, checks it and decodes it into w.
+func (a *Archive) read(ctx context.Context, o Object, key string, w io.Writer) error {
 	stored, err := a.readStored(ctx, key)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if digest(stored) != o.StoredSum {
-		return nil, fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
-	}
-	return a.decode(ctx, o, key, stored)
+	return a.decodeTo(ctx, o, key, stored, w)
 }
 
 // readStored reads an object's stored bytes, bounded.
@@ -413,24 +366,34 @@ func (a *Archive) decrypt(o Object, key string, stored []byte) ([]byte, string, 
 	return data, strings.TrimSuffix(o.Ext, encrypt.Ext), nil
 }
 
-func (a *Archive) decode(ctx context.Context, o Object, key string, stored []byte) ([]byte, error) {
+// decodeTo checks an object's stored bytes against the digest in its
+// name, decrypts and decompresses them into w, and checks what it wrote
+// against the file's digest: what w received is good only without an
+// error.
+func (a *Archive) decodeTo(ctx context.Context, o Object, key string, stored []byte, w io.Writer) error {
+	if digest(stored) != o.StoredSum {
+		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
+	}
 	data, ext, err := a.decrypt(o, key, stored)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if ext != "" {
-		c, ok := compress.ByExt(ext)
-		if !ok {
-			return nil, fmt.Errorf("%s: no codec for %q", key, ext)
-		}
-		if data, err = c.Decode(ctx, data, MaxFile); err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
-		}
+	h := sha256.New()
+	out := io.MultiWriter(w, h)
+	if ext == "" {
+		_, err = out.Write(data)
+	} else if c, ok := compress.ByExt(ext); !ok {
+		return fmt.Errorf("%s: no codec for %q", key, ext)
+	} else if err = c.DecodeTo(ctx, out, data, MaxFile); err != nil {
+		err = fmt.Errorf("%s: %w", key, err)
 	}
-	if digest(data) != o.FileSum {
-		return nil, fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, digest(data))
+	if err != nil {
+		return err
 	}
-	return data, nil
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.FileSum {
+		return fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, sum)
+	}
+	return nil
 }
 
 // FetchSystemID is the system identifier to fetch for: the configured
@@ -439,9 +402,12 @@ func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
 	if a.SystemID != 0 {
 		return a.SystemID, nil
 	}
-	id, err := DataDirSystemID(a.DataDir)
+	b, err := a.control()
 	if err == nil {
-		return id, nil
+		var id uint64
+		if id, err = ControlSystemID(b); err == nil {
+			return id, nil
+		}
 	}
 	ids, lerr := a.SystemIDs(ctx)
 	if lerr == nil && len(ids) == 1 {
@@ -530,11 +496,25 @@ func readFile(p string) ([]byte, error) {
 
 // writeAtomic writes data to dest through a temporary file beside it.
 func writeAtomic(dest string, data []byte, durable bool) error {
+	err := writeAtomicWith(dest, durable, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", dest, err)
+	}
+	return nil
+}
+
+// writeAtomicWith writes dest through a temporary file beside it, which
+// fill writes; dest appears, whole, only when fill and the writes
+// succeeded (fsynced first if durable), and nothing is left otherwise.
+func writeAtomicWith(dest string, durable bool, fill func(w io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(tmp, bytes.NewReader(data))
+	err = fill(tmp)
 	if err == nil && durable {
 		err = tmp.Sync()
 	}
@@ -546,7 +526,6 @@ func writeAtomic(dest string, data []byte, durable bool) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", dest, err)
 	}
-	return nil
+	return err
 }

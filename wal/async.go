@@ -102,14 +102,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	if err != nil {
 		ah.Log.Warn("pushing ahead: "+err.Error(), "file", name)
 	}
-	exceeded := ah.MaxBacklog > 0 && waiting > ah.MaxBacklog
-	if ah.Backlog != nil {
-		ah.Backlog(waiting, exceeded)
-	}
-	if exceeded {
-		ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
-			"waiting", waiting, "max_backlog", ah.MaxBacklog)
-	}
+	ah.backlog(waiting, true)
 	if n := aheadPerPush * ah.Workers; len(others) > n-1 {
 		others = others[:n-1]
 	}
@@ -140,6 +133,21 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	}
 	_ = g.Wait() // each failure was logged; its own push retries it
 	return r, err
+}
+
+// backlog reports the ready files waiting, and logs an error when they
+// are more than MaxBacklog and mayLog; it returns whether it logged.
+func (ah *Ahead) backlog(waiting int, mayLog bool) bool {
+	exceeded := ah.MaxBacklog > 0 && waiting > ah.MaxBacklog
+	if ah.Backlog != nil {
+		ah.Backlog(waiting, exceeded)
+	}
+	if !exceeded || !mayLog {
+		return false
+	}
+	ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
+		"waiting", waiting, "max_backlog", ah.MaxBacklog)
+	return true
 }
 
 // aheadPerPush × Workers is the most files one push sends: its own and

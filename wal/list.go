@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"fmt"
+	"io"
 	"path"
 	"sort"
 	"strings"
@@ -221,8 +222,7 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 // check reads one object and checks it.
 func (a *Archive) check(ctx context.Context, e Entry, decode bool) error {
 	if decode {
-		_, err := a.read(ctx, e.Object, e.Key)
-		return err
+		return a.read(ctx, e.Object, e.Key, io.Discard)
 	}
 	stored, err := a.readStored(ctx, e.Key)
 	if err != nil {

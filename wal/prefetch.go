@@ -149,23 +149,11 @@ var prefetchIdle = 10 * time.Second
 // until recovery has taken nothing for a while or asks past the end of
 // the archive. It returns ErrBusy when another prefetcher runs.
 func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
-	l, err := lock(pf.Spool, prefetchLock)
+	l, dir, err := pf.hold(sysid)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	dir := pf.dir(sysid)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	removeTemps(dir)
-	// Earlier boots' spools.
-	olds, _ := filepath.Glob(filepath.Join(pf.Spool, fmt.Sprintf("%d-*", sysid)))
-	for _, o := range olds {
-		if o != dir {
-			_ = os.RemoveAll(o) // best effort: never taken anyway
-		}
-	}
 	f, err := ParseName(name)
 	if err != nil {
 		return err
@@ -265,7 +253,7 @@ func (pf *Prefetch) spool(ctx context.Context, sysid uint64, dir, seg string) er
 // failed (fetch tries it again itself). It does nothing while another
 // process prefetches.
 func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
-	l, err := lock(pf.Spool, prefetchLock)
+	l, dir, err := pf.hold(sysid)
 	if err != nil {
 		if !errors.Is(err, ErrBusy) {
 			pf.Log.Warn("prefetching", "error", err)
@@ -273,12 +261,6 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 		return
 	}
 	defer l.Close()
-	dir := pf.dir(sysid)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		pf.Log.Warn("prefetching", "error", err)
-		return
-	}
-	removeTemps(dir)
 	var wg sync.WaitGroup
 	for _, seg := range pf.Next(sysid, name) {
 		wg.Go(func() {
@@ -288,6 +270,30 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 		})
 	}
 	wg.Wait()
+}
+
+// hold takes the spool for a prefetch (ErrBusy when another process
+// prefetches) and readies the cluster's folder in it: what a killed
+// prefetcher left half-written goes, and so do earlier boots' folders.
+// Close the lock to let go.
+func (pf *Prefetch) hold(sysid uint64) (*os.File, string, error) {
+	l, err := lock(pf.Spool, prefetchLock)
+	if err != nil {
+		return nil, "", err
+	}
+	dir := pf.dir(sysid)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		l.Close()
+		return nil, "", err
+	}
+	removeTemps(dir)
+	olds, _ := filepath.Glob(filepath.Join(pf.Spool, fmt.Sprintf("%d-*", sysid)))
+	for _, o := range olds {
+		if o != dir {
+			_ = os.RemoveAll(o) // best effort: never taken anyway
+		}
+	}
+	return l, dir, nil
 }
 
 // removeTemps removes what a killed prefetcher left half-written, and

@@ -97,14 +97,8 @@ func (ah *Ahead) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		exceeded := ah.MaxBacklog > 0 && waiting > ah.MaxBacklog
-		if ah.Backlog != nil {
-			ah.Backlog(waiting, exceeded)
-		}
-		if exceeded && time.Since(lastWarn) > time.Minute {
+		if ah.backlog(waiting, time.Since(lastWarn) > time.Minute) { // once a minute
 			lastWarn = time.Now()
-			ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
-				"waiting", waiting, "max_backlog", ah.MaxBacklog)
 		}
 		mu.Lock()
 		busy := len(inflight)

@@ -682,3 +682,22 @@ func (hugeStore) Open(context.Context, string) (io.ReadCloser, error) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// FetchData returns the contents of the archived file name, through the
+// checks Fetch makes.
+func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
+	if _, err := ParseName(name); err != nil {
+		return nil, err
+	}
+	id, err := a.FetchSystemID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o, key, err := a.locate(ctx, id, name)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = a.read(ctx, o, key, &b)
+	return b.Bytes(), err
+}

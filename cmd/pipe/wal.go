@@ -120,15 +120,14 @@ func (a *app) openStore(ctx context.Context, pa *plan.Archive, f *walFlags) (*wa
 		fmt.Fprintf(a.stderr, "Error: archive %q: store %s: %s not known: give the variables they use (--var name=value or PIPE_VAR_name)\n", pa.Name, pa.Def.Store.Type, strings.Join(unknown, ", "))
 		return nil, nil, &exitError{exitInvalid}
 	}
-	p := &plan.Plan{File: a.walFile}
 	ar, done, err := runner.OpenArchive(ctx, pa, a.registry, f.pgdata)
 	if err != nil {
 		var de *runner.DiagError
 		if errors.As(err, &de) {
-			a.printDiags(p.File, de.Diags)
+			a.printDiags(a.walFile, de.Diags)
 			return nil, nil, &exitError{exitInvalid}
 		}
-		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), p.File.Secrets()))
+		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), a.walFile.Secrets()))
 		return nil, nil, &exitError{exitFailed}
 	}
 	return ar, done, nil
@@ -234,10 +233,9 @@ the file and tries again.`,
 			async := pa.Async && serr == nil
 			spool := inData(f.pgdata, pa.PushSpool)
 			ah := a.ahead(pa, &f, spool, mx)
-			ah.Wait = time.Duration(pa.PushTimeout)
+			ah.Wait, ah.WalDir = time.Duration(pa.PushTimeout), filepath.Dir(p)
 			if async && orphansReapedSafely() {
 				// The background pusher pushes; this waits for its note.
-				ah.WalDir = filepath.Dir(p)
 				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
 				ah.Spawn = func() error { return spawn(bg, filepath.Join(spool, "pusher.log")) }
 			}
@@ -258,7 +256,7 @@ the file and tries again.`,
 			defer done()
 			var r *wal.PushResult
 			if async {
-				ah.Archive, ah.WalDir = ar, filepath.Dir(p)
+				ah.Archive = ar
 				r, err = ah.Push(ctx, name, p)
 			} else {
 				r, err = ar.Push(ctx, p)

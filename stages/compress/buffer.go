@@ -22,14 +22,6 @@ func (c *Codec) Encode(level int, src []byte) ([]byte, error) {
 	return w.Map(make([]byte, 0, Bound(len(src))), src)
 }
 
-// Decode decompresses src (any number of frames), refusing output of more
-// than limit bytes: a small object held in memory.
-func (c *Codec) Decode(ctx context.Context, src []byte, limit int64) ([]byte, error) {
-	var out bytes.Buffer
-	err := c.DecodeTo(ctx, &out, src, limit)
-	return out.Bytes(), err
-}
-
 // DecodeTo decompresses src (any number of frames) into w, refusing
 // output of more than limit bytes: what was written before the refusal
 // is the caller's to discard.
@@ -70,7 +62,7 @@ func (l *limitWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// BufferMemory is what Encode and Decode of an object of n bytes hold
+// BufferMemory is what Encode and DecodeTo of an object of n bytes hold
 // besides the object and its compressed form: the encoder's or decoder's
 // state, the larger of the two.
 func (c *Codec) BufferMemory(level, n int) int64 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"filippo.io/age"
 )
@@ -33,11 +32,10 @@ func Seal(k Keys, plain []byte) ([]byte, error) {
 func Open(k Keys, sealed []byte, limit int64) ([]byte, error) {
 	r, err := age.Decrypt(bytes.NewReader(sealed), k.Identities...)
 	if err != nil {
-		var nm *age.NoIdentityMatchError
 		switch {
-		case k.scrypt && (errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase")):
+		case k.scrypt && wrongKey(err):
 			return nil, errors.New("wrong passphrase")
-		case errors.As(err, &nm):
+		case wrongKey(err):
 			return nil, errors.New("none of the identities opens it: it was encrypted to other keys")
 		}
 		return nil, fmt.Errorf("not a valid age file: %w", err)

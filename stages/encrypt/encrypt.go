@@ -94,8 +94,7 @@ func OpenRunKey(pp Keys, wrapped []byte) (Keys, error) {
 	}
 	r, err := age.Decrypt(bytes.NewReader(wrapped), pp.Identities...)
 	if err != nil {
-		var nm *age.NoIdentityMatchError
-		if errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase") {
+		if wrongKey(err) {
 			return Keys{}, errors.New("wrong passphrase: it does not open the run's key")
 		}
 		return Keys{}, fmt.Errorf("the run's key is not a valid age file: %w", err)
@@ -259,6 +258,13 @@ func (e encrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) err
 	return w.Close()
 }
 
+// wrongKey reports whether age failed to open data because none of the
+// identities given (or the passphrase) matches it.
+func wrongKey(err error) bool {
+	var nm *age.NoIdentityMatchError
+	return errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase")
+}
+
 type decrypter struct {
 	identities []age.Identity
 	passphrase bool // the identities are a passphrase's (scrypt)
@@ -267,11 +273,10 @@ type decrypter struct {
 func (d decrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
 	r, err := age.Decrypt(src, d.identities...)
 	if err != nil {
-		var nm *age.NoIdentityMatchError
 		switch {
-		case d.passphrase && (errors.As(err, &nm) || strings.Contains(err.Error(), "incorrect passphrase")):
+		case d.passphrase && wrongKey(err):
 			return errors.New("wrong passphrase: it does not open this stream (or the stream was encrypted to keys, not to a passphrase)")
-		case errors.As(err, &nm):
+		case wrongKey(err):
 			return errors.New("none of the identities opens this stream: it was encrypted to other keys (the manifest lists their fingerprints); use the matching identity file")
 		}
 		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {

@@ -28,26 +28,24 @@ const maintenanceDB = "postgres"
 
 // clusterDatabase is a database of the server, and what a run knows of it.
 type clusterDatabase struct {
-	name    string
-	size    int64 // -1 when the role may not connect to it
-	connect bool
+	name string
+	size int64 // -1 when the role may not connect to it
 }
 
 // listDatabases reads the server's databases that can be connected to
 // and are not templates, largest first (the long dumps start early).
 func listDatabases(ctx context.Context, pc *pgx.Conn) ([]clusterDatabase, error) {
 	rows, err := pc.Query(ctx, `
-SELECT datname, has_database_privilege(oid, 'CONNECT'),
-       CASE WHEN has_database_privilege(oid, 'CONNECT') THEN pg_database_size(oid) ELSE -1 END
+SELECT datname, CASE WHEN has_database_privilege(oid, 'CONNECT') THEN pg_database_size(oid) ELSE -1 END
 FROM pg_database
 WHERE datallowconn AND NOT datistemplate
-ORDER BY 3 DESC, 1`)
+ORDER BY 2 DESC, 1`)
 	if err != nil {
 		return nil, fmt.Errorf("listing the server's databases: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterDatabase, error) {
 		var d clusterDatabase
-		err := r.Scan(&d.name, &d.connect, &d.size)
+		err := r.Scan(&d.name, &d.size)
 		return d, err
 	})
 }
