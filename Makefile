@@ -71,7 +71,7 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME) ./plan/
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./manifest/
-	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./plugins/storage/fs/
+	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) ./plugins/internal/untar/
 
 # The object-store scenario compares pipe with MinIO's client and rclone,
 # built once into $(TOOLS) (versions pinned here; `go install` of each).

@@ -289,6 +289,7 @@ var pipelineAttrs = []sdk.Attribute{
 	{Name: "buffers", Type: sdk.Number, Description: "Total chunk buffers of a run (default: computed from workers and streams)."},
 	{Name: "streams", Type: sdk.Number, Description: "How many streams move at once (default from the profile)."},
 	rateAttr,
+	{Name: "wal_archive", Type: sdk.String, Description: "The archive block whose WAL this pipeline's base backups need (pipe verify checks it holds their range; retention removes the WAL only they needed). Default: the file's only archive."},
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -486,6 +487,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 	} else if p.Source.Type == "" {
 		p.Source = nil
 	}
+	diags = append(diags, p.targetSelection()...)
 	if len(p.Sinks) == 0 && !hasSinkBlock(content.Blocks) {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "Missing sink",
@@ -494,6 +496,30 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 		})
 	}
 	return p, diags
+}
+
+// targetSelection has a restore that recovers to a point in time (a
+// sink's Target attribute) read the newest run that finished before it,
+// unless the source names a run.
+func (p *Pipeline) targetSelection() hcl.Diagnostics {
+	if p.Source == nil || !p.Source.Schema.Storage || p.Source.Selection.RunID != "" || !p.Source.Selection.Before.IsZero() {
+		return nil
+	}
+	for _, s := range p.Sinks {
+		for _, a := range s.Schema.Attributes {
+			v := s.String(a.Name)
+			if !a.Target || v == "" {
+				continue
+			}
+			t, err := sdk.ParsePointInTime(v)
+			if err != nil {
+				return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + a.Name, Detail: err.Error() + ".", Subject: s.AttrRange(a.Name).Ptr()}}
+			}
+			p.Source.Selection.Before = t.UTC()
+			return nil
+		}
+	}
+	return nil
 }
 
 func hasSinkBlock(bs hcl.Blocks) bool {

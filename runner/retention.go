@@ -31,21 +31,24 @@ const garbageAge = 24 * time.Hour
 // nor among the newest keep_last, nor finished within keep_within; then the
 // objects of failed runs that no manifest names once they are old. A run's
 // manifest goes first, so a half-deleted run never looks restorable.
-func applyRetention(ctx context.Context, pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, warn func(string)) []RetentionReport {
+func applyRetention(ctx context.Context, pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, warn func(string)) ([]RetentionReport, []*catalog.Run) {
 	var out []RetentionReport
+	var kept []*catalog.Run
 	for i, s := range sinks {
 		mkey, ok := manifests[i]
 		if !ok || (s.def.KeepLast == 0 && s.def.KeepWithin == 0) {
 			continue
 		}
 		rep := RetentionReport{Sink: s.name}
-		if err := retain(ctx, pipeline, runID, started, s.def, s.sink.(sdk.Storage), mkey, &rep); err != nil {
+		k, err := retain(ctx, pipeline, runID, started, s.def, s.sink.(sdk.Storage), mkey, &rep)
+		if err != nil {
 			rep.Error = err.Error()
 			warn(fmt.Sprintf("sink %s: retention: %v; the backup itself is complete", s.name, err))
 		}
+		kept = append(kept, k...)
 		out = append(out, rep)
 	}
-	return out
+	return out, kept
 }
 
 // sinkStore lets the catalog read what a storage sink holds under root
@@ -82,26 +85,31 @@ func (s sinkStore) Put(ctx context.Context, key string, b []byte) error {
 	return replace(ctx, s.sink, s.root+key, b)
 }
 
-func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, rep *RetentionReport) error {
+// retain applies one sink's retention and returns the runs it kept (none
+// when it failed: nothing then may go with the runs it would drop).
+func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, rep *RetentionReport) ([]*catalog.Run, error) {
 	i := strings.Index(mkey, runID)
 	if i < 0 {
-		return fmt.Errorf("the manifest key %s does not hold the run id", mkey)
+		return nil, fmt.Errorf("the manifest key %s does not hold the run id", mkey)
 	}
 	store := sinkStore{st: st, sink: st.(sdk.Sink), root: mkey[:i]} // the runs of this sink live under it
 	cat, err := catalog.Read(ctx, store)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rp, err := PlanRetention(cat, Keep{Pipeline: pipeline, Current: runID, Last: def.KeepLast, Within: def.KeepWithin}, started)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, r := range rp.Keep {
 		rep.Kept = append(rep.Kept, r.Manifest.RunID)
 	}
 	deleted, garbage, err := ApplyRetention(ctx, store, rp)
 	rep.DeletedRuns, rep.Garbage = deleted, garbage
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return rp.Keep, nil
 }
 
 // Keep is a retention rule: of the runs of Pipeline, keep Current, the

@@ -47,6 +47,10 @@ type Options struct {
 	// Scrub, when set, takes secrets out of a failed stream's error
 	// before the manifest records it.
 	Scrub func(string) string
+	// WALArchive, when set, is the archive whose WAL the pipeline's base
+	// backups need: retention removes from it what only the runs it
+	// deleted needed.
+	WALArchive *plan.Archive
 }
 
 // Progress shows a running pipeline.
@@ -73,6 +77,8 @@ type Report struct {
 	Budget    int64          `json:"memory_budget_bytes"`
 	// Retention says what retention deleted, per sink.
 	Retention []RetentionReport `json:"retention,omitempty"`
+	// WALRetention says what retention removed from the WAL archive.
+	WALRetention *WALPrune `json:"wal_retention,omitempty"`
 	// Failed are the streams that failed in a run whose streams stand
 	// alone (a cluster's databases): the others were stored.
 	Failed []manifest.Failed `json:"failed_streams,omitempty"`
@@ -208,6 +214,13 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			}
 			return errors.Join(errs...) // nothing stored: no manifest
 		}
+		if c, ok := src.source.(sdk.Concluder); ok {
+			more, err := c.Conclude(ctx)
+			if err != nil {
+				return fmt.Errorf("source %s: concluding what it read: %w", src.name, err)
+			}
+			facts = joinFacts(facts, more)
+		}
 		var wrote []wroteManifest
 		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, outcome{failed: rep.Failed, independent: job.Isolate}, &wrote)
 		rep.Manifests = keys
@@ -228,7 +241,16 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			if sp.copy { // the copy is a run of the pipeline it copied
 				pipeline, runID = sp.from.Manifest.Pipeline, sp.from.Manifest.RunID
 			}
-			rep.Retention = applyRetention(ctx, pipeline, runID, started, sinks, manifests, o.Warn)
+			var kept []*catalog.Run
+			rep.Retention, kept = applyRetention(ctx, pipeline, runID, started, sinks, manifests, o.Warn)
+			if o.WALArchive != nil && len(rep.Retention) > 0 && !failedRetention(rep.Retention) {
+				w, err := PruneWAL(ctx, o.WALArchive, o.Registry, kept, false)
+				if err != nil {
+					w.Error = err.Error()
+					o.Warn(fmt.Sprintf("archive %q: removing the WAL only deleted base backups needed: %v; the backup itself is complete", o.WALArchive.Name, err))
+				}
+				rep.WALRetention = w
+			}
 		}
 	}()
 	r, err := engine.New(job)
@@ -922,6 +944,18 @@ func sourceFacts(src *endpoint, described map[string]string) map[string]string {
 	}
 	facts["type"] = src.def.Type
 	return facts
+}
+
+// joinFacts is a source's facts with more of them; more wins.
+func joinFacts(facts, more map[string]string) map[string]string {
+	out := make(map[string]string, len(facts)+len(more))
+	for k, v := range facts {
+		out[k] = v
+	}
+	for k, v := range more {
+		out[k] = v
+	}
+	return out
 }
 
 // prepare tells the sinks that want it every object of the run, in order.

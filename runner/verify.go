@@ -18,6 +18,7 @@ import (
 	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // VerifyOptions say what pipe verify checks.
@@ -39,6 +40,12 @@ type VerifyOptions struct {
 	Plan *plan.Pipeline
 	// Progress, when set, watches each run's engine.
 	Progress Progress
+	// WAL, when set, is the WAL archive a base backup's run needs: verify
+	// checks it holds every segment from the backup's start to its end.
+	// WALWhere names it in messages; without WAL a base backup's WAL is
+	// reported unchecked.
+	WAL      func(context.Context) (*wal.Listing, error)
+	WALWhere string
 }
 
 // VerifyReport is what pipe verify found.
@@ -65,6 +72,57 @@ type RunVerify struct {
 	Bad      int            `json:"bad"`
 	// Error is a failure of the whole run (its key would not open).
 	Error string `json:"error,omitempty"`
+	// WAL is what the archive holds of a base backup's WAL.
+	WAL *WALVerify `json:"wal,omitempty"`
+}
+
+// WALVerify is what the archive holds of the WAL a base backup needs.
+type WALVerify struct {
+	// First and Last name the segments the backup needs, both included.
+	First string `json:"first"`
+	Last  string `json:"last"`
+	// Checked is false when there was no archive to check.
+	Checked bool `json:"checked"`
+	// Missing names missing segments (the first ones), MissingCount counts
+	// them all.
+	Missing      []string `json:"missing,omitempty"`
+	MissingCount uint64   `json:"missing_count,omitempty"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// OK reports whether the backup's WAL is all there (or was not checked).
+func (w *WALVerify) OK() bool { return w.Error == "" && w.MissingCount == 0 }
+
+// checkWAL checks the archive holds a base backup's WAL; nil when the run
+// is not a base backup.
+func checkWAL(ctx context.Context, m *manifest.Manifest, o VerifyOptions) *WALVerify {
+	r, ok, err := wal.BackupRange(m.Source)
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		return &WALVerify{Error: err.Error()}
+	}
+	if !r.Complete() {
+		return &WALVerify{Error: "the manifest records no end position: the backup did not finish"}
+	}
+	wv := &WALVerify{}
+	wv.First, wv.Last = r.Names()
+	if o.WAL == nil {
+		return wv
+	}
+	l, err := o.WAL(ctx)
+	if err != nil {
+		wv.Error = err.Error()
+		return wv
+	}
+	wv.Checked = true
+	wv.Missing, wv.MissingCount = l.Missing(r, 10)
+	if wv.MissingCount > 0 {
+		wv.Error = fmt.Sprintf("%s of the %s … %s this backup needs missing from %s, first %s: recovery from it cannot reach a consistent state",
+			plan.Plural(int(wv.MissingCount), "segment"), wv.First, wv.Last, o.WALWhere, strings.Join(wv.Missing, ", "))
+	}
+	return wv
 }
 
 // ObjectVerify is one object's result.
@@ -213,6 +271,9 @@ func verifyRun(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions) (
 			rv.Bad++
 		}
 		rv.Objects = append(rv.Objects, ov)
+	}
+	if rv.WAL = checkWAL(ctx, m, o); rv.WAL != nil && !rv.WAL.OK() {
+		rv.Bad++
 	}
 	return rv, nil
 }

@@ -128,8 +128,10 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 		if id != 0 && h.SystemID != id {
 			return 0, fmt.Errorf("%s belongs to the cluster with system identifier %d, and this archive is for %d: is archive_command pointed at another cluster's archive?", f.Name, h.SystemID, id)
 		}
-		if h.Timeline != f.Timeline {
-			return 0, fmt.Errorf("%s: its header says timeline %d, its name %d", f.Name, h.Timeline, f.Timeline)
+		// The first segment of a new timeline begins as a copy of its
+		// parent's up to the switch: its first page names an ancestor.
+		if h.Timeline > f.Timeline {
+			return 0, fmt.Errorf("%s: its header says timeline %d, later than its name's %d", f.Name, h.Timeline, f.Timeline)
 		}
 		if h.SegmentSize != a.SegmentSize && a.SegmentSize != 0 {
 			return 0, fmt.Errorf("%s is a segment of %d bytes, and the archive says segment_size = %d", f.Name, h.SegmentSize, a.SegmentSize)

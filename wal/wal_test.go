@@ -201,10 +201,10 @@ func TestPushRefuses(t *testing.T) {
 	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "another cluster") {
 		t.Errorf("pushing another cluster's segment: %v", err)
 	}
-	// A timeline in the name that the header does not say.
-	p = c.write(t, name(2, 1), segment(testSysID, 1, 1))
+	// A header of a later timeline than the name's: no server writes it.
+	p = c.write(t, name(1, 1), segment(testSysID, 2, 1))
 	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "timeline") {
-		t.Errorf("pushing a segment named for another timeline: %v", err)
+		t.Errorf("pushing a segment whose header names a later timeline: %v", err)
 	}
 	// A short segment.
 	p = c.write(t, name(1, 2), segment(testSysID, 1, 1)[:4096])
@@ -218,6 +218,12 @@ func TestPushRefuses(t *testing.T) {
 	}
 	if l, err := a.List(ctx); err != nil || len(l.Entries) != 0 {
 		t.Errorf("the archive holds %v after refused pushes (%v)", l, err)
+	}
+	// The first segment of timeline 2 starts as a copy of timeline 1's
+	// (a promotion mid-segment): its header names the parent.
+	p = c.write(t, name(2, 1), segment(testSysID, 1, 1))
+	if _, err := a.Push(ctx, p); err != nil {
+		t.Errorf("pushing the first segment of a new timeline, its header the parent's: %v", err)
 	}
 }
 

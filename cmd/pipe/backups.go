@@ -20,6 +20,7 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // storeFlags are the flags of the commands that read a file's stores.
@@ -277,6 +278,10 @@ func sourceText(facts map[string]string, copied time.Time) string {
 		if v := facts[k]; v != "" {
 			parts = append(parts, v)
 		}
+	}
+	if r, ok, err := wal.BackupRange(facts); ok && err == nil && r.Complete() {
+		first, last := r.Names()
+		parts = append(parts, "WAL "+first+"…"+last)
 	}
 	if !copied.IsZero() {
 		parts = append(parts, "(copy of "+copied.UTC().Format("2006-01-02")+")")

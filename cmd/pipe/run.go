@@ -113,7 +113,7 @@ invalid file or flags; 130 when interrupted (SIGINT, SIGTERM).`,
 					skipped = append(skipped, pp.Name)
 					continue
 				}
-				o := runner.Options{RunID: runID, Registry: a.registry, Select: sel,
+				o := runner.Options{RunID: runID, Registry: a.registry, Select: sel, WALArchive: p.WALArchive(pp),
 					Warn:  func(msg string) { a.log.Warn(msg, "pipeline", pp.Name) },
 					Scrub: func(msg string) string { return scrub(msg, secrets) }}
 				if showProgress {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ type runSummary struct {
 	Bottleneck   string                   `json:"bottleneck,omitempty"`
 	Stages       []engine.MeterReport     `json:"stages,omitempty"`
 	Retention    []runner.RetentionReport `json:"retention,omitempty"`
+	WALRetention *runner.WALPrune         `json:"wal_retention,omitempty"`
 	Memory       memorySummary            `json:"memory"`
 	Positions    []engine.Position        `json:"-"`
 	Wall         time.Duration            `json:"-"`
@@ -51,7 +54,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 		return s
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
-	s.Retention, s.Failed = rep.Retention, rep.Failed
+	s.Retention, s.Failed, s.WALRetention = rep.Retention, rep.Failed, rep.WALRetention
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -129,6 +132,10 @@ func (a *app) printSummary(s runSummary) {
 		}
 		fmt.Fprintf(a.stderr, "  %-14s sink %s: kept %s, deleted %s and %d leftover object(s) of failed runs\n", "retention", r.Sink,
 			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
+	}
+	if w := s.WALRetention; w != nil && w.Error == "" && len(w.Kept) > 0 {
+		fmt.Fprintf(a.stderr, "  %-14s archive %q: removed %s that only deleted base backups needed (kept from %s)\n", "wal retention", w.Archive,
+			plan.Plural(w.Removed, "file"), strings.Join(slices.Sorted(maps.Values(w.Kept)), ", "))
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
 	"github.com/pipebackup/pipe/stages/stagekind"
+	"github.com/pipebackup/pipe/wal"
 )
 
 func (a *app) verifyCmd() *cobra.Command {
@@ -76,6 +78,22 @@ metrics flags export pipe_verify_* as pipe run exports its own.`,
 					return &exitError{exitInvalid}
 				}
 				o.Decode = dp
+			}
+			if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
+				var listing *wal.Listing
+				o.WALWhere = fmt.Sprintf("archive %q", pa.Name)
+				o.WAL = func(ctx context.Context) (*wal.Listing, error) {
+					if listing != nil {
+						return listing, nil
+					}
+					ar, done, err := runner.OpenArchive(ctx, pa, a.registry, "")
+					if err != nil {
+						return nil, err
+					}
+					defer done()
+					listing, err = ar.List(ctx)
+					return listing, err
+				}
 			}
 			mx, err := a.startMetrics(&mf, args[0])
 			if err != nil {
@@ -169,6 +187,15 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 			if !o.OK {
 				fmt.Fprintf(a.stdout, "  BAD %s: %s\n", o.Key, o.Error)
 			}
+		}
+		switch w := r.WAL; {
+		case w == nil:
+		case !w.OK():
+			fmt.Fprintf(a.stdout, "  BAD WAL: %s\n", w.Error)
+		case !w.Checked:
+			fmt.Fprintf(a.stdout, "  WAL %s … %s not checked: the file has no archive block (or several: set the pipeline's wal_archive)\n", w.First, w.Last)
+		default:
+			fmt.Fprintf(a.stdout, "  WAL %s … %s: all archived\n", w.First, w.Last)
 		}
 	}
 	what := "sizes and SHA-256"

@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
@@ -127,6 +130,7 @@ type remoteSource struct {
 var (
 	_ sdk.Source    = (*remoteSource)(nil)
 	_ sdk.Describer = (*remoteSource)(nil)
+	_ sdk.Concluder = (*remoteSource)(nil)
 	_ sdk.Selection = (*remoteSource)(nil)
 	_ direct.Filler = (*remoteSource)(nil)
 )
@@ -196,6 +200,19 @@ func (p *process) follow(ctx context.Context, what string, progress func(int64),
 
 // Describe returns the facts the plugin sent with the streams.
 func (s *remoteSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
+
+// Conclude asks the plugin for the facts it learned by reading the streams
+// (see sdk.Concluder). A plugin built before the call existed has none.
+func (s *remoteSource) Conclude(ctx context.Context) (map[string]string, error) {
+	resp, err := s.proc.rpc.Conclude(ctx, &pb.Conclude_Request{Handle: s.handle})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.proc.wrap(ctx, err)
+	}
+	return resp.GetFacts(), nil
+}
 
 // Single says what the plugin said with the streams (see sdk.Selection).
 func (s *remoteSource) Single() bool { return s.single }

@@ -102,6 +102,11 @@ type Attribute struct {
 	// untar extracts archives): it keeps nothing a restore reads back, so
 	// pipe writes it no manifest and applies no retention.
 	Consumer bool
+	// Target marks a string attribute of a sink that holds a point in time
+	// the restored data is recovered to (RFC 3339, or PostgreSQL's
+	// "2026-11-26 10:00:00+00"). Unless the storage source names a run (run
+	// or before), pipe restores the newest run that finished before it.
+	Target bool
 }
 
 // Schema declares an endpoint's configuration.
@@ -154,6 +159,9 @@ func (s Schema) Validate() error {
 		}
 		if a.StreamName && a.Type != String {
 			return fmt.Errorf("attribute %q: a stream name must be a string", a.Name)
+		}
+		if a.Target && a.Type != String {
+			return fmt.Errorf("attribute %q: a point in time is a string", a.Name)
 		}
 		if a.Consumer && a.Type != Bool {
 			return fmt.Errorf("attribute %q: a consumer switch must be a bool", a.Name)

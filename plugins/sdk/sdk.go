@@ -143,6 +143,15 @@ type Describer interface {
 	Describe(ctx context.Context) (map[string]string, error)
 }
 
+// Concluder is implemented by sources that learn facts only by reading
+// their streams: a base backup's end position, which the server sends
+// after the last byte. The host calls Conclude once every stream was read
+// to its end, before it writes the run's manifest, and records the facts
+// beside Describe's. Facts must hold no secret.
+type Concluder interface {
+	Conclude(ctx context.Context) (map[string]string, error)
+}
+
 // Selection is implemented by sources that read what a storage sink wrote
 // (files, buckets; their Schema sets Storage). Single reports whether the
 // configuration names one object on purpose (a file's path, an object's

@@ -368,7 +368,11 @@ type Attribute struct {
 	// A bool that, set to true, makes a storage sink a consumer of its
 	// streams (the fs sink's untar): it keeps nothing a restore reads back,
 	// so the host writes it no manifest.
-	Consumer      bool `protobuf:"varint,11,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Consumer bool `protobuf:"varint,11,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// A sink's string that holds the point in time a restore recovers to:
+	// the host restores the newest run that finished before it unless the
+	// source names one.
+	Target        bool `protobuf:"varint,12,opt,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,6 +480,13 @@ func (x *Attribute) GetStreamName() bool {
 func (x *Attribute) GetConsumer() bool {
 	if x != nil {
 		return x.Consumer
+	}
+	return false
+}
+
+func (x *Attribute) GetTarget() bool {
+	if x != nil {
+		return x.Target
 	}
 	return false
 }
@@ -1446,6 +1457,42 @@ func (*Flush) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
+type Conclude struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Conclude) Reset() {
+	*x = Conclude{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Conclude) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Conclude) ProtoMessage() {}
+
+func (x *Conclude) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Conclude.ProtoReflect.Descriptor instead.
+func (*Conclude) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+}
+
 type Close struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1454,7 +1501,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1513,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1526,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 type Stop struct {
@@ -1490,7 +1537,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1549,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1562,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 type Value_StringList struct {
@@ -1527,7 +1574,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1586,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1618,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1630,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1661,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1673,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1702,7 @@ type GetSchema_Response struct {
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1714,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1776,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1788,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1840,7 @@ type Configure_Response struct {
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1852,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1919,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +1931,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1972,7 @@ type ListStreams_Response struct {
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +1984,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2039,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2051,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2102,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2114,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2197,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2209,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2243,7 @@ type FillFile_Request struct {
 
 func (x *FillFile_Request) Reset() {
 	*x = FillFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2255,7 @@ func (x *FillFile_Request) String() string {
 func (*FillFile_Request) ProtoMessage() {}
 
 func (x *FillFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2305,7 @@ type FillFile_Response struct {
 
 func (x *FillFile_Response) Reset() {
 	*x = FillFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2317,7 @@ func (x *FillFile_Response) String() string {
 func (*FillFile_Response) ProtoMessage() {}
 
 func (x *FillFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2365,7 @@ type SendFile_Request struct {
 
 func (x *SendFile_Request) Reset() {
 	*x = SendFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2377,7 @@ func (x *SendFile_Request) String() string {
 func (*SendFile_Request) ProtoMessage() {}
 
 func (x *SendFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2426,7 @@ type SendFile_Response struct {
 
 func (x *SendFile_Response) Reset() {
 	*x = SendFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2438,7 @@ func (x *SendFile_Response) String() string {
 func (*SendFile_Response) ProtoMessage() {}
 
 func (x *SendFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2445,7 +2492,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2504,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2542,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2507,7 +2554,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2581,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2593,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2640,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2652,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2692,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2704,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2742,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2754,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2780,7 @@ type ListObjects_Request struct {
 
 func (x *ListObjects_Request) Reset() {
 	*x = ListObjects_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2792,7 @@ func (x *ListObjects_Request) String() string {
 func (*ListObjects_Request) ProtoMessage() {}
 
 func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2831,7 @@ type ListObjects_Response struct {
 
 func (x *ListObjects_Response) Reset() {
 	*x = ListObjects_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2843,7 @@ func (x *ListObjects_Response) String() string {
 func (*ListObjects_Response) ProtoMessage() {}
 
 func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2878,7 @@ type EstimateMemory_Request struct {
 
 func (x *EstimateMemory_Request) Reset() {
 	*x = EstimateMemory_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +2890,7 @@ func (x *EstimateMemory_Request) String() string {
 func (*EstimateMemory_Request) ProtoMessage() {}
 
 func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +2943,7 @@ type EstimateMemory_Response struct {
 
 func (x *EstimateMemory_Response) Reset() {
 	*x = EstimateMemory_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +2955,7 @@ func (x *EstimateMemory_Response) String() string {
 func (*EstimateMemory_Response) ProtoMessage() {}
 
 func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +2992,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2957,7 +3004,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3087,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3099,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3145,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3157,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3141,7 +3188,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3200,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3226,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3238,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3276,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3288,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3314,7 @@ type Prepare_Request struct {
 
 func (x *Prepare_Request) Reset() {
 	*x = Prepare_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3326,7 @@ func (x *Prepare_Request) String() string {
 func (*Prepare_Request) ProtoMessage() {}
 
 func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3364,7 @@ type Prepare_Response struct {
 
 func (x *Prepare_Response) Reset() {
 	*x = Prepare_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3376,7 @@ func (x *Prepare_Response) String() string {
 func (*Prepare_Response) ProtoMessage() {}
 
 func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3354,7 +3401,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3413,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3444,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3456,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,6 +3472,95 @@ func (*Flush_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
 }
 
+type Conclude_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Conclude_Request) Reset() {
+	*x = Conclude_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Conclude_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Conclude_Request) ProtoMessage() {}
+
+func (x *Conclude_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Conclude_Request.ProtoReflect.Descriptor instead.
+func (*Conclude_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
+}
+
+func (x *Conclude_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+type Conclude_Response struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Facts joined to those ListStreams gave; never secrets.
+	Facts         map[string]string `protobuf:"bytes,1,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Conclude_Response) Reset() {
+	*x = Conclude_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Conclude_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Conclude_Response) ProtoMessage() {}
+
+func (x *Conclude_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Conclude_Response.ProtoReflect.Descriptor instead.
+func (*Conclude_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
+}
+
+func (x *Conclude_Response) GetFacts() map[string]string {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
 type Close_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -3434,7 +3570,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3582,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3595,7 @@ func (x *Close_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Request.ProtoReflect.Descriptor instead.
 func (*Close_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 0}
 }
 
 func (x *Close_Request) GetHandle() uint64 {
@@ -3477,7 +3613,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3489,7 +3625,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3502,7 +3638,7 @@ func (x *Close_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Response.ProtoReflect.Descriptor instead.
 func (*Close_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 1}
 }
 
 type Stop_Request struct {
@@ -3513,7 +3649,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3661,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3674,7 @@ func (x *Stop_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Request.ProtoReflect.Descriptor instead.
 func (*Stop_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type Stop_Response struct {
@@ -3549,7 +3685,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3697,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3710,7 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3600,7 +3736,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
-	"\x04kind\"\xd1\x02\n" +
+	"\x04kind\"\xe9\x02\n" +
 	"\tAttribute\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.pipe.plugin.v1.TypeR\x04type\x12\x1a\n" +
@@ -3614,7 +3750,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vstream_name\x18\n" +
 	" \x01(\bR\n" +
 	"streamName\x12\x1a\n" +
-	"\bconsumer\x18\v \x01(\bR\bconsumer\"\x7f\n" +
+	"\bconsumer\x18\v \x01(\bR\bconsumer\x12\x16\n" +
+	"\x06target\x18\f \x01(\bR\x06target\"\x7f\n" +
 	"\x06Schema\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x129\n" +
 	"\n" +
@@ -3788,7 +3925,16 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\n" +
 	"\n" +
-	"\bResponse\"6\n" +
+	"\bResponse\"\xb8\x01\n" +
+	"\bConclude\x1a!\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\x88\x01\n" +
+	"\bResponse\x12B\n" +
+	"\x05facts\x18\x01 \x03(\v2,.pipe.plugin.v1.Conclude.Response.FactsEntryR\x05facts\x1a8\n" +
+	"\n" +
+	"FactsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"6\n" +
 	"\x05Close\x1a!\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\n" +
@@ -3810,7 +3956,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xa1\v\n" +
+	"\rTYPE_DURATION\x10\a2\xf2\v\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -3825,7 +3971,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vListObjects\x12#.pipe.plugin.v1.ListObjects.Request\x1a$.pipe.plugin.v1.ListObjects.Response\x12a\n" +
 	"\x0eEstimateMemory\x12&.pipe.plugin.v1.EstimateMemory.Request\x1a'.pipe.plugin.v1.EstimateMemory.Response\x12I\n" +
 	"\x06Remove\x12\x1e.pipe.plugin.v1.Remove.Request\x1a\x1f.pipe.plugin.v1.Remove.Response\x12F\n" +
-	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12L\n" +
+	"\x05Flush\x12\x1d.pipe.plugin.v1.Flush.Request\x1a\x1e.pipe.plugin.v1.Flush.Response\x12O\n" +
+	"\bConclude\x12 .pipe.plugin.v1.Conclude.Request\x1a!.pipe.plugin.v1.Conclude.Response\x12L\n" +
 	"\aPrepare\x12\x1f.pipe.plugin.v1.Prepare.Request\x1a .pipe.plugin.v1.Prepare.Response\x12Q\n" +
 	"\bFillFile\x12 .pipe.plugin.v1.FillFile.Request\x1a!.pipe.plugin.v1.FillFile.Response0\x01\x12Q\n" +
 	"\bSendFile\x12 .pipe.plugin.v1.SendFile.Request\x1a!.pipe.plugin.v1.SendFile.Response0\x01\x12F\n" +
@@ -3845,7 +3992,7 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
 	(Type)(0),                       // 1: pipe.plugin.v1.Type
@@ -3874,119 +4021,126 @@ var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(*Remove)(nil),                  // 24: pipe.plugin.v1.Remove
 	(*Prepare)(nil),                 // 25: pipe.plugin.v1.Prepare
 	(*Flush)(nil),                   // 26: pipe.plugin.v1.Flush
-	(*Close)(nil),                   // 27: pipe.plugin.v1.Close
-	(*Stop)(nil),                    // 28: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),        // 29: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),         // 30: pipe.plugin.v1.Value.StringMap
-	nil,                             // 31: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),       // 32: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),      // 33: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),       // 34: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),      // 35: pipe.plugin.v1.Configure.Response
-	nil,                             // 36: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),     // 37: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),    // 38: pipe.plugin.v1.ListStreams.Response
-	nil,                             // 39: pipe.plugin.v1.ListStreams.Response.FactsEntry
-	(*ReadStream_Request)(nil),      // 40: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),     // 41: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),          // 42: pipe.plugin.v1.ReadStream.End
-	(*FillFile_Request)(nil),        // 43: pipe.plugin.v1.FillFile.Request
-	(*FillFile_Response)(nil),       // 44: pipe.plugin.v1.FillFile.Response
-	(*SendFile_Request)(nil),        // 45: pipe.plugin.v1.SendFile.Request
-	(*SendFile_Response)(nil),       // 46: pipe.plugin.v1.SendFile.Response
-	(*FinishFile_Request)(nil),      // 47: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),     // 48: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),    // 49: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil),   // 50: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),    // 51: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil),   // 52: pipe.plugin.v1.FinishObject.Response
-	(*ListObjects_Request)(nil),     // 53: pipe.plugin.v1.ListObjects.Request
-	(*ListObjects_Response)(nil),    // 54: pipe.plugin.v1.ListObjects.Response
-	(*EstimateMemory_Request)(nil),  // 55: pipe.plugin.v1.EstimateMemory.Request
-	(*EstimateMemory_Response)(nil), // 56: pipe.plugin.v1.EstimateMemory.Response
-	nil,                             // 57: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	(*WriteObject_Request)(nil),     // 58: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),        // 59: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),      // 60: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),    // 61: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),          // 62: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),         // 63: pipe.plugin.v1.Remove.Response
-	(*Prepare_Request)(nil),         // 64: pipe.plugin.v1.Prepare.Request
-	(*Prepare_Response)(nil),        // 65: pipe.plugin.v1.Prepare.Response
-	(*Flush_Request)(nil),           // 66: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),          // 67: pipe.plugin.v1.Flush.Response
-	(*Close_Request)(nil),           // 68: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),          // 69: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),            // 70: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),           // 71: pipe.plugin.v1.Stop.Response
+	(*Conclude)(nil),                // 27: pipe.plugin.v1.Conclude
+	(*Close)(nil),                   // 28: pipe.plugin.v1.Close
+	(*Stop)(nil),                    // 29: pipe.plugin.v1.Stop
+	(*Value_StringList)(nil),        // 30: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 31: pipe.plugin.v1.Value.StringMap
+	nil,                             // 32: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 33: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 34: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 35: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 36: pipe.plugin.v1.Configure.Response
+	nil,                             // 37: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 38: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 39: pipe.plugin.v1.ListStreams.Response
+	nil,                             // 40: pipe.plugin.v1.ListStreams.Response.FactsEntry
+	(*ReadStream_Request)(nil),      // 41: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 42: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 43: pipe.plugin.v1.ReadStream.End
+	(*FillFile_Request)(nil),        // 44: pipe.plugin.v1.FillFile.Request
+	(*FillFile_Response)(nil),       // 45: pipe.plugin.v1.FillFile.Response
+	(*SendFile_Request)(nil),        // 46: pipe.plugin.v1.SendFile.Request
+	(*SendFile_Response)(nil),       // 47: pipe.plugin.v1.SendFile.Response
+	(*FinishFile_Request)(nil),      // 48: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 49: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 50: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 51: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 52: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 53: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 54: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 55: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 56: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 57: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 58: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 59: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 60: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 61: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 62: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 63: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 64: pipe.plugin.v1.Remove.Response
+	(*Prepare_Request)(nil),         // 65: pipe.plugin.v1.Prepare.Request
+	(*Prepare_Response)(nil),        // 66: pipe.plugin.v1.Prepare.Response
+	(*Flush_Request)(nil),           // 67: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 68: pipe.plugin.v1.Flush.Response
+	(*Conclude_Request)(nil),        // 69: pipe.plugin.v1.Conclude.Request
+	(*Conclude_Response)(nil),       // 70: pipe.plugin.v1.Conclude.Response
+	nil,                             // 71: pipe.plugin.v1.Conclude.Response.FactsEntry
+	(*Close_Request)(nil),           // 72: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 73: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 74: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 75: pipe.plugin.v1.Stop.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	29, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	30, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	30, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	31, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	31, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	32, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	36, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	37, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	39, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
-	42, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	40, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
+	43, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
 	13, // 17: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
 	22, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
 	19, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
 	0,  // 20: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
-	57, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	58, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
 	3,  // 22: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
-	59, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	60, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	60, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	61, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
 	22, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
 	22, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
-	32, // 27: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	34, // 28: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	37, // 29: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	40, // 30: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	58, // 31: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	47, // 32: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	49, // 33: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	51, // 34: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	53, // 35: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
-	55, // 36: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
-	62, // 37: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	66, // 38: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	64, // 39: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
-	43, // 40: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
-	45, // 41: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
-	68, // 42: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	70, // 43: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	33, // 44: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	35, // 45: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	38, // 46: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	41, // 47: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	61, // 48: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	48, // 49: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	50, // 50: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	52, // 51: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	54, // 52: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
-	56, // 53: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
-	63, // 54: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	67, // 55: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	65, // 56: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
-	44, // 57: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
-	46, // 58: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
-	69, // 59: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	71, // 60: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	44, // [44:61] is the sub-list for method output_type
-	27, // [27:44] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	71, // 27: pipe.plugin.v1.Conclude.Response.facts:type_name -> pipe.plugin.v1.Conclude.Response.FactsEntry
+	33, // 28: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	35, // 29: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	38, // 30: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	41, // 31: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	59, // 32: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	48, // 33: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	50, // 34: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	52, // 35: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	54, // 36: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	56, // 37: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	63, // 38: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	67, // 39: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	69, // 40: pipe.plugin.v1.Plugin.Conclude:input_type -> pipe.plugin.v1.Conclude.Request
+	65, // 41: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
+	44, // 42: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
+	46, // 43: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
+	72, // 44: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	74, // 45: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	34, // 46: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	36, // 47: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	39, // 48: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	42, // 49: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	62, // 50: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	49, // 51: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	51, // 52: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	53, // 53: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	55, // 54: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	57, // 55: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	64, // 56: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	68, // 57: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	70, // 58: pipe.plugin.v1.Plugin.Conclude:output_type -> pipe.plugin.v1.Conclude.Response
+	66, // 59: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
+	45, // 60: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
+	47, // 61: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
+	73, // 62: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	75, // 63: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	46, // [46:64] is the sub-list for method output_type
+	28, // [28:46] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_pipe_plugin_v1_plugin_proto_init() }
@@ -4002,12 +4156,12 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[38].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[39].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[55].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[56].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
@@ -4018,7 +4172,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   69,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,7 @@ const (
 	Plugin_EstimateMemory_FullMethodName = "/pipe.plugin.v1.Plugin/EstimateMemory"
 	Plugin_Remove_FullMethodName         = "/pipe.plugin.v1.Plugin/Remove"
 	Plugin_Flush_FullMethodName          = "/pipe.plugin.v1.Plugin/Flush"
+	Plugin_Conclude_FullMethodName       = "/pipe.plugin.v1.Plugin/Conclude"
 	Plugin_Prepare_FullMethodName        = "/pipe.plugin.v1.Plugin/Prepare"
 	Plugin_FillFile_FullMethodName       = "/pipe.plugin.v1.Plugin/FillFile"
 	Plugin_SendFile_FullMethodName       = "/pipe.plugin.v1.Plugin/SendFile"
@@ -94,6 +95,10 @@ type PluginClient interface {
 	Remove(ctx context.Context, in *Remove_Request, opts ...grpc.CallOption) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
 	Flush(ctx context.Context, in *Flush_Request, opts ...grpc.CallOption) (*Flush_Response, error)
+	// Conclude asks a source, once every stream was read, for facts it
+	// learned only by reading them (a base backup's end position). A source
+	// with nothing to add answers with no facts.
+	Conclude(ctx context.Context, in *Conclude_Request, opts ...grpc.CallOption) (*Conclude_Response, error)
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.
 	Prepare(ctx context.Context, in *Prepare_Request, opts ...grpc.CallOption) (*Prepare_Response, error)
@@ -260,6 +265,16 @@ func (c *pluginClient) Flush(ctx context.Context, in *Flush_Request, opts ...grp
 	return out, nil
 }
 
+func (c *pluginClient) Conclude(ctx context.Context, in *Conclude_Request, opts ...grpc.CallOption) (*Conclude_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Conclude_Response)
+	err := c.cc.Invoke(ctx, Plugin_Conclude_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *pluginClient) Prepare(ctx context.Context, in *Prepare_Request, opts ...grpc.CallOption) (*Prepare_Response, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Prepare_Response)
@@ -362,6 +377,10 @@ type PluginServer interface {
 	Remove(context.Context, *Remove_Request) (*Remove_Response, error)
 	// Flush makes a sink's committed objects durable.
 	Flush(context.Context, *Flush_Request) (*Flush_Response, error)
+	// Conclude asks a source, once every stream was read, for facts it
+	// learned only by reading them (a base backup's end position). A source
+	// with nothing to add answers with no facts.
+	Conclude(context.Context, *Conclude_Request) (*Conclude_Response, error)
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.
 	Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error)
@@ -431,6 +450,9 @@ func (UnimplementedPluginServer) Remove(context.Context, *Remove_Request) (*Remo
 }
 func (UnimplementedPluginServer) Flush(context.Context, *Flush_Request) (*Flush_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Flush not implemented")
+}
+func (UnimplementedPluginServer) Conclude(context.Context, *Conclude_Request) (*Conclude_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method Conclude not implemented")
 }
 func (UnimplementedPluginServer) Prepare(context.Context, *Prepare_Request) (*Prepare_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Prepare not implemented")
@@ -666,6 +688,24 @@ func _Plugin_Flush_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_Conclude_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Conclude_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Conclude(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Conclude_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Conclude(ctx, req.(*Conclude_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Plugin_Prepare_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Prepare_Request)
 	if err := dec(in); err != nil {
@@ -788,6 +828,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Flush",
 			Handler:    _Plugin_Flush_Handler,
+		},
+		{
+			MethodName: "Conclude",
+			Handler:    _Plugin_Conclude_Handler,
 		},
 		{
 			MethodName: "Prepare",

@@ -109,7 +109,7 @@ var typeToPB = map[sdk.Type]pb.Type{
 func SchemaToPB(s sdk.Schema) (*pb.Schema, error) {
 	out := &pb.Schema{Description: s.Description, Storage: s.Storage}
 	for _, a := range s.Attributes {
-		pa := &pb.Attribute{Name: a.Name, Type: typeToPB[a.Type], Required: a.Required, Description: a.Description, Secret: a.Secret, Key: a.Key, Profile: a.Profile, Public: a.Public, StreamName: a.StreamName, Consumer: a.Consumer}
+		pa := &pb.Attribute{Name: a.Name, Type: typeToPB[a.Type], Required: a.Required, Description: a.Description, Secret: a.Secret, Key: a.Key, Profile: a.Profile, Public: a.Public, StreamName: a.StreamName, Consumer: a.Consumer, Target: a.Target}
 		if a.Default != nil {
 			v, err := ValueToPB(a.Type, a.Default)
 			if err != nil {
@@ -132,7 +132,7 @@ func SchemaFromPB(s *pb.Schema) sdk.Schema {
 				t = k
 			}
 		}
-		sa := sdk.Attribute{Name: a.GetName(), Type: t, Required: a.GetRequired(), Description: a.GetDescription(), Secret: a.GetSecret(), Key: a.GetKey(), Profile: a.GetProfile(), Public: a.GetPublic(), StreamName: a.GetStreamName(), Consumer: a.GetConsumer()}
+		sa := sdk.Attribute{Name: a.GetName(), Type: t, Required: a.GetRequired(), Description: a.GetDescription(), Secret: a.GetSecret(), Key: a.GetKey(), Profile: a.GetProfile(), Public: a.GetPublic(), StreamName: a.GetStreamName(), Consumer: a.GetConsumer(), Target: a.GetTarget()}
 		if a.Default != nil {
 			sa.Default = ValueFromPB(a.Default)
 		}

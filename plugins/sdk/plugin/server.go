@@ -675,6 +675,19 @@ func (s *server) Flush(ctx context.Context, req *pb.Flush_Request) (*pb.Flush_Re
 	return &pb.Flush_Response{}, s.status(req.GetHandle(), f.Flush(ctx))
 }
 
+func (s *server) Conclude(ctx context.Context, req *pb.Conclude_Request) (*pb.Conclude_Response, error) {
+	src, err := s.source(req.GetHandle())
+	if err != nil {
+		return nil, err
+	}
+	c, ok := src.(sdk.Concluder)
+	if !ok {
+		return &pb.Conclude_Response{}, nil
+	}
+	facts, err := c.Conclude(ctx)
+	return &pb.Conclude_Response{Facts: facts}, s.status(req.GetHandle(), err)
+}
+
 func (s *server) Prepare(ctx context.Context, req *pb.Prepare_Request) (*pb.Prepare_Response, error) {
 	snk, err := s.sink(req.GetHandle())
 	if err != nil {

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pipebackup/pipe/plugins/internal/untar"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -191,7 +191,7 @@ func (s *Sink) Flush(ctx context.Context) error {
 	s.mu.Unlock()
 	sort.Strings(dirs)
 	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := untar.SyncDir(d); err != nil {
 			return err
 		}
 	}
@@ -311,7 +311,7 @@ func newUntar(ctx context.Context, s *Sink, final, tmp string) (*untarWriter, er
 	pr, pw := io.Pipe()
 	w := &untarWriter{ctx: ctx, s: s, tmp: tmp, final: final, pw: pw, result: make(chan error, 1)}
 	go func() {
-		err := extract(root, pr)
+		err := untar.Extract(root, pr, nil)
 		root.Close()
 		pr.CloseWithError(err) // unblock the writer if extraction stopped early
 		w.result <- err
@@ -339,7 +339,7 @@ func (w *untarWriter) Commit(ctx context.Context) error {
 		w.s.dropEmpty()
 		return fmt.Errorf("extracting into %s: %w", w.final, advise(err))
 	}
-	if err := syncTree(w.tmp); err != nil {
+	if err := untar.SyncTree(w.tmp); err != nil {
 		w.Abort(ctx)
 		return err
 	}
@@ -368,139 +368,6 @@ func (w *untarWriter) Abort(ctx context.Context) error {
 	err := os.RemoveAll(w.tmp)
 	w.s.dropEmpty()
 	return err
-}
-
-func extract(root *os.Root, r io.Reader) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			// Read to the end so the writer side never blocks on padding.
-			_, err = io.Copy(io.Discard, r)
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("not a valid tar stream: %w", err)
-		}
-		name := filepath.FromSlash(filepath.Clean(h.Name))
-		if !iofs.ValidPath(filepath.ToSlash(name)) {
-			return fmt.Errorf("tar entry %q points outside the target folder", h.Name)
-		}
-		// A path no file system tool could use, folders nested by the
-		// thousand, or a sparse file whose few bytes expand to terabytes
-		// of zeros: a hostile archive's ways to exhaust the target.
-		if len(h.Name) > maxEntryName || strings.Count(name, string(filepath.Separator)) >= maxEntryDepth {
-			return fmt.Errorf("tar entry %.80q…: a name of %d bytes and %d levels is beyond what pipe extracts (%d bytes, %d levels)", h.Name, len(h.Name), strings.Count(name, string(filepath.Separator))+1, maxEntryName, maxEntryDepth)
-		}
-		if h.Typeflag == tar.TypeGNUSparse || hasSparse(h) {
-			return fmt.Errorf("tar entry %q is a sparse file, which pipe does not extract: archive it without sparse handling (GNU tar without --sparse)", h.Name)
-		}
-		mode := os.FileMode(h.Mode).Perm()
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o700); err != nil {
-				return err
-			}
-			if err := root.Chmod(name, mode|0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			// A second name of a file extracted before (tar records the
-			// first name and links the others to it).
-			target := filepath.FromSlash(filepath.Clean(h.Linkname))
-			if !iofs.ValidPath(filepath.ToSlash(target)) {
-				return fmt.Errorf("tar entry %q links to %q, outside the target folder", h.Name, h.Linkname)
-			}
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			if err := root.Link(target, name); err != nil {
-				return fmt.Errorf("tar entry %q: %w", h.Name, err)
-			}
-		case tar.TypeSymlink:
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			if err := root.Symlink(h.Linkname, name); err != nil {
-				return err
-			}
-		default:
-			// Devices and fifos hold no data; they are not restored.
-		}
-	}
-}
-
-// What extract accepts of an entry's name: PATH_MAX, and a depth no real
-// folder tree reaches.
-const (
-	maxEntryName  = 4096
-	maxEntryDepth = 256
-)
-
-// hasSparse reports whether a PAX header describes a GNU sparse file.
-func hasSparse(h *tar.Header) bool {
-	for k := range h.PAXRecords {
-		if strings.HasPrefix(k, "GNU.sparse.") {
-			return true
-		}
-	}
-	return false
-}
-
-// syncTree fsyncs every file and folder under dir, deepest first.
-func syncTree(dir string) error {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() || d.IsDir() {
-			paths = append(paths, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for i := len(paths) - 1; i >= 0; i-- {
-		if err := syncDir(paths[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func syncDir(p string) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", p, err)
-	}
-	return nil
 }
 
 func random() string {

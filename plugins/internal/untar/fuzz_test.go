@@ -1,4 +1,4 @@
-package fs
+package untar
 
 import (
 	"archive/tar"
@@ -56,7 +56,7 @@ func FuzzExtract(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = extract(root, bytes.NewReader(data))
+		_ = Extract(root, bytes.NewReader(data), nil)
 		root.Close()
 		entries, err := os.ReadDir(dir)
 		if err != nil {

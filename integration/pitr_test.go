@@ -1,0 +1,281 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// The base backup pipeline, run from the host against the container's
+// mapped port; its file also holds the archive the server pushes to, which
+// verify and retention read.
+const baseBackupFile = `
+variable "pg_dsn" { sensitive = true }
+variable "keep" { default = 5 }
+pipeline "base" {
+  source "postgres_basebackup" {
+    dsn = var.pg_dsn
+  }
+  compress {}
+  encrypt { recipients = [file("${var.keys}/wal.pub")] }
+  ` + `sink "s3" {
+    bucket            = var.bucket
+    key               = "base/${run.id}/${stream.name}${stream.ext}"
+    endpoint          = var.endpoint
+    path_style        = true
+    access_key_id     = var.access_key
+    secret_access_key = var.secret_key
+    keep_last         = var.keep
+  }
+}
+`
+
+// pitrFile is the restore pipeline run inside the container: the newest
+// base backup (before the target, if any) into dir, recovering through
+// pipe wal fetch.
+func pitrFile(dir, settings string) string {
+	return s3Vars + `
+variable "keys" { default = "/etc/pipe" }
+pipeline "pitr" {
+  ` + s3Block("source", `prefix = "base/"`) + `
+  decrypt { identities = [file("${var.keys}/wal.key")] }
+  decompress {}
+  sink "postgres_basebackup" {
+    data_directory  = "` + dir + `"
+    restore_command = "pipe wal fetch /etc/pipe/pg.hcl %f %p"
+    ` + settings + `
+  }
+}
+`
+}
+
+// TestPITR takes a base backup of a server under load over the
+// replication protocol, then recovers it in new data directories: to a
+// moment between two writes, to the end of the archive (equal to the
+// source), and along a timeline a promotion started; verify finds a gap
+// in the WAL a backup needs, and retention removes only WAL no kept backup
+// needs.
+func TestPITR(t *testing.T) {
+	requireDocker(t)
+	b := newS3Bench(t)
+	bucket := b.bucket(t, "pitr")
+	keys := t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "wal")
+	pg := startWALCluster(t, "pitr", true, map[string]string{
+		"PIPE_VAR_endpoint": "http://" + b.m.IP + ":9000", "PIPE_VAR_bucket": bucket,
+		"PIPE_VAR_access_key": b.m.User, "PIPE_VAR_secret_key": b.m.Pass, "AWS_EC2_METADATA_DISABLED": "true",
+	}, keys)
+	ctx := context.Background()
+	port, err := pg.c.MappedPort(ctx, "5432/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "base.hcl"), []byte(strings.Replace(walFile, "ASYNC", "false", 1)+baseBackupFile))
+	dsn := fmt.Sprintf("postgres://pipe:%s@localhost:%s/app?sslmode=disable", pgPassword, port.Port())
+	env := b.env(bucket, b.m.Endpoint, "PIPE_VAR_keys="+keys, "PIPE_VAR_pg_dsn="+dsn)
+
+	// The official image lets no host make replication connections: pipe
+	// says which line pg_hba.conf lacks, and never the password.
+	r := runPipe(t, host, env, "run", "base.hcl")
+	if r.Err == nil || !strings.Contains(r.Stderr, "pg_hba.conf") || !strings.Contains(r.Stderr, "host replication pipe") {
+		t.Fatalf("a base backup without a replication entry in pg_hba.conf: %v\n%s", r.Err, r.Stderr)
+	}
+	noSecret(t, "the refused run's output", r.Stdout+r.Stderr, pgPassword)
+	pg.mustSh(t, `echo "host replication all all scram-sha-256" >> pg_hba.conf`)
+	pg.psql(t, 5432, "SELECT pg_reload_conf()")
+
+	// A base backup while pgbench writes.
+	pg.mustSh(t, "pgbench -h /var/run/postgresql -U pipe -i -s 8 -q app")
+	load := make(chan string, 1)
+	go func() {
+		_, out := pg.sh(t, "pgbench -h /var/run/postgresql -U pipe -c 2 -T 8 app")
+		load <- out
+	}()
+	time.Sleep(2 * time.Second)
+	r = mustPipe(t, host, env, "run", "--json", "base.hcl")
+	noSecret(t, "the base backup's output", r.Stdout+r.Stderr, pgPassword)
+	if out := <-load; !strings.Contains(out, "transactions actually processed") {
+		t.Fatalf("pgbench: %s", out)
+	}
+	m := b.readManifest(t, bucket, "base/")
+	for _, k := range []string{"system_identifier", "timeline", "start_lsn", "stop_lsn", "stop_time", "wal_segment_size"} {
+		if m.Source[k] == "" {
+			t.Errorf("the manifest records no %s: %v", k, m.Source)
+		}
+	}
+	streams := map[string]bool{}
+	for _, o := range m.Objects {
+		streams[o.Stream] = true
+	}
+	if !streams["base.tar"] || !streams["backup_manifest"] {
+		t.Errorf("the base backup stored %v, not base.tar and backup_manifest", streams)
+	}
+
+	// Writes with known times: the target lies between them.
+	pg.psql(t, 5432, "CREATE TABLE marks (note text, at timestamptz DEFAULT clock_timestamp())")
+	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('before')")
+	time.Sleep(1500 * time.Millisecond)
+	target := pg.psql(t, 5432, "SELECT clock_timestamp()::text")
+	time.Sleep(1500 * time.Millisecond)
+	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('after')")
+	pg.archivedThrough(t)
+	want := tableDigests(t, pg, 5432)
+
+	// The base backup's WAL is all archived; the run lists its range.
+	r = mustPipe(t, host, env, "verify", "base.hcl")
+	if !strings.Contains(r.Stdout, "all archived") {
+		t.Errorf("verify of the base backup did not check its WAL:\n%s", r.Stdout)
+	}
+	r = mustPipe(t, host, env, "backups", "base.hcl")
+	if !strings.Contains(r.Stdout, "WAL 0000000100") {
+		t.Errorf("pipe backups lists no WAL range:\n%s", r.Stdout)
+	}
+
+	restore := func(name, dir, settings string) {
+		t.Helper()
+		if err := pg.c.CopyToContainer(ctx, []byte(pitrFile(dir, settings)), "/etc/pipe/"+name+".hcl", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pg.mustSh(t, "pipe run /etc/pipe/"+name+".hcl")
+	}
+	// start runs a restored data directory on port and waits until
+	// recovery ends; it returns the server's log.
+	start := func(dir string, port int, conf string) string {
+		t.Helper()
+		pg.mustSh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir))
+		deadline := time.Now().Add(3 * time.Minute)
+		for pg.psql(t, port, "SELECT pg_is_in_recovery()") != "f" {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is still recovering after 3 minutes:\n%s", dir, pg.mustSh(t, "tail -30 "+dir+".log"))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return pg.mustSh(t, "cat "+dir+".log")
+	}
+	stop := func(dir string) { pg.mustSh(t, "pg_ctl -D "+dir+" -m fast -w stop") }
+
+	// A restore refuses a data directory that is not empty.
+	pg.mustSh(t, "mkdir -p /tmp/full && touch /tmp/full/PG_VERSION")
+	if err := pg.c.CopyToContainer(ctx, []byte(pitrFile("/tmp/full", "")), "/etc/pipe/full.hcl", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := pg.sh(t, "pipe run /etc/pipe/full.hcl"); code == 0 || !strings.Contains(out, "not empty") {
+		t.Errorf("a restore into a data directory that holds files: exit %d\n%s", code, out)
+	}
+
+	// To the end of the archive: every table equals the source's.
+	restore("end", "/tmp/pitr-end", "")
+	start("/tmp/pitr-end", 5441, "")
+	if got := tableDigests(t, pg, 5441); got != want {
+		t.Errorf("recovered to the end of the archive:\n%s\nthe source:\n%s", got, want)
+	}
+	stop("/tmp/pitr-end")
+
+	// To a moment between two writes; the promoted server archives its
+	// new timeline with pipe too.
+	restore("time", "/tmp/pitr-time", fmt.Sprintf(`recovery_target_time   = %q
+    recovery_target_action = "promote"`, target))
+	log := start("/tmp/pitr-time", 5442, `"archive_mode = on" "archive_command = 'pipe wal push /etc/pipe/pg.hcl %p'"`)
+	if got := pg.psql(t, 5442, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != "before" {
+		t.Errorf("recovered to %s: marks holds %q, want only 'before'\n%s", target, got, lastLines(log, 20))
+	}
+	if tli := pg.psql(t, 5442, "SELECT timeline_id FROM pg_control_checkpoint()"); tli != "2" {
+		t.Errorf("the promoted server is on timeline %s, not 2", tli)
+	}
+	pg.psql(t, 5442, "INSERT INTO marks (note) VALUES ('timeline 2')")
+	pg.psql(t, 5442, "SELECT pg_switch_wal()")
+	waitArchived(t, pg, 5442, "/tmp/pitr-time.log")
+	stop("/tmp/pitr-time")
+
+	// The newest timeline is followed through its history file.
+	restore("latest", "/tmp/pitr-latest", "")
+	start("/tmp/pitr-latest", 5443, "")
+	if got := pg.psql(t, 5443, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != "before,timeline 2" {
+		t.Errorf("recovered along the latest timeline: marks holds %q, want 'before,timeline 2'", got)
+	}
+	stop("/tmp/pitr-latest")
+
+	// A second base backup, keep 1: the first goes, and the WAL only it
+	// needed with it; the second's WAL stays and verifies.
+	sysid := m.Source["system_identifier"]
+	firstStart := segmentOf(m.Source["start_lsn"])
+	r = mustPipe(t, host, append(env, "PIPE_VAR_keep=1"), "run", "--json", "base.hcl")
+	if !strings.Contains(r.Stdout, `"wal_retention"`) {
+		t.Errorf("the run reports no WAL retention:\n%s", r.Stdout)
+	}
+	m2 := b.readManifest(t, bucket, "base/")
+	secondStart := segmentOf(m2.Source["start_lsn"])
+	left := b.keys(t, bucket, "archive/"+sysid+"/00000001/")
+	if len(left) < 2 {
+		t.Fatalf("retention left %d files of timeline 1", len(left))
+	}
+	for _, k := range left {
+		name := strings.SplitN(path.Base(k), "-", 2)[0]
+		if !strings.HasSuffix(name, ".history") && name[8:24] < secondStart {
+			t.Errorf("retention kept %s, before the kept backup's first segment %s", name, secondStart)
+		}
+		if name[8:24] == firstStart {
+			t.Errorf("retention kept %s, of the deleted backup", name)
+		}
+	}
+	mustPipe(t, host, env, "verify", "base.hcl")
+
+	// A gap in the WAL the backup needs: verify names the segment.
+	first, last := m2.Source["start_lsn"], m2.Source["stop_lsn"]
+	var victim string
+	for _, k := range b.keys(t, bucket, "archive/"+sysid+"/00000001/") {
+		if name := path.Base(k); strings.HasPrefix(name[8:], segmentOf(first)) && name[24] == '-' {
+			victim = k
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no archived segment holds the backup's start %s (…%s)", first, last)
+	}
+	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &victim}); err != nil {
+		t.Fatal(err)
+	}
+	r = runPipe(t, host, env, "verify", "base.hcl")
+	if r.Err == nil || !strings.Contains(r.Stdout, strings.SplitN(path.Base(victim), "-", 2)[0]) {
+		t.Errorf("verify with %s gone: %v\n%s", victim, r.Err, r.Stdout)
+	}
+}
+
+// segmentOf is the log and segment part (16 hex digits) of the name of
+// the 1 MiB segment that holds lsn.
+func segmentOf(lsn string) string {
+	var hi, lo uint64
+	fmt.Sscanf(lsn, "%X/%X", &hi, &lo)
+	return fmt.Sprintf("%08X%08X", hi, lo>>20)
+}
+
+// waitArchived waits until the server on port has archived the segment
+// before its current one.
+func waitArchived(t *testing.T, pg *walCluster, port int, logFile string) {
+	t.Helper()
+	want := pg.psql(t, port, "SELECT pg_walfile_name(pg_current_wal_lsn() - 1)")
+	deadline := time.Now().Add(2 * time.Minute)
+	for pg.psql(t, port, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver") < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server on port %d did not archive %s in 2 minutes:\n%s", port, want, pg.mustSh(t, "tail -40 "+logFile))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// tableDigests sums up every table of the app database: its rows' count
+// and an MD5 of all of them in order.
+func tableDigests(t *testing.T, pg *walCluster, port int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, tbl := range []string{"pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history", "marks"} {
+		fmt.Fprintf(&b, "%s %s\n", tbl, pg.psql(t, port, fmt.Sprintf("SELECT count(*) || ' ' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t", tbl)))
+	}
+	return b.String()
+}

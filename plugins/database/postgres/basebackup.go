@@ -1,0 +1,416 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// The streams of a base backup: the data directory, each tablespace (by
+// its OID) and the server's backup manifest.
+const (
+	streamBase     = "base.tar"
+	streamManifest = "backup_manifest"
+	tablespaceExt  = ".tar"
+)
+
+// Facts a base backup records in the run's manifest (pipe's catalog reads
+// them: the WAL a backup needs, the time it is consistent from).
+const (
+	FactSystemID  = "system_identifier"
+	FactTimeline  = "timeline"
+	FactStartLSN  = "start_lsn"
+	FactStopLSN   = "stop_lsn"
+	FactStopTLI   = "stop_timeline"
+	FactStopTime  = "stop_time"
+	FactSegSize   = "wal_segment_size"
+	FactVersion   = "server_version"
+	FactLabel     = "backup_label"
+	FactTablespcs = "tablespaces"
+)
+
+// minBaseVersion is the oldest server whose BASE_BACKUP pipe speaks: 15
+// sends every archive in one COPY stream, tagged.
+const minBaseVersion = 150000
+
+type baseConfig struct {
+	connConfig
+	Checkpoint string `pipe:"checkpoint"`
+	Label      string `pipe:"label"`
+	Checksums  string `pipe:"manifest_checksums"`
+}
+
+// BaseSourceType is the "postgres_basebackup" source.
+type BaseSourceType struct{}
+
+var _ sdk.SourceType = BaseSourceType{}
+
+func (BaseSourceType) Schema() sdk.Schema {
+	return sdk.Schema{
+		Description: "Takes a physical base backup of a PostgreSQL server (15 or later) over the replication protocol, as pg_basebackup does, without access to its files: the data directory (base.tar), each tablespace (<oid>.tar) and the server's backup manifest, read as they arrive on one connection. The WAL the backup needs comes from the server's WAL archive (pipe wal push): the server must archive (archive_mode = on). The manifest records the start and stop positions, timeline and system identifier.",
+		Attributes: append(connAttributes(),
+			sdk.Attribute{Name: "checkpoint", Type: sdk.String, Default: "fast", Description: `"fast" (start at once with an immediate checkpoint) or "spread" (wait for a checkpoint spread as the server's checkpoint_completion_target says, sparing its I/O).`},
+			sdk.Attribute{Name: "label", Type: sdk.String, Default: "pipe", Public: true, Description: "The backup label the server records (in backup_label and the .backup history file)."},
+			sdk.Attribute{Name: "manifest_checksums", Type: sdk.String, Default: "CRC32C", Description: "The checksum of each file in the server's backup manifest (pg_verifybackup checks it): NONE, CRC32C, SHA224, SHA256, SHA384 or SHA512."},
+		),
+	}
+}
+
+func (BaseSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {
+	var c baseConfig
+	if err := cfg.Decode(&c); err != nil {
+		return nil, sdk.AttrError("", "invalid configuration", err.Error())
+	}
+	cn, diags := newConn(c.connConfig)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	switch c.Checkpoint {
+	case "fast", "spread":
+	default:
+		return nil, sdk.AttrError("checkpoint", "invalid checkpoint", fmt.Sprintf(`%q: use "fast" or "spread"`, c.Checkpoint))
+	}
+	switch strings.ToUpper(c.Checksums) {
+	case "NONE", "CRC32C", "SHA224", "SHA256", "SHA384", "SHA512":
+		c.Checksums = strings.ToUpper(c.Checksums)
+	default:
+		return nil, sdk.AttrError("manifest_checksums", "invalid manifest_checksums", fmt.Sprintf("%q: use NONE, CRC32C, SHA224, SHA256, SHA384 or SHA512", c.Checksums))
+	}
+	if c.Label == "" || len(c.Label) > 1000 || strings.ContainsAny(c.Label, "\n\r\x00") {
+		return nil, sdk.AttrError("label", "invalid label", "give a label of one line, at most 1000 bytes")
+	}
+	return &BaseSource{c: c, conn: cn}, nil
+}
+
+// BaseSource reads a base backup: BASE_BACKUP starts in Streams, and one
+// goroutine hands the archives of the single COPY stream to the readers
+// of their streams in turn.
+type BaseSource struct {
+	c    baseConfig
+	conn conn
+
+	pc      *pgconn.PgConn
+	streams []sdk.StreamInfo
+	pipes   map[string]*basePipe
+	facts   map[string]string
+	done    chan struct{} // closed when the copy ended
+	end     map[string]string
+	err     error // why the copy failed, once done is closed
+	once    sync.Once
+	cancel  context.CancelFunc
+	opened  sync.Mutex
+}
+
+// basePipe is one archive of the copy: what the copy writes, its stream's
+// reader reads.
+type basePipe struct {
+	r      *io.PipeReader
+	w      *io.PipeWriter
+	opened bool
+}
+
+var (
+	_ sdk.Describer = (*BaseSource)(nil)
+	_ sdk.Concluder = (*BaseSource)(nil)
+)
+
+// connectReplication opens a physical replication connection and names
+// what to do when the server refuses one.
+func (c conn) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(c.info)
+	if err != nil {
+		return nil, fmt.Errorf("connection string: %s", scrub(err.Error(), c.password))
+	}
+	if c.password != "" {
+		cfg.Password = c.password
+	}
+	cfg.RuntimeParams["replication"] = "true"
+	cfg.RuntimeParams["application_name"] = "pipe_basebackup"
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, explainReplication(cfg.User, scrub(err.Error(), c.password), err)
+	}
+	return pc, nil
+}
+
+// explainReplication adds what to do to a refused replication connection.
+func explainReplication(user, msg string, err error) error {
+	var pe *pgconn.PgError
+	errors.As(err, &pe)
+	switch {
+	case strings.Contains(msg, "no pg_hba.conf entry for replication"):
+		return fmt.Errorf("connecting for replication: %s: add a line for it to pg_hba.conf (host replication %s <client address> scram-sha-256) and reload the server", msg, user)
+	case strings.Contains(msg, "must be superuser or replication role") || strings.Contains(msg, "permission denied to start WAL sender") || (pe != nil && pe.Code == "42501"):
+		return fmt.Errorf("connecting for replication: %s: the user needs the REPLICATION attribute (ALTER ROLE %s REPLICATION) or to be a superuser", msg, quoteIdent(user))
+	case strings.Contains(msg, "max_wal_senders"):
+		return fmt.Errorf("connecting for replication: %s: raise max_wal_senders in postgresql.conf (one more than the standbys and backups that connect at once) and restart the server", msg)
+	}
+	return fmt.Errorf("connecting for replication: %s", msg)
+}
+
+// show reads a server setting over the replication connection.
+func show(ctx context.Context, pc *pgconn.PgConn, name string) (string, error) {
+	res, err := pc.Exec(ctx, "SHOW "+name).ReadAll()
+	if err != nil {
+		return "", fmt.Errorf("SHOW %s: %w", name, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
+		return "", fmt.Errorf("SHOW %s: unexpected answer", name)
+	}
+	return string(res[0].Rows[0][0]), nil
+}
+
+// checkServer refuses a server whose settings cannot give a backup that
+// restores, saying what to change.
+func checkServer(ctx context.Context, pc *pgconn.PgConn) (map[string]string, error) {
+	got := map[string]string{}
+	for _, name := range []string{"server_version_num", "server_version", "wal_level", "archive_mode", "wal_segment_size", "data_checksums"} {
+		v, err := show(ctx, pc, name)
+		if err != nil {
+			return nil, err
+		}
+		got[name] = v
+	}
+	if n, _ := strconv.Atoi(got["server_version_num"]); n < minBaseVersion {
+		return nil, fmt.Errorf("the server runs PostgreSQL %s; pipe takes base backups of PostgreSQL 15 and later (older servers: pg_basebackup --format=tar --pgdata=- through the exec source)", got["server_version"])
+	}
+	if got["wal_level"] == "minimal" {
+		return nil, errors.New("wal_level is minimal, which cannot give an online backup: set wal_level = replica in postgresql.conf and restart the server")
+	}
+	if got["archive_mode"] == "off" {
+		return nil, errors.New("archive_mode is off: a base backup restores only with the WAL written while it ran, which pipe takes from the archive: set archive_mode = on and archive_command = 'pipe wal push /etc/pipe/pg.hcl %p' (restart the server), then back up")
+	}
+	return got, nil
+}
+
+func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
+	if s.streams != nil {
+		return s.streams, nil
+	}
+	pc, err := s.conn.connectReplication(ctx)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := checkServer(ctx, pc)
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, err
+	}
+	sys, err := pglogrepl.IdentifySystem(ctx, pc)
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
+	}
+	segSize, err := parseSize(settings["wal_segment_size"])
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("wal_segment_size %q: %w", settings["wal_segment_size"], err)
+	}
+	start, err := pglogrepl.StartBaseBackup(ctx, pc, pglogrepl.BaseBackupOptions{
+		Label:             s.c.Label,
+		Fast:              s.c.Checkpoint == "fast",
+		TablespaceMap:     true,
+		Manifest:          true,
+		ManifestChecksums: s.c.Checksums,
+	})
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("starting the base backup: %w", err)
+	}
+	s.pc = pc
+	s.pipes = map[string]*basePipe{}
+	var oids []string
+	for _, ts := range start.Tablespaces {
+		name := strconv.Itoa(int(ts.OID)) + tablespaceExt
+		oids = append(oids, strconv.Itoa(int(ts.OID)))
+		s.streams = append(s.streams, sdk.StreamInfo{Name: name, Size: -1})
+	}
+	s.streams = append(s.streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
+	for _, st := range s.streams {
+		r, w := io.Pipe()
+		s.pipes[st.Name] = &basePipe{r: r, w: w}
+	}
+	s.facts = map[string]string{
+		FactSystemID: sys.SystemID,
+		FactTimeline: strconv.Itoa(int(start.TimelineID)),
+		FactStartLSN: start.LSN.String(),
+		FactSegSize:  strconv.FormatInt(segSize, 10),
+		FactVersion:  settings["server_version"],
+		FactLabel:    s.c.Label,
+	}
+	if len(oids) > 0 {
+		s.facts[FactTablespcs] = strings.Join(oids, ",")
+	}
+	s.done = make(chan struct{})
+	cctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.copy(cctx)
+	return s.streams, nil
+}
+
+// parseSize reads a size setting as SHOW prints it: "16MB", "1GB".
+func parseSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			k, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return k * u.mult, nil
+		}
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// copy reads the COPY stream: each archive's bytes go to its stream's
+// pipe, in the order the server sends them (the tablespaces, the data
+// directory, the manifest); then the end position.
+func (s *BaseSource) copy(ctx context.Context) {
+	var cur *basePipe
+	fail := func(err error) {
+		s.err = err
+		for _, p := range s.pipes {
+			p.w.CloseWithError(err)
+		}
+		close(s.done)
+	}
+	next := func(name string) error {
+		if cur != nil {
+			cur.w.Close()
+		}
+		p, ok := s.pipes[name]
+		if !ok {
+			return fmt.Errorf("the server sent an archive %q it did not announce", name)
+		}
+		cur = p
+		return nil
+	}
+	for {
+		msg, err := s.pc.ReceiveMessage(ctx)
+		if err != nil {
+			fail(fmt.Errorf("reading the base backup: %w", err))
+			return
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyOutResponse, *pgproto3.NoticeResponse:
+		case *pgproto3.CopyData:
+			if len(m.Data) == 0 {
+				continue
+			}
+			switch m.Data[0] {
+			case 'n': // a new archive: its name, then the tablespace's path
+				name, _, _ := strings.Cut(string(m.Data[1:]), "\x00")
+				if err := next(strings.TrimPrefix(name, "./")); err != nil {
+					fail(err)
+					return
+				}
+			case 'm':
+				if err := next(streamManifest); err != nil {
+					fail(err)
+					return
+				}
+			case 'd':
+				if cur == nil {
+					fail(errors.New("the server sent data before naming its archive"))
+					return
+				}
+				if _, err := cur.w.Write(m.Data[1:]); err != nil {
+					fail(fmt.Errorf("base backup stream stopped: %w", err))
+					return
+				}
+			case 'p': // progress
+			default:
+				fail(fmt.Errorf("unexpected message %q in the base backup stream", m.Data[0]))
+				return
+			}
+		case *pgproto3.CopyDone:
+			if cur != nil {
+				cur.w.Close()
+			}
+			stop, err := pglogrepl.FinishBaseBackup(ctx, s.pc)
+			if err != nil {
+				fail(fmt.Errorf("ending the base backup: %w", err))
+				return
+			}
+			s.end = map[string]string{
+				FactStopLSN:  stop.LSN.String(),
+				FactStopTLI:  strconv.Itoa(int(stop.TimelineID)),
+				FactStopTime: time.Now().UTC().Format(time.RFC3339Nano),
+			}
+			for _, p := range s.pipes {
+				p.w.CloseWithError(errors.New("the server sent no data for this archive"))
+			}
+			close(s.done)
+			return
+		case *pgproto3.ErrorResponse:
+			fail(fmt.Errorf("the server stopped the base backup: %w", pgconn.ErrorResponseToPgError(m)))
+			return
+		default:
+			fail(fmt.Errorf("unexpected %T in the base backup stream", msg))
+			return
+		}
+	}
+}
+
+func (s *BaseSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	s.opened.Lock()
+	defer s.opened.Unlock()
+	p, ok := s.pipes[name]
+	if !ok {
+		return nil, fmt.Errorf("base backup stream %q: %w", name, sdk.ErrNotFound)
+	}
+	if p.opened {
+		return nil, fmt.Errorf("base backup stream %q is read once: the server sends it once", name)
+	}
+	p.opened = true
+	return p.r, nil
+}
+
+func (s *BaseSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
+
+// Conclude waits for the end of the copy and returns where the backup
+// ended: recovery from it is consistent once replay passes stop_lsn.
+func (s *BaseSource) Conclude(ctx context.Context) (map[string]string, error) {
+	if s.done == nil {
+		return nil, errors.New("the base backup was not started")
+	}
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.end, nil
+}
+
+// Close ends the copy (the server aborts a backup whose connection goes)
+// and the connection.
+func (s *BaseSource) Close() error {
+	s.once.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		if s.pc != nil {
+			s.pc.Close(context.Background())
+		}
+	})
+	return nil
+}

@@ -1,0 +1,159 @@
+// Package untar extracts tar streams into a folder without letting any
+// entry reach outside it, and makes what it extracted durable.
+package untar
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Extract writes the entries of the tar stream r into root: folders,
+// regular files, hard links within root and symbolic links (os.Root keeps
+// every later entry from following one outside). Devices and fifos are
+// skipped. It refuses what a hostile archive could use to escape or to
+// exhaust the target: names outside root, absurd names and depths, sparse
+// files. It reads r to its end. rename, if not nil, gives the name each
+// entry is written under (a restore that holds a file back until the end).
+func Extract(root *os.Root, r io.Reader, rename func(string) string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			// Read to the end so the writer side never blocks on padding.
+			_, err = io.Copy(io.Discard, r)
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("not a valid tar stream: %w", err)
+		}
+		name := filepath.FromSlash(filepath.Clean(h.Name))
+		if !iofs.ValidPath(filepath.ToSlash(name)) {
+			return fmt.Errorf("tar entry %q points outside the target folder", h.Name)
+		}
+		// A path no file system tool could use, folders nested by the
+		// thousand, or a sparse file whose few bytes expand to terabytes
+		// of zeros: a hostile archive's ways to exhaust the target.
+		if len(h.Name) > maxEntryName || strings.Count(name, string(filepath.Separator)) >= maxEntryDepth {
+			return fmt.Errorf("tar entry %.80q…: a name of %d bytes and %d levels is beyond what pipe extracts (%d bytes, %d levels)", h.Name, len(h.Name), strings.Count(name, string(filepath.Separator))+1, maxEntryName, maxEntryDepth)
+		}
+		if h.Typeflag == tar.TypeGNUSparse || hasSparse(h) {
+			return fmt.Errorf("tar entry %q is a sparse file, which pipe does not extract: archive it without sparse handling (GNU tar without --sparse)", h.Name)
+		}
+		if rename != nil {
+			if name = rename(name); !iofs.ValidPath(filepath.ToSlash(name)) {
+				return fmt.Errorf("tar entry %q renamed outside the target folder", h.Name)
+			}
+		}
+		mode := os.FileMode(h.Mode).Perm()
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return err
+			}
+			if err := root.Chmod(name, mode|0o700); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		case tar.TypeLink:
+			// A second name of a file extracted before (tar records the
+			// first name and links the others to it).
+			target := filepath.FromSlash(filepath.Clean(h.Linkname))
+			if !iofs.ValidPath(filepath.ToSlash(target)) {
+				return fmt.Errorf("tar entry %q links to %q, outside the target folder", h.Name, h.Linkname)
+			}
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			if err := root.Link(target, name); err != nil {
+				return fmt.Errorf("tar entry %q: %w", h.Name, err)
+			}
+		case tar.TypeSymlink:
+			if dir := filepath.Dir(name); dir != "." {
+				if err := root.MkdirAll(dir, 0o700); err != nil {
+					return err
+				}
+			}
+			if err := root.Symlink(h.Linkname, name); err != nil {
+				return err
+			}
+		default:
+			// Devices and fifos hold no data; they are not restored.
+		}
+	}
+}
+
+// What extract accepts of an entry's name: PATH_MAX, and a depth no real
+// folder tree reaches.
+const (
+	maxEntryName  = 4096
+	maxEntryDepth = 256
+)
+
+// hasSparse reports whether a PAX header describes a GNU sparse file.
+func hasSparse(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// SyncTree fsyncs every file and folder under dir, deepest first.
+func SyncTree(dir string) error {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() || d.IsDir() {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		if err := SyncDir(paths[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SyncDir fsyncs one file or folder.
+func SyncDir(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", p, err)
+	}
+	return nil
+}

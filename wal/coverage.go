@@ -1,0 +1,146 @@
+package wal
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The facts a base backup's run records (the postgres_basebackup
+// source's, in its manifest's "source"): what WAL it needs.
+const (
+	factSystemID = "system_identifier"
+	factTimeline = "timeline"
+	factStartLSN = "start_lsn"
+	factStopLSN  = "stop_lsn"
+	factStopTLI  = "stop_timeline"
+	factSegSize  = "wal_segment_size"
+)
+
+// Range is the WAL a base backup needs to be consistent: every segment
+// from the one holding Start to the one holding the byte before Stop.
+type Range struct {
+	SystemID            uint64
+	StartTLI, StopTLI   uint32
+	Start, Stop         uint64 // LSNs
+	SegmentSize         uint32
+	StartText, StopText string
+}
+
+// BackupRange reads a base backup's range from its run's source facts;
+// ok is false when the run is not a base backup.
+func BackupRange(facts map[string]string) (r Range, ok bool, err error) {
+	if facts[factStartLSN] == "" {
+		return r, false, nil
+	}
+	bad := func(k string) (Range, bool, error) {
+		return r, true, fmt.Errorf("the manifest's %s %q is not valid", k, facts[k])
+	}
+	if r.SystemID, err = strconv.ParseUint(facts[factSystemID], 10, 64); err != nil || r.SystemID == 0 {
+		return bad(factSystemID)
+	}
+	tli, err := strconv.ParseUint(facts[factTimeline], 10, 32)
+	if err != nil || tli == 0 {
+		return bad(factTimeline)
+	}
+	r.StartTLI, r.StopTLI = uint32(tli), uint32(tli)
+	if s := facts[factStopTLI]; s != "" {
+		if tli, err = strconv.ParseUint(s, 10, 32); err != nil || tli == 0 {
+			return bad(factStopTLI)
+		}
+		r.StopTLI = uint32(tli)
+	}
+	seg, err := strconv.ParseUint(facts[factSegSize], 10, 32)
+	if err != nil || !ValidSegmentSize(uint32(seg)) {
+		return bad(factSegSize)
+	}
+	r.SegmentSize = uint32(seg)
+	if r.Start, err = ParseLSN(facts[factStartLSN]); err != nil {
+		return bad(factStartLSN)
+	}
+	r.StartText = facts[factStartLSN]
+	if s := facts[factStopLSN]; s != "" {
+		if r.Stop, err = ParseLSN(s); err != nil || r.Stop < r.Start {
+			return bad(factStopLSN)
+		}
+		r.StopText = s
+	}
+	return r, true, nil
+}
+
+// ParseLSN reads a WAL position as PostgreSQL prints it: "16/B374D848".
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("%q is not a WAL position (such as 0/3000028)", s)
+	}
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("%q is not a WAL position (such as 0/3000028)", s)
+	}
+	return h<<32 | l, nil
+}
+
+// Complete reports whether the range has its end (the run finished).
+func (r Range) Complete() bool { return r.StopText != "" }
+
+// Segments are the numbers of the first and last segment the range needs.
+func (r Range) Segments() (first, last uint64) {
+	first = r.Start / uint64(r.SegmentSize)
+	last = first
+	if r.Stop > r.Start {
+		last = (r.Stop - 1) / uint64(r.SegmentSize)
+	}
+	return first, last
+}
+
+// Names are the names of the first and last segment the range needs.
+func (r Range) Names() (first, last string) {
+	f, l := r.Segments()
+	return SegmentName(r.StartTLI, f, r.SegmentSize), SegmentName(r.StopTLI, l, r.SegmentSize)
+}
+
+// Missing names the segments of r the archive lacks (the first max of
+// them) and counts them all. A segment counts on any timeline from the
+// backup's start to its end (a standby's backup may cross a switch).
+func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
+	have := map[uint64]bool{}
+	for _, e := range l.Entries {
+		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StartTLI || e.Timeline > r.StopTLI {
+			continue
+		}
+		if k, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {
+			have[k] = true
+		}
+	}
+	first, last := r.Segments()
+	for k := first; k <= last; k++ {
+		if have[k] {
+			continue
+		}
+		n++
+		if len(names) < max {
+			names = append(names, SegmentName(r.StopTLI, k, r.SegmentSize))
+		}
+	}
+	return names, n
+}
+
+// Before lists the archived segments, .partial and .backup files of a
+// cluster that come before segment first (on any timeline): the WAL no
+// base backup from first on needs. History files are never listed: they
+// are small and every later timeline needs them.
+func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
+	var out []Entry
+	for _, e := range l.Entries {
+		if e.SystemID != sysid || e.Kind == History {
+			continue
+		}
+		n, err := SegmentNumber(e.Name[:24], segSize)
+		if err == nil && n < first {
+			out = append(out, e)
+		}
+	}
+	return out
+}
