@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -172,8 +173,10 @@ func (a *app) backupsPruneCmd() *cobra.Command {
 		Long: `prune applies the retention of a pipeline's sink (keep_last, keep_within) now,
 as a run does after it succeeds: the pipeline's runs beyond them are
 deleted, manifest first; objects of runs that did not finish go once they
-are 24 hours old. --dry-run lists exactly what prune would delete and
-deletes nothing.`,
+are 24 hours old. For base backups, the WAL archive loses what only the
+deleted runs needed: every file before the oldest kept backup's first
+segment (history files stay). --dry-run lists exactly what prune would
+delete and deletes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
@@ -188,6 +191,16 @@ deletes nothing.`,
 				fmt.Fprintln(a.stderr, "Error:", err)
 				return &exitError{exitFailed}
 			}
+			var walPrune *runner.WALPrune
+			if err == nil && s.Def != nil && (s.Def.KeepLast > 0 || s.Def.KeepWithin > 0) {
+				p, lerr := a.load(args[0], &loadFlags{vars: f.vars, profile: f.profile}, "")
+				if lerr != nil {
+					return lerr
+				}
+				if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
+					walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, dryRun)
+				}
+			}
 			verb := "deleted"
 			if dryRun {
 				verb = "would delete"
@@ -196,6 +209,9 @@ deletes nothing.`,
 				out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
 				if d != nil {
 					out["deleted"] = d
+				}
+				if walPrune != nil {
+					out["wal"] = walPrune
 				}
 				if err != nil {
 					out["error"] = err.Error()
@@ -211,7 +227,11 @@ deletes nothing.`,
 				for _, o := range rp.Garbage {
 					fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
 				}
-				if len(rp.Drop)+len(rp.Garbage) == 0 {
+				if w := walPrune; w != nil && len(w.Kept) > 0 {
+					fmt.Fprintf(a.stdout, "%s %s of archive %q before %s, which only deleted base backups needed\n", verb, plan.Plural(w.Removed, "WAL file"),
+						w.Archive, strings.Join(slices.Sorted(maps.Values(w.Kept)), ", "))
+				}
+				if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
 					fmt.Fprintln(a.stdout, "nothing to delete")
 				}
 			}
