@@ -170,8 +170,12 @@ func TestPITR(t *testing.T) {
 		t.Errorf("a restore into a data directory that holds files: exit %d\n%s", code, out)
 	}
 
-	// To the end of the archive: every table equals the source's.
+	// To the end of the archive: every file is the server's (its own
+	// backup manifest says so), and every table equals the source's.
 	restore("end", "/tmp/pitr-end", "")
+	if code, out := pg.sh(t, "pg_verifybackup --no-parse-wal /tmp/pitr-end"); code != 0 || !strings.Contains(out, "successfully verified") {
+		t.Errorf("pg_verifybackup of the restored data directory: exit %d\n%s", code, out)
+	}
 	start("/tmp/pitr-end", 5441, "")
 	if got := tableDigests(t, pg, 5441); got != want {
 		t.Errorf("recovered to the end of the archive:\n%s\nthe source:\n%s", got, want)

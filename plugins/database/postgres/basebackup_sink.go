@@ -294,10 +294,13 @@ func (s *BaseSink) Flush(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(dd, heldControl)); err != nil {
 		return fmt.Errorf("the restored base.tar has no %s: %w", pgControl, err)
 	}
-	// Tablespaces were restored inside the data directory; the map would
-	// have the server put links to their old places over them.
-	if err := os.Remove(filepath.Join(dd, "tablespace_map")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	// Tablespaces were restored inside the data directory; their map
+	// would have the server put links to their old places over them. An
+	// empty map (no tablespaces) stays: the backup's manifest names it.
+	if fi, err := os.Stat(filepath.Join(dd, "tablespace_map")); err == nil && fi.Size() > 0 {
+		if err := os.Remove(filepath.Join(dd, "tablespace_map")); err != nil {
+			return err
+		}
 	}
 	conf, err := os.OpenFile(filepath.Join(dd, "postgresql.auto.conf"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
