@@ -99,6 +99,8 @@ func (BaseSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source
 type BaseSource struct {
 	c    baseConfig
 	conn conn
+	// dial, when set, replaces the network (tests talk to a fake server).
+	dial pgconn.DialFunc
 
 	pc      *pgconn.PgConn
 	streams []sdk.StreamInfo
@@ -127,10 +129,14 @@ var (
 
 // connectReplication opens a physical replication connection and names
 // what to do when the server refuses one.
-func (c conn) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
+func (c conn) connectReplication(ctx context.Context, dial pgconn.DialFunc) (*pgconn.PgConn, error) {
 	cfg, err := pgconn.ParseConfig(c.info)
 	if err != nil {
 		return nil, fmt.Errorf("connection string: %s", scrub(err.Error(), c.password))
+	}
+	if dial != nil {
+		cfg.DialFunc = dial
+		cfg.LookupFunc = func(context.Context, string) ([]string, error) { return []string{"127.0.0.1"}, nil }
 	}
 	if c.password != "" {
 		cfg.Password = c.password
@@ -198,7 +204,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if s.streams != nil {
 		return s.streams, nil
 	}
-	pc, err := s.conn.connectReplication(ctx)
+	pc, err := s.conn.connectReplication(ctx, s.dial)
 	if err != nil {
 		return nil, err
 	}
@@ -405,6 +411,11 @@ func (s *BaseSource) Conclude(ctx context.Context) (map[string]string, error) {
 func (s *BaseSource) Close() error {
 	s.once.Do(func() {
 		if s.cancel != nil {
+			// The copy may wait on a stream no one reads any more, or
+			// never opened: its writes fail now.
+			for _, p := range s.pipes {
+				p.r.CloseWithError(errors.New("the base backup was stopped"))
+			}
 			s.cancel()
 			<-s.done
 		}

@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// fakeServer answers a replication connection as PostgreSQL does, with
+// the settings and base backup archives a test gives it.
+type fakeServer struct {
+	settings map[string]string
+	// archives are sent in order: name (or "" for the manifest) and data.
+	archives [][2]string
+	// extra is sent inside the copy after the archives (hostile servers).
+	extra []pgproto3.BackendMessage
+}
+
+func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
+	defer conn.Close()
+	be := pgproto3.NewBackend(conn, conn)
+	if _, err := be.ReceiveStartupMessage(); err != nil {
+		return
+	}
+	send := func(msgs ...pgproto3.BackendMessage) {
+		for _, m := range msgs {
+			be.Send(m)
+		}
+		be.Flush()
+	}
+	row := func(cols []string, vals ...string) []pgproto3.BackendMessage {
+		var fields []pgproto3.FieldDescription
+		for _, c := range cols {
+			fields = append(fields, pgproto3.FieldDescription{Name: []byte(c), DataTypeOID: 25})
+		}
+		var values [][]byte
+		for _, v := range vals {
+			values = append(values, []byte(v))
+		}
+		return []pgproto3.BackendMessage{&pgproto3.RowDescription{Fields: fields}, &pgproto3.DataRow{Values: values}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")}}
+	}
+	send(&pgproto3.AuthenticationOk{}, &pgproto3.ParameterStatus{Name: "server_version", Value: f.settings["server_version"]},
+		&pgproto3.BackendKeyData{ProcessID: 1, SecretKey: []byte{0, 0, 0, 2}}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+	for {
+		msg, err := be.Receive()
+		if err != nil {
+			return
+		}
+		q, ok := msg.(*pgproto3.Query)
+		if !ok {
+			return
+		}
+		switch {
+		case strings.HasPrefix(q.String, "SHOW "):
+			name := strings.TrimPrefix(q.String, "SHOW ")
+			send(append(row([]string{name}, f.settings[name]), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
+		case q.String == "IDENTIFY_SYSTEM":
+			send(append(row([]string{"systemid", "timeline", "xlogpos", "dbname"}, "7301234567890123456", "1", "0/3000000", ""), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
+		case strings.HasPrefix(q.String, "BASE_BACKUP"):
+			send(row([]string{"recptr", "tli"}, "0/2000028", "1")...)
+			send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("spcoid")}, {Name: []byte("spclocation")}, {Name: []byte("size")}}},
+				&pgproto3.DataRow{Values: [][]byte{nil, nil, nil}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			send(&pgproto3.CopyOutResponse{})
+			for _, a := range f.archives {
+				if a[0] == "" {
+					send(&pgproto3.CopyData{Data: []byte("m")})
+				} else {
+					send(&pgproto3.CopyData{Data: []byte("n" + a[0] + "\x00\x00")})
+				}
+				for b := []byte(a[1]); len(b) > 0; {
+					n := min(len(b), 7)
+					send(&pgproto3.CopyData{Data: append([]byte("d"), b[:n]...)})
+					b = b[n:]
+				}
+			}
+			send(f.extra...)
+			send(&pgproto3.CopyDone{})
+			send(row([]string{"recptr", "tli"}, "0/2000100", "1")...)
+			send(&pgproto3.CommandComplete{CommandTag: []byte("BASE_BACKUP")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+		default:
+			send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42601", Message: "unexpected " + q.String}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+		}
+	}
+}
+
+// fakeSource is a BaseSource connected to f.
+func fakeSource(t *testing.T, f *fakeServer) *BaseSource {
+	t.Helper()
+	s := &BaseSource{c: baseConfig{Checkpoint: "fast", Label: "pipe", Checksums: "CRC32C"}, conn: conn{info: "host=fake user=pipe"}}
+	s.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		a, b := net.Pipe()
+		go f.serve(t, b)
+		return a, nil
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func goodSettings() map[string]string {
+	return map[string]string{"server_version_num": "150004", "server_version": "15.4", "wal_level": "replica", "archive_mode": "on", "wal_segment_size": "16MB", "data_checksums": "off"}
+}
+
+func TestBaseSourceSplitsTheCopy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "the data directory"}, {"", `{"manifest": 1}`}}})
+	infos, err := s.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 || infos[0].Name != "base.tar" || infos[1].Name != "backup_manifest" {
+		t.Fatalf("streams %+v", infos)
+	}
+	facts, _ := s.Describe(ctx)
+	if facts["start_lsn"] != "0/2000028" || facts["system_identifier"] != "7301234567890123456" || facts["wal_segment_size"] != "16777216" || facts["timeline"] != "1" {
+		t.Errorf("facts %v", facts)
+	}
+	for _, want := range [][2]string{{"base.tar", "the data directory"}, {"backup_manifest", `{"manifest": 1}`}} {
+		r, err := s.Open(ctx, want[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || string(got) != want[1] {
+			t.Errorf("%s: %q %v", want[0], got, err)
+		}
+	}
+	end, err := s.Conclude(ctx)
+	if err != nil || end["stop_lsn"] != "0/2000100" || end["stop_timeline"] != "1" || end["stop_time"] == "" {
+		t.Errorf("conclude: %v %v", end, err)
+	}
+	if _, err := s.Open(ctx, "base.tar"); err == nil {
+		t.Error("a stream of the copy was opened twice")
+	}
+}
+
+func TestBaseSourceRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct{ setting, value, want string }{
+		{"server_version_num", "140009", "PostgreSQL 15 and later"},
+		{"wal_level", "minimal", "wal_level = replica"},
+		{"archive_mode", "off", "archive_mode = on"},
+	} {
+		set := goodSettings()
+		set[tc.setting] = tc.value
+		if tc.setting == "server_version_num" {
+			set["server_version"] = "14.9"
+		}
+		_, err := fakeSource(t, &fakeServer{settings: set}).Streams(ctx)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %s: %v, want %q", tc.setting, tc.value, err, tc.want)
+		}
+	}
+	// A server that sends an archive it did not announce, or garbage in
+	// the copy: the streams fail, and so does the run's end.
+	for name, f := range map[string]*fakeServer{
+		"unannounced": {settings: goodSettings(), archives: [][2]string{{"16385.tar", "x"}}},
+		"garbage":     {settings: goodSettings(), archives: [][2]string{{"base.tar", "x"}}, extra: []pgproto3.BackendMessage{&pgproto3.CopyData{Data: []byte("zzz")}}},
+		"error": {settings: goodSettings(), archives: [][2]string{{"base.tar", "x"}},
+			extra: []pgproto3.BackendMessage{&pgproto3.ErrorResponse{Severity: "ERROR", Code: "58P01", Message: "could not open file"}}},
+	} {
+		s := fakeSource(t, f)
+		if _, err := s.Streams(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var errs []string
+		for _, st := range []string{"base.tar", "backup_manifest"} {
+			r, _ := s.Open(ctx, st)
+			if _, err := io.ReadAll(r); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		_, err := s.Conclude(ctx)
+		if err == nil || len(errs) == 0 {
+			t.Errorf("%s: streams %v, conclude %v: want failures", name, errs, err)
+		}
+	}
+}
+
+func TestBaseSourceCloseStopsAWaitingCopy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "data no one reads"}, {"", "{}"}}})
+	if _, err := s.Streams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One byte read: the copy is now blocked writing the rest.
+	r, _ := s.Open(ctx, "base.tar")
+	if _, err := r.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close waited for a copy whose streams no one reads")
+	}
+	if _, err := s.Conclude(ctx); err == nil {
+		t.Error("a stopped backup concluded")
+	}
+}
