@@ -189,8 +189,8 @@ func TestBaseConfigErrors(t *testing.T) {
 func TestReplicationRefusalsSayWhatToDo(t *testing.T) {
 	for msg, want := range map[string]string{
 		`FATAL: no pg_hba.conf entry for replication connection from host "172.17.0.1", user "pipe"`: "host replication pipe",
-		"FATAL: must be superuser or replication role to start walsender":                             "ALTER ROLE",
-		"FATAL: number of requested standby connections exceeds max_wal_senders (currently 0)":          "raise max_wal_senders",
+		"FATAL: must be superuser or replication role to start walsender":                            "ALTER ROLE",
+		"FATAL: number of requested standby connections exceeds max_wal_senders (currently 0)":       "raise max_wal_senders",
 	} {
 		if got := explainReplication("pipe", msg, errors.New(msg)).Error(); !strings.Contains(got, want) {
 			t.Errorf("%s: %s, want %q", msg, got, want)
