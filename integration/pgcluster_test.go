@@ -182,7 +182,19 @@ func TestPostgresCluster(t *testing.T) {
 	}
 
 	// One chosen database into the empty server.
-	mustPipe(t, b.dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "cluster.hcl", "--pipeline", "restore")
+	r := mustPipe(t, b.dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "--json", "cluster.hcl", "--pipeline", "restore")
+	// The others are not even downloaded.
+	var report struct {
+		Pipelines []struct {
+			Skipped []string `json:"skipped_streams"`
+		} `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &report); err != nil || len(report.Pipelines) != 1 {
+		t.Fatalf("pipe run --json: %v\n%s", err, r.Stdout)
+	}
+	if s := strings.Join(report.Pipelines[0].Skipped, " "); !strings.Contains(s, "big.dump") || strings.Contains(s, "crm") || strings.Contains(s, "globals") {
+		t.Errorf("restoring crm alone skipped %q: the other databases' streams, not crm's or the globals", s)
+	}
 	if got := pgDatabases(t, target); strings.Join(got, " ") != "crm" {
 		t.Fatalf("after restoring crm alone the server has %v", got)
 	}

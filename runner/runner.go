@@ -71,10 +71,13 @@ type Report struct {
 	// ManifestRead is the manifest a restore followed, if any.
 	ManifestRead string `json:"manifest_read,omitempty"`
 	// Manifests are the manifests written, one per storage sink.
-	Manifests []string       `json:"manifests_written,omitempty"`
-	Streams   int            `json:"streams"`
-	Result    *engine.Result `json:"-"`
-	Budget    int64          `json:"memory_budget_bytes"`
+	Manifests []string `json:"manifests_written,omitempty"`
+	Streams   int      `json:"streams"`
+	// Skipped names the streams of the run read no further because every
+	// sink declined them (a cluster restore of some databases).
+	Skipped []string       `json:"skipped_streams,omitempty"`
+	Result  *engine.Result `json:"-"`
+	Budget  int64          `json:"memory_budget_bytes"`
 	// Retention says what retention deleted, per sink.
 	Retention []RetentionReport `json:"retention,omitempty"`
 	// WALRetention says what retention removed from the WAL archive.
@@ -188,6 +191,9 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	}
 	if err := prepare(ctx, sinks, job); err != nil {
 		return rep, err
+	}
+	if rep.Skipped = skipDeclined(sinks, job, sp); len(rep.Skipped) > 0 {
+		rep.Streams = len(sp.streams)
 	}
 	if runKey != nil && !o.Trial {
 		if err := runKey.write(ctx, sinks, manifests); err != nil {
@@ -944,6 +950,47 @@ func sourceFacts(src *endpoint, described map[string]string) map[string]string {
 	}
 	facts["type"] = src.def.Type
 	return facts
+}
+
+// skipDeclined drops from the job the streams every sink declined (see
+// sdk.Chooser): they are not read at all. It returns their names.
+func skipDeclined(sinks []*endpoint, job *engine.Job, sp *streamsPlan) []string {
+	declined := make([]int, len(job.Streams)) // sinks that decline each stream
+	for i, s := range sinks {
+		c, ok := s.sink.(sdk.Chooser)
+		if !ok {
+			return nil // a sink that does not choose wants everything
+		}
+		objs := make([]sdk.Object, 0, len(job.Streams))
+		for _, st := range job.Streams {
+			objs = append(objs, st.Objects[i])
+		}
+		d := c.Declines(objs)
+		if len(d) != len(objs) {
+			return nil
+		}
+		for j, no := range d {
+			if no {
+				declined[j]++
+			}
+		}
+	}
+	var skipped []string
+	keep := job.Streams[:0]
+	keepPlan := sp.streams[:0]
+	for j, st := range job.Streams {
+		if declined[j] == len(sinks) && len(sinks) > 0 {
+			skipped = append(skipped, sp.streams[j].name)
+			if sp.total >= 0 && sp.streams[j].size >= 0 {
+				sp.total -= sp.streams[j].size
+			}
+			continue
+		}
+		keep = append(keep, st)
+		keepPlan = append(keepPlan, sp.streams[j])
+	}
+	job.Streams, sp.streams = keep, keepPlan
+	return skipped
 }
 
 // joinFacts is a source's facts with more of them; more wins.

@@ -24,6 +24,7 @@ type runSummary struct {
 	Restore      bool                     `json:"restore"`
 	Streams      int                      `json:"streams"`
 	Failed       []manifest.Failed        `json:"failed_streams,omitempty"`
+	Skipped      []string                 `json:"skipped_streams,omitempty"`
 	ManifestRead string                   `json:"manifest_read,omitempty"`
 	Manifests    []string                 `json:"manifests_written,omitempty"`
 	BytesRead    int64                    `json:"bytes_read"`
@@ -54,7 +55,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 		return s
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
-	s.Retention, s.Failed, s.WALRetention = rep.Retention, rep.Failed, rep.WALRetention
+	s.Retention, s.Failed, s.WALRetention, s.Skipped = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -89,6 +90,9 @@ func (a *app) printSummary(s runSummary) {
 		what += ", manifest " + strings.Join(s.Manifests, ", ")
 	}
 	fmt.Fprintf(a.stderr, "  %-14s %s\n", "streams", what)
+	if len(s.Skipped) > 0 {
+		fmt.Fprintf(a.stderr, "  %-14s %s the sink does not restore, not read: %s\n", "skipped", plan.Plural(len(s.Skipped), "stream"), strings.Join(s.Skipped, ", "))
+	}
 	if len(s.Failed) > 0 {
 		names := make([]string, len(s.Failed))
 		for i, f := range s.Failed {

@@ -448,12 +448,14 @@ func (r *reader) Close() error {
 
 type remoteSink struct {
 	remote
-	preparer bool // the plugin wants Prepare
+	preparer bool   // the plugin wants Prepare
+	declined []bool // its answer to Prepare
 }
 
 var (
 	_ sdk.Sink     = (*remoteSink)(nil)
 	_ sdk.Preparer = (*remoteSink)(nil)
+	_ sdk.Chooser  = (*remoteSink)(nil)
 )
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
@@ -592,8 +594,21 @@ func (s *remoteSink) Prepare(ctx context.Context, objs []sdk.Object) error {
 	for _, o := range objs {
 		req.Objects = append(req.Objects, wire.ObjectToPB(o))
 	}
-	_, err := s.proc.rpc.Prepare(ctx, req)
-	return s.proc.wrap(ctx, err)
+	resp, err := s.proc.rpc.Prepare(ctx, req)
+	if err != nil {
+		return s.proc.wrap(ctx, err)
+	}
+	s.declined = resp.GetDeclined()
+	return nil
+}
+
+// Declines says what the plugin declined in its answer to Prepare (see
+// sdk.Chooser).
+func (s *remoteSink) Declines(objs []sdk.Object) []bool {
+	if len(s.declined) != len(objs) {
+		return nil
+	}
+	return s.declined
 }
 
 type flusher struct{ s *remoteSink }

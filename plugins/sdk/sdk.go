@@ -183,6 +183,17 @@ type Preparer interface {
 	Prepare(ctx context.Context, objects []Object) error
 }
 
+// Chooser is implemented by sinks that restore only some of a run's
+// objects: a cluster restore of the databases it names. The host asks
+// once, after Prepare, with the same objects; an object the sink declines
+// is not read at all (not downloaded, decrypted or decoded) unless another
+// sink of the run wants it, and Create is not called for it. A sink must
+// still cope with Create for an object it declined (a host that does not
+// ask): by discarding it.
+type Chooser interface {
+	Declines(objects []Object) []bool
+}
+
 // SourceType is a kind of source (e.g. "fs"): its config schema and a
 // constructor.
 type SourceType interface {

@@ -530,7 +530,7 @@ func (SinkType) Schema() sdk.Schema {
 		Description: "Restores each stream, an SQL dump, with the mariadb (or mysql) client into database. The client stops at the first statement the server rejects, and the object fails with the server's message; what ran before stays (a dump drops and recreates each table it holds).",
 		Attributes: append(connAttributes("The database to restore into. A dump of one database names none, so its tables go here; a dump of several (all.sql) creates and selects its own."),
 			sdk.Attribute{Name: "create_database", Type: sdk.Bool, Default: false, Description: "Create database first (CREATE DATABASE IF NOT EXISTS)."},
-			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the mysql source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams); each stream creates and selects its own database (tables it holds are dropped and created anew). The others are read and skipped. Not with database.`},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the mysql source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams); each stream creates and selects its own database (tables it holds are dropped and created anew). The others are not read at all (not downloaded, not decrypted). Not with database.`},
 			sdk.Attribute{Name: "client_command", Type: sdk.String, Description: "The client program. Default: mariadb, or mysql, whichever is on PATH."},
 		),
 	}
@@ -619,7 +619,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		if db == "" {
 			return nil, fmt.Errorf("stream %q: not a database of a cluster backup (DATABASE.sql)", obj.Stream)
 		}
-		if !slices.ContainsFunc(s.c.Databases, func(p string) bool { return p == db || dbselect.Match(p, db) }) {
+		if !s.picks(db) {
 			return discard{}, nil
 		}
 	}
@@ -629,6 +629,26 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	}
 	// The option file goes when the client ends.
 	return command.Write(ctx, command.Spec{Argv: s.args(file, s.quiet), Secrets: s.c.secrets(), Cleanup: remove})
+}
+
+// Declines names the databases of a cluster backup the restore skips (see
+// sdk.Chooser): they are not read at all.
+func (s *Sink) Declines(objs []sdk.Object) []bool {
+	out := make([]bool, len(objs))
+	if len(s.c.Databases) == 0 {
+		return out
+	}
+	for i, o := range objs {
+		if db := streamDatabase(o.Stream); db != "" {
+			out[i] = !s.picks(db)
+		}
+	}
+	return out
+}
+
+// picks reports whether a cluster restore restores db.
+func (s *Sink) picks(db string) bool {
+	return slices.ContainsFunc(s.c.Databases, func(p string) bool { return p == db || dbselect.Match(p, db) })
 }
 
 // streamDatabase is the database a cluster backup's stream holds, or "".

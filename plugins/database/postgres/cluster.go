@@ -152,6 +152,23 @@ func streamDatabase(stream string) string {
 }
 
 // picks reports whether the sink restores database db.
+// Declines names the streams the restore skips (see sdk.Chooser): in a
+// cluster restore, the databases it does not pick; otherwise globals.sql
+// unless globals is set.
+func (s *Sink) Declines(objs []sdk.Object) []bool {
+	out := make([]bool, len(objs))
+	for i, o := range objs {
+		switch {
+		case s.cluster != nil:
+			db := streamDatabase(o.Stream)
+			out[i] = db != "" && !s.cluster.picks(db)
+		case o.Stream == streamGlobals:
+			out[i] = !s.c.Globals
+		}
+	}
+	return out
+}
+
 func (c *clusterSink) picks(db string) bool {
 	for _, p := range c.include {
 		if p == db || dbselect.Match(p, db) {

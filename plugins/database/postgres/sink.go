@@ -57,7 +57,7 @@ func (SinkType) Schema() sdk.Schema {
 			sdk.Attribute{Name: "pg_restore", Type: sdk.String, Default: "pg_restore", Description: "The pg_restore program."},
 			sdk.Attribute{Name: "psql", Type: sdk.String, Default: "psql", Description: "The psql program."},
 			sdk.Attribute{Name: "maintenance_database", Type: sdk.String, Default: "postgres", Description: "The database connected to for create and clean."},
-			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the postgres source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams), globals.sql first (roles that exist are kept). Each is created by pg_restore --create through maintenance_database, with its owner, settings and privileges; a database that exists is refused unless clean = true drops it first. The others are read and skipped.`},
+			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster restore: the databases of a cluster backup (the postgres source's databases) to restore, by name or pattern (["*"]: all; ["shop"]), several at once (the pipeline's streams), globals.sql first (roles that exist are kept). Each is created by pg_restore --create through maintenance_database, with its owner, settings and privileges; a database that exists is refused unless clean = true drops it first. The others are not read at all (not downloaded, not decrypted).`},
 		),
 	}
 }

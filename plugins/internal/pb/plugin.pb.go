@@ -3357,7 +3357,10 @@ func (x *Prepare_Request) GetObjects() []*Object {
 }
 
 type Prepare_Response struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The objects the sink declines, by position (a cluster restore of
+	// some databases): the host does not read them. Empty: it wants all.
+	Declined      []bool `protobuf:"varint,1,rep,packed,name=declined,proto3" json:"declined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3390,6 +3393,13 @@ func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Prepare_Response.ProtoReflect.Descriptor instead.
 func (*Prepare_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
+}
+
+func (x *Prepare_Response) GetDeclined() []bool {
+	if x != nil {
+		return x.Declined
+	}
+	return nil
 }
 
 type Flush_Request struct {
@@ -3914,13 +3924,13 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x1a\n" +
 	"\n" +
-	"\bResponse\"j\n" +
+	"\bResponse\"\x86\x01\n" +
 	"\aPrepare\x1aS\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x120\n" +
-	"\aobjects\x18\x02 \x03(\v2\x16.pipe.plugin.v1.ObjectR\aobjects\x1a\n" +
-	"\n" +
-	"\bResponse\"6\n" +
+	"\aobjects\x18\x02 \x03(\v2\x16.pipe.plugin.v1.ObjectR\aobjects\x1a&\n" +
+	"\bResponse\x12\x1a\n" +
+	"\bdeclined\x18\x01 \x03(\bR\bdeclined\"6\n" +
 	"\x05Flush\x1a!\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\n" +

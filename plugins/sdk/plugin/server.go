@@ -701,7 +701,14 @@ func (s *server) Prepare(ctx context.Context, req *pb.Prepare_Request) (*pb.Prep
 	for _, o := range req.GetObjects() {
 		objs = append(objs, wire.ObjectFromPB(o))
 	}
-	return &pb.Prepare_Response{}, s.status(req.GetHandle(), p.Prepare(ctx, objs))
+	if err := p.Prepare(ctx, objs); err != nil {
+		return nil, s.status(req.GetHandle(), err)
+	}
+	resp := &pb.Prepare_Response{}
+	if c, ok := snk.(sdk.Chooser); ok {
+		resp.Declined = c.Declines(objs)
+	}
+	return resp, nil
 }
 
 func (s *server) Close(ctx context.Context, req *pb.Close_Request) (*pb.Close_Response, error) {
