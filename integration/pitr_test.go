@@ -15,7 +15,7 @@ import (
 // The base backup pipeline, run from the host against the container's
 // mapped port; its file also holds the archive the server pushes to, which
 // verify and retention read.
-const baseBackupFile = `
+var baseBackupFile = `
 variable "pg_dsn" { sensitive = true }
 variable "keep" { default = 5 }
 pipeline "base" {
@@ -24,15 +24,8 @@ pipeline "base" {
   }
   compress {}
   encrypt { recipients = [file("${var.keys}/wal.pub")] }
-  ` + `sink "s3" {
-    bucket            = var.bucket
-    key               = "base/${run.id}/${stream.name}${stream.ext}"
-    endpoint          = var.endpoint
-    path_style        = true
-    access_key_id     = var.access_key
-    secret_access_key = var.secret_key
-    keep_last         = var.keep
-  }
+  ` + s3Block("sink", `key = "base/${run.id}/${stream.name}${stream.ext}"
+    keep_last = var.keep`) + `
 }
 `
 
