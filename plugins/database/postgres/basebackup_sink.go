@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/pipebackup/pipe/plugins/internal/untar"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -111,14 +110,12 @@ func (BaseSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sd
 	if c.Timeline != "latest" && c.Timeline != "current" && !xidRE.MatchString(c.Timeline) {
 		return nil, sdk.AttrError("recovery_target_timeline", "invalid recovery_target_timeline", fmt.Sprintf(`%q: use "latest", "current" or a timeline number`, c.Timeline))
 	}
-	return &BaseSink{c: c, areas: map[string]string{}}, nil
+	return &BaseSink{c: c}, nil
 }
 
 // BaseSink restores a base backup into a data directory.
 type BaseSink struct {
-	c     baseSinkConfig
-	mu    sync.Mutex
-	areas map[string]string // object key → what it wrote, relative to the data directory
+	c baseSinkConfig
 }
 
 var (
@@ -171,9 +168,6 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.areas[obj.Key] = rel
-	s.mu.Unlock()
 	if obj.Stream == streamManifest {
 		f, err := os.OpenFile(filepath.Join(s.c.DataDirectory, rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
