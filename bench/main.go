@@ -86,7 +86,7 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
-	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, wal (comma-separated)")
+	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, wal, basebackup (comma-separated)")
 	mcBin := fs.String("mc", "bench/results/tools/mc", "MinIO's client, for the s3 scenario (`make bench` builds it)")
 	rcloneBin := fs.String("rclone", "bench/results/tools/rclone", "rclone, for the s3 scenario (`make bench` builds it)")
 	if err := fs.Parse(args); err != nil {
@@ -214,6 +214,11 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if want("wal") {
 		if rep.wal, err = b.walScenario(ctx, cfg.mc); err != nil {
+			return err
+		}
+	}
+	if want("basebackup") {
+		if rep.base, err = b.baseBackupScenario(ctx, cfg.mc); err != nil {
 			return err
 		}
 	}

@@ -21,6 +21,7 @@ type report struct {
 	pg                              *pgResult
 	catalog                         *catalogResult
 	wal                             *walResult
+	base                            *baseResult
 	pgCluster                       *pgClusterResult
 	mysqlCluster                    *mysqlClusterResult
 }
@@ -108,6 +109,9 @@ func (r *report) markdown() string {
 	if r.wal != nil {
 		r.wal.markdown(w)
 	}
+	if r.base != nil {
+		r.base.markdown(w)
+	}
 
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
@@ -120,6 +124,9 @@ func (r *report) markdown() string {
 	}
 	if r.wal != nil {
 		all = append(all[:len(all):len(all)], r.wal.single, r.wal.burst, r.wal.fetch)
+	}
+	if r.base != nil {
+		all = append(all[:len(all):len(all)], r.base.backup, r.base.restore)
 	}
 	if r.pgCluster != nil {
 		all = append(all[:len(all):len(all)], r.pgCluster.backup, r.pgCluster.restore)

@@ -236,9 +236,7 @@ func (b *bench) newWALBench(ctx context.Context, mc string, need int) (*walBench
 	if _, err := w.run(ctx, nil, initdb, "-D", w.pgdata, "-A", "trust", "-U", walPGUser); err != nil {
 		return fail(fmt.Errorf("initdb: %w", err))
 	}
-	opts := fmt.Sprintf("-c port=%d -c listen_addresses='' -c unix_socket_directories=%s -c archive_mode=off -c wal_keep_size=16GB -c max_wal_size=16GB -c checkpoint_timeout=1h -c fsync=off -c full_page_writes=on",
-		w.port, w.dir)
-	if _, err := w.run(ctx, nil, pgctl, "-D", w.pgdata, "-l", filepath.Join(w.dir, "pg.log"), "-o", opts, "-w", "start"); err != nil {
+	if _, err := w.run(ctx, nil, pgctl, "-D", w.pgdata, "-l", filepath.Join(w.dir, "pg.log"), "-o", w.serverOpts(), "-w", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(w.dir, "pg.log"))
 		return fail(fmt.Errorf("starting PostgreSQL: %w\n%s", err, log))
 	}
@@ -251,6 +249,13 @@ func (b *bench) newWALBench(ctx context.Context, mc string, need int) (*walBench
 	}
 	stops = append(stops, w.minioStop)
 	return w, nil
+}
+
+// serverOpts are the server's settings on pg_ctl's command line: a Unix
+// socket only, no archiving (the harness plays the archiver), WAL kept.
+func (w *walBench) serverOpts() string {
+	return fmt.Sprintf("-c port=%d -c listen_addresses='' -c unix_socket_directories=%s -c archive_mode=off -c wal_keep_size=16GB -c max_wal_size=16GB -c checkpoint_timeout=1h -c fsync=off -c full_page_writes=on",
+		w.port, w.dir)
 }
 
 func (w *walBench) minioStop() {

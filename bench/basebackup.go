@@ -1,0 +1,1120 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The base backup scenario (issue: physical base backups and PITR): one
+// PostgreSQL 15 server on this host with a pgbench database, one MinIO
+// with TLS, and three tools taking a full base backup of it and then
+// restoring it and recovering to the end of the archive: pipe
+// (postgres_basebackup source and sink, pipe wal fetch), pgBackRest
+// (backup --type=full, restore, archive-get; process-max 2, zstd 3) and
+// barman-cloud (barman-cloud-backup -J 2 gzip, barman-cloud-restore,
+// barman-cloud-wal-restore).
+//
+// The server archives to all three archives with one archive_command,
+// archive.sh: the tool being measured pushes synchronously (its backup
+// waits for that push and for nothing else), the other two are queued in
+// the background, one push at a time per tool, and the harness waits for
+// every queue to drain before the next measurement. So every archive holds
+// every segment and no tool's backup waits for another tool's archiving.
+//
+// Where the time goes: during each measured phase a monitor samples /proc
+// every 100 ms (the CPU time and RSS of PostgreSQL's processes, MinIO's,
+// the tool's, and the machine's busy, iowait and disk counters); the tool's
+// own commands are timed exactly (rusage of the command and its waited-for
+// children), and restore_command runs under a wrapper that logs its wall
+// and its children's CPU time, so recovery splits into waiting for WAL and
+// replaying it.
+
+const (
+	basePort     = 55433 // the restored servers'
+	baseBarmanID = "bench"
+)
+
+// baseTools are the contenders, in run order.
+var baseTools = []string{"pipe", "pgbackrest", "barman"}
+
+var baseToolLabel = map[string]string{"pipe": "pipe", "pgbackrest": "pgBackRest", "barman": "barman-cloud"}
+
+// baseResult is the scenario's outcome.
+type baseResult struct {
+	scale, segments int
+	clusterSize     int64 // bytes of the data directory's databases
+	dbSize          int64 // the bench database
+	walBytes        int64 // WAL written after the backups, to recover
+	versions        []string
+	backup, restore *scenarioResult
+	phases          []basePhase                 // every measured run, in order
+	stored          map[string]int64            // bytes of the last backup, by tool
+	replayed        map[string]int64            // bytes of WAL the last restore replayed, by tool
+	pipeRuns        map[string][]pipelineRun    // pipe's summaries, by phase
+	rss             map[string]map[string]int64 // phase → tool → peak
+	notes           []string
+}
+
+// basePhase is one measured run and where its time went.
+type basePhase struct {
+	phase, tool string
+	rep         int
+	wall        time.Duration
+	cmdCPU      time.Duration // the tool's command(s), exact
+	cmdWall     time.Duration // the restore command alone (restore phase)
+	rcCPU       time.Duration // restore_command's children, exact
+	rcWall      time.Duration // recovery waiting on restore_command
+	rcCalls     int
+	// PostgreSQL's own account of the replay (the startup process's
+	// rusage, without restore_command's): "redo done at … system usage".
+	redoCPU, redoElapsed time.Duration
+	mon                  monitorTotals
+}
+
+func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult, error) {
+	scale, n := 90, 256
+	if b.cfg.quick {
+		scale, n = 10, 32
+	}
+	logf("scenario: PostgreSQL base backup and recovery: pipe vs pgBackRest and barman-cloud, pgbench scale %d, %d segments of WAL to recover", scale, n)
+	for _, tool := range []string{"pgbackrest", "barman-cloud-backup", "barman-cloud-restore", "barman-cloud-wal-archive", "barman-cloud-wal-restore", "initdb", "pg_ctl", "pgbench", "psql", "flock", "bash"} {
+		if _, err := lookPG(tool); err != nil {
+			return nil, fmt.Errorf("%s is not installed: apt-get install pgbackrest barman-cli-cloud postgresql-15 util-linux", tool)
+		}
+	}
+	w, err := b.newWALBench(ctx, mc, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+	res := &baseResult{scale: scale, segments: n, stored: map[string]int64{}, replayed: map[string]int64{},
+		pipeRuns: map[string][]pipelineRun{}, rss: map[string]map[string]int64{"backup": {}, "restore": {}}}
+	res.versions = w.versions(ctx)
+	bb := &baseBench{walBench: w, res: res}
+	if err := bb.setUp(ctx, scale); err != nil {
+		return nil, err
+	}
+	defer bb.stopRestored()
+
+	// Base backups, each tool's archive pushing synchronously in turn.
+	backup := &scenarioResult{name: fmt.Sprintf("full base backup of the server (%s) to MinIO", mib(res.clusterSize)), bytes: res.clusterSize, noWarmup: true}
+	for i, tool := range baseTools {
+		c := &contender{label: baseToolLabel[tool], target: 0, clean: bb.backupCleaner(ctx, tool)}
+		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.backupRun(ctx, tool, rep) }
+		if i == 0 {
+			backup.pipe = c
+		} else {
+			backup.refs = append(backup.refs, c)
+		}
+	}
+	if err := backup.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, bb.withLog(err)
+	}
+	res.backup = backup
+
+	// WAL after the backups, in every archive.
+	if err := bb.makeWAL(ctx, n); err != nil {
+		return nil, bb.withLog(err)
+	}
+
+	// Restore the newest backup and recover to the end of the archive.
+	restore := &scenarioResult{name: fmt.Sprintf("restore the newest backup and recover %d segments to the end of the archive", n), bytes: res.clusterSize, noWarmup: true}
+	for i, tool := range baseTools {
+		c := &contender{label: baseToolLabel[tool], clean: bb.restoreCleaner(ctx)}
+		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.restoreRun(ctx, tool, rep) }
+		if i == 0 {
+			restore.pipe = c
+		} else {
+			restore.refs = append(restore.refs, c)
+		}
+	}
+	if err := restore.interleave(ctx, b.cfg.reps); err != nil {
+		return nil, bb.withLog(err)
+	}
+	res.restore = restore
+	return res, nil
+}
+
+// baseBench is the scenario's state on top of the WAL scenario's server
+// and MinIO.
+type baseBench struct {
+	*walBench
+	res        *baseResult
+	restoreDir string
+	endMark    string // the last row written before the end of the archive
+	endLSN     string
+	pgBin      string
+	pgUID      int
+	restored   bool // a restored server may be running
+	// stored bytes of each tool's backups before the current run.
+	storedBefore int64
+}
+
+// setUp loads the bench database, restarts the server archiving through
+// archive.sh, and creates pgBackRest's stanza.
+func (bb *baseBench) setUp(ctx context.Context, scale int) error {
+	w := bb.walBench
+	bb.restoreDir = filepath.Join(w.dir, "restored")
+	bb.pgBin, _ = lookPG("postgres")
+	if p, err := filepath.EvalSymlinks(bb.pgBin); err == nil {
+		bb.pgBin = p
+	}
+	bb.pgUID = os.Getuid()
+	if w.osUser != "" {
+		var st syscall.Stat_t
+		if err := syscall.Stat(w.pgdata, &st); err == nil {
+			bb.pgUID = int(st.Uid)
+		}
+	}
+	start := time.Now()
+	if _, err := w.psql(ctx, "CREATE DATABASE bench"); err != nil {
+		return err
+	}
+	pgbench, _ := lookPG("pgbench")
+	if _, err := w.run(ctx, nil, pgbench, "-h", w.dir, "-p", strconv.Itoa(w.port), "-U", walPGUser, "-i", "-q", "-s", strconv.Itoa(scale), "bench"); err != nil {
+		return fmt.Errorf("pgbench -i: %w", err)
+	}
+	if _, err := bb.psqlAt(ctx, w.port, "bench", "CREATE TABLE marks (id serial PRIMARY KEY, note text NOT NULL)"); err != nil {
+		return err
+	}
+	sizes, err := w.psql(ctx, "SELECT sum(pg_database_size(oid)), pg_database_size('bench') FROM pg_database")
+	if err != nil {
+		return err
+	}
+	f := strings.Split(sizes, "|")
+	bb.res.clusterSize, _ = strconv.ParseInt(f[0], 10, 64)
+	bb.res.dbSize, _ = strconv.ParseInt(f[len(f)-1], 10, 64)
+	logf("  bench database: pgbench scale %d, %s (cluster %s), loaded in %s", scale, mib(bb.res.dbSize), mib(bb.res.clusterSize), time.Since(start).Round(time.Second))
+
+	// The archive scripts, then a restart with archive_mode = on (the
+	// WAL of the load is not archived: every backup starts after it).
+	if err := bb.writeScripts(); err != nil {
+		return err
+	}
+	pgctl, _ := lookPG("pg_ctl")
+	if _, err := w.run(ctx, nil, pgctl, "-D", w.pgdata, "-m", "fast", "-w", "stop"); err != nil {
+		return err
+	}
+	opts := w.serverOpts() + " -c archive_mode=on -c wal_level=replica -c max_wal_senders=10"
+	if _, err := w.run(ctx, nil, pgctl, "-D", w.pgdata, "-l", filepath.Join(w.dir, "pg.log"), "-o", opts, "-w", "start"); err != nil {
+		return fmt.Errorf("restarting PostgreSQL with archive_mode = on: %w", err)
+	}
+	if err := w.pgbackrest(ctx, true, "stanza-create"); err != nil {
+		return err
+	}
+	// pgBackRest's backup refuses an archive_command without its name
+	// (a substring check); the comment names it: archive.sh does run it.
+	if _, err := w.psql(ctx, fmt.Sprintf("ALTER SYSTEM SET archive_command = '%s %%p # runs pgbackrest archive-push too'", filepath.Join(w.dir, "archive.sh"))); err != nil {
+		return err
+	}
+	if _, err := w.psql(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	if _, err := w.psql(ctx, "SELECT pg_switch_wal()"); err != nil {
+		return err
+	}
+	return bb.drain(ctx)
+}
+
+// shq quotes s for a POSIX shell.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func envPrefix(env []string) string {
+	parts := []string{"env"}
+	for _, e := range env {
+		parts = append(parts, shq(e))
+	}
+	return strings.Join(parts, " ")
+}
+
+// writeScripts writes archive.sh (the archive_command), bg-push.sh (one
+// queued push), push.sh (one tool's push) and timed.sh (the restore_command
+// wrapper that logs wall and CPU).
+func (bb *baseBench) writeScripts() error {
+	w := bb.walBench
+	d := w.dir
+	pipeFile := filepath.Join(d, "pipe-archive.hcl")
+	if err := os.WriteFile(pipeFile, []byte(w.pipeArchive(true)), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(d, "inflight"), 0o777); err != nil {
+		return err
+	}
+	_ = w.chown(filepath.Join(d, "inflight"))
+	scripts := map[string]string{
+		"push.sh": fmt.Sprintf(`#!/bin/bash
+# push.sh TOOL PATH: one tool's archive_command for one file.
+# A queued push (TOOL-bg) comes after the server has marked the file done:
+# pgBackRest's async mode, which works from archive_status, cannot take it.
+case "$1" in
+pipe|pipe-bg) exec %s %s wal push %s "$2" ;;
+pgbackrest) exec %s pgbackrest --stanza=%s archive-push "$2" ;;
+pgbackrest-bg) exec %s pgbackrest --stanza=%s archive-push "$2" ;;
+barman|barman-bg) exec %s barman-cloud-wal-archive -z --endpoint-url %s s3://barman/wal %s "$2" ;;
+esac
+exit 2
+`, envPrefix(w.pipeEnv()), shq(w.b.cfg.pipe), shq(pipeFile), envPrefix(w.pgbackrestEnv(true)), walStanza, envPrefix(w.pgbackrestEnv(false)), walStanza,
+			envPrefix(w.barmanEnv()), shq(w.endpoint), baseBarmanID),
+		"bg-push.sh": fmt.Sprintf(`#!/bin/bash
+# bg-push.sh TOOL PATH: a queued push, one at a time per tool (two for
+# barman-cloud, the slowest: the queues drain sooner; untimed).
+f=$(basename "$2")
+rc=99
+if [ "$1" = barman ]; then flock -n -E 99 %[1]s/lock-barman-2 %[1]s/push.sh barman-bg "$2"; rc=$?; fi
+if [ $rc = 99 ]; then flock %[1]s/lock-$1 %[1]s/push.sh "$1-bg" "$2"; rc=$?; fi
+[ $rc = 0 ] || echo "$1 $f" >> %[1]s/archive-failed
+rm -f %[1]s/inflight/$1-$f
+`, d),
+		"archive.sh": fmt.Sprintf(`#!/bin/bash
+# archive.sh PATH: the tool named in archive-first pushes now; the others
+# are queued in the background.
+f=$(basename "$1")
+first=$(cat %[1]s/archive-first 2>/dev/null)
+if [ -n "$first" ]; then %[1]s/push.sh "$first" "$1" || exit 1; fi
+for t in pipe pgbackrest barman; do
+  [ "$t" = "$first" ] && continue
+  : > %[1]s/inflight/$t-$f
+  nohup %[1]s/bg-push.sh "$t" "$1" >> %[1]s/archive-bg.log 2>&1 &
+done
+exit 0
+`, d),
+		"timed.sh": fmt.Sprintf(`#!/bin/bash
+# timed.sh COMMAND…: restore_command, logging its wall and its children's CPU.
+s=$EPOCHREALTIME
+"$@"
+rc=$?
+e=$EPOCHREALTIME
+times > %[1]s/rc-times.$$
+{ echo "$s $e $rc $(tail -1 %[1]s/rc-times.$$)"; } >> %[1]s/rc.log
+rm -f %[1]s/rc-times.$$
+exit $rc
+`, d),
+	}
+	for name, text := range scripts {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			return err
+		}
+	}
+	return bb.setFirst("")
+}
+
+// setFirst names the tool that pushes synchronously ("" none).
+func (bb *baseBench) setFirst(tool string) error {
+	p := filepath.Join(bb.dir, "archive-first")
+	if err := os.WriteFile(p, []byte(tool), 0o644); err != nil {
+		return err
+	}
+	return nil
+}
+
+// drain waits until the server has archived every ready file and every
+// queued push has finished; a failed push is an error.
+func (bb *baseBench) drain(ctx context.Context) error {
+	deadline := time.Now().Add(20 * time.Minute)
+	status := filepath.Join(bb.pgdata, "pg_wal", "archive_status")
+	for {
+		if b, err := os.ReadFile(filepath.Join(bb.dir, "archive-failed")); err == nil && len(b) > 0 {
+			log, _ := os.ReadFile(filepath.Join(bb.dir, "archive-bg.log"))
+			return fmt.Errorf("queued archive pushes failed: %s\n%s", b, tail(string(log), 20))
+		}
+		ready := 0
+		ents, _ := os.ReadDir(status)
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".ready") {
+				ready++
+			}
+		}
+		inflight, _ := os.ReadDir(filepath.Join(bb.dir, "inflight"))
+		if ready == 0 && len(inflight) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the archives did not drain in 20 minutes: %d ready, %d queued pushes", ready, len(inflight))
+		}
+		if failed, _ := bb.psql(ctx, "SELECT failed_count FROM pg_stat_archiver"); failed != "" && failed != "0" {
+			last, _ := bb.psql(ctx, "SELECT last_failed_wal FROM pg_stat_archiver")
+			return fmt.Errorf("archive_command failed %s times (last %s)", failed, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// withLog adds the end of the server's log to err.
+func (bb *baseBench) withLog(err error) error {
+	if err == nil {
+		return nil
+	}
+	var b strings.Builder
+	for _, f := range []string{"pg.log", "restored.log", "archive-bg.log"} {
+		if log, e := os.ReadFile(filepath.Join(bb.dir, f)); e == nil && len(log) > 0 {
+			fmt.Fprintf(&b, "\n--- %s (end)\n%s", f, tail(string(log), 15))
+		}
+	}
+	return fmt.Errorf("%w%s", err, b.String())
+}
+
+func (bb *baseBench) psqlAt(ctx context.Context, port int, db, sql string) (string, error) {
+	psql, _ := lookPG("psql")
+	m, err := bb.run(ctx, nil, psql, "-X", "-A", "-t", "-h", bb.dir, "-p", strconv.Itoa(port), "-U", walPGUser, "-d", db, "-c", sql)
+	return strings.TrimSpace(string(m.stdout)), err
+}
+
+// basePrefixes are each tool's backups in MinIO.
+var basePrefixes = map[string]string{"pipe": "pipe/base/", "pgbackrest": "pgbackrest/repo/backup/", "barman": "barman/base/"}
+
+func (bb *baseBench) du(ctx context.Context, tool string) int64 {
+	m, err := timeCommand(ctx, []string{bb.mc, "du", "--json", mcAlias + "/" + basePrefixes[tool]}, bb.mcEnv...)
+	if err != nil {
+		return 0
+	}
+	var du struct {
+		Size int64 `json:"size"`
+	}
+	_ = json.Unmarshal([]byte(strings.TrimSpace(string(m.stdout))), &du) // 0 when there is nothing yet
+	return du.Size
+}
+
+// backupCleaner makes the tool the synchronous archiver and waits until
+// every archive is up to date.
+func (bb *baseBench) backupCleaner(ctx context.Context, tool string) func() {
+	return func() {
+		if err := bb.drain(ctx); err != nil {
+			logf("  warning: %v", err)
+		}
+		_ = bb.setFirst(tool)
+		bb.storedBefore = bb.du(ctx, tool)
+	}
+}
+
+func (bb *baseBench) pipeBaseFile() (string, error) {
+	w := bb.walBench
+	p := filepath.Join(w.dir, "pipe-base.hcl")
+	text := fmt.Sprintf(`variable "secret" { sensitive = true }
+pipeline "base" {
+  source "postgres_basebackup" {
+    host       = %q
+    port       = %d
+    user       = %q
+    checkpoint = "fast"
+    label      = "bench"
+  }
+  compress {
+    codec = "zstd"
+    level = 3
+  }
+  sink "s3" {
+    bucket            = "pipe"
+    key               = "base/${run.id}/${stream.name}${stream.ext}"
+    endpoint          = %q
+    region            = "us-east-1"
+    path_style        = true
+    access_key_id     = %q
+    secret_access_key = var.secret
+  }
+}
+`, w.dir, w.port, walPGUser, w.endpoint, minioUser)
+	return p, os.WriteFile(p, []byte(text), 0o644)
+}
+
+func (bb *baseBench) pipeRestoreFile(restoreCommand string) (string, error) {
+	w := bb.walBench
+	p := filepath.Join(w.dir, "pipe-restore.hcl")
+	text := fmt.Sprintf(`variable "secret" { sensitive = true }
+pipeline "restore" {
+  source "s3" {
+    bucket            = "pipe"
+    prefix            = "base/"
+    endpoint          = %q
+    region            = "us-east-1"
+    path_style        = true
+    access_key_id     = %q
+    secret_access_key = var.secret
+  }
+  decompress {}
+  sink "postgres_basebackup" {
+    data_directory  = %q
+    restore_command = %q
+  }
+}
+`, w.endpoint, minioUser, bb.restoreDir, restoreCommand)
+	return p, os.WriteFile(p, []byte(text), 0o644)
+}
+
+// asPG runs argv as PostgreSQL's user in the harness's folder.
+func (bb *baseBench) asPG(ctx context.Context, argv []string, env ...string) (measurement, error) {
+	return bb.runIn(ctx, bb.dir, env, argv...)
+}
+
+func (bb *baseBench) backupRun(ctx context.Context, tool string, rep int) (measurement, error) {
+	w := bb.walBench
+	mon := startMonitor(bb, false)
+	var m measurement
+	var err error
+	switch tool {
+	case "pipe":
+		file, ferr := bb.pipeBaseFile()
+		if ferr != nil {
+			return m, ferr
+		}
+		var r pipeRun
+		r, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, file, -1, w.pipeEnv()...)
+		m = r.measurement
+		if err == nil {
+			bb.res.pipeRuns["backup"] = append(bb.res.pipeRuns["backup"], r.summary)
+		}
+	case "pgbackrest":
+		m, err = w.run(ctx, append(w.pgbackrestEnv(true), "PGBACKREST_REPO1_RETENTION_FULL=99"), "pgbackrest", "--stanza="+walStanza, "backup", "--type=full", "--start-fast")
+	case "barman":
+		m, err = w.runIn(ctx, w.dir, w.barmanEnv(), "barman-cloud-backup", "-z", "-J", "2", "--immediate-checkpoint", "-h", w.dir, "-p", strconv.Itoa(w.port),
+			"-U", walPGUser, "-d", "postgres", "-n", fmt.Sprintf("bench-%d", rep), "--endpoint-url", w.endpoint, "s3://barman/base", baseBarmanID)
+	}
+	tot := mon.stop()
+	if err != nil {
+		return m, err
+	}
+	stored := bb.du(ctx, tool) - bb.storedBefore
+	if stored <= 0 {
+		return m, fmt.Errorf("%s stored nothing under %s", tool, basePrefixes[tool])
+	}
+	bb.res.stored[tool] = stored
+	bb.res.rss["backup"][tool] = max(bb.res.rss["backup"][tool], tot.toolPeakRSS, m.maxRSS)
+	bb.res.phases = append(bb.res.phases, basePhase{phase: "backup", tool: tool, rep: rep, wall: m.wall, cmdCPU: m.cpu, mon: tot})
+	return m, nil
+}
+
+// makeWAL writes n segments of WAL after the backups (pgbench
+// initialisations of another database), then a last row in bench.marks,
+// and waits until every archive holds all of it.
+func (bb *baseBench) makeWAL(ctx context.Context, n int) error {
+	w := bb.walBench
+	if err := bb.drain(ctx); err != nil {
+		return err
+	}
+	_ = bb.setFirst("")
+	start := time.Now()
+	startLSN, err := w.psql(ctx, "SELECT pg_current_wal_lsn()")
+	if err != nil {
+		return err
+	}
+	if _, err := w.psql(ctx, "CREATE DATABASE churn"); err != nil {
+		return err
+	}
+	pgbench, _ := lookPG("pgbench")
+	for {
+		done, err := w.psql(ctx, fmt.Sprintf("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '%s')::bigint", startLSN))
+		if err != nil {
+			return err
+		}
+		written, _ := strconv.ParseInt(done, 10, 64)
+		if written >= int64(n)<<24 {
+			bb.res.walBytes = written
+			break
+		}
+		scale := 40
+		if left := (int64(n)<<24 - written) >> 24; left < 40 {
+			scale = max(int(left)/2, 2)
+		}
+		if _, err := w.run(ctx, nil, pgbench, "-h", w.dir, "-p", strconv.Itoa(w.port), "-U", walPGUser, "-i", "-q", "-s", strconv.Itoa(scale), "churn"); err != nil {
+			return fmt.Errorf("pgbench: %w", err)
+		}
+		if _, err := w.psql(ctx, "CHECKPOINT"); err != nil {
+			return err
+		}
+	}
+	bb.endMark = fmt.Sprintf("end-%d", time.Now().UnixNano())
+	if _, err := bb.psqlAt(ctx, w.port, "bench", fmt.Sprintf("INSERT INTO marks (note) VALUES ('%s')", bb.endMark)); err != nil {
+		return err
+	}
+	bb.endLSN, _ = w.psql(ctx, "SELECT pg_current_wal_lsn()")
+	if _, err := w.psql(ctx, "SELECT pg_switch_wal()"); err != nil {
+		return err
+	}
+	logf("  %s of WAL written after the backups in %s; archiving it with every tool…", mib(bb.res.walBytes), time.Since(start).Round(time.Second))
+	if err := bb.drain(ctx); err != nil {
+		return err
+	}
+	logf("  archived by all three after %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// stopRestored stops a restored server, if one runs.
+func (bb *baseBench) stopRestored() {
+	if !bb.restored {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(bb.restoreDir, "postmaster.pid")); err == nil {
+		pgctl, _ := lookPG("pg_ctl")
+		_, _ = bb.run(context.Background(), nil, pgctl, "-D", bb.restoreDir, "-m", "immediate", "-w", "stop") // gone is fine
+	}
+	bb.restored = false
+}
+
+func (bb *baseBench) restoreCleaner(ctx context.Context) func() {
+	return func() {
+		bb.stopRestored()
+		os.RemoveAll(bb.restoreDir)
+		os.RemoveAll(filepath.Join(bb.dir, "pgbackrest-spool"))
+		os.Remove(filepath.Join(bb.dir, "rc.log"))
+		os.Remove(filepath.Join(bb.dir, "restored.log"))
+	}
+}
+
+func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (measurement, error) {
+	w := bb.walBench
+	timed := filepath.Join(w.dir, "timed.sh")
+	var env []string
+	var rc string
+	switch tool {
+	case "pipe":
+		env = w.pipeEnv()
+		rc = fmt.Sprintf("%s %s wal fetch %s %%f %%p", timed, w.b.cfg.pipe, filepath.Join(w.dir, "pipe-archive.hcl"))
+	case "pgbackrest":
+		env = append(w.pgbackrestEnv(true), "PGBACKREST_PG1_PATH="+bb.restoreDir)
+		rc = fmt.Sprintf(`%s pgbackrest --stanza=%s archive-get %%f "%%p"`, timed, walStanza)
+	case "barman":
+		env = w.barmanEnv()
+		rc = fmt.Sprintf("%s barman-cloud-wal-restore --endpoint-url %s s3://barman/wal %s %%f %%p", timed, w.endpoint, baseBarmanID)
+	}
+	var pipeFile string
+	if tool == "pipe" {
+		var err error
+		if pipeFile, err = bb.pipeRestoreFile(rc); err != nil {
+			return measurement{}, err
+		}
+	}
+	if tool != "pipe" {
+		// pgBackRest restores into an existing, empty directory;
+		// barman-cloud-restore's would be 0755, which PostgreSQL refuses.
+		if err := os.MkdirAll(bb.restoreDir, 0o700); err != nil {
+			return measurement{}, err
+		}
+		_ = w.chown(bb.restoreDir)
+	}
+	settle()
+	mon := startMonitor(bb, true)
+	start := time.Now()
+	var m measurement
+	var err error
+	switch tool {
+	case "pipe":
+		var r pipeRun
+		r, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, pipeFile, -1, env...)
+		m = r.measurement
+		if err == nil {
+			bb.res.pipeRuns["restore"] = append(bb.res.pipeRuns["restore"], r.summary)
+		}
+	case "pgbackrest":
+		m, err = bb.asPG(ctx, []string{"pgbackrest", "--stanza=" + walStanza, "restore", "--recovery-option=restore_command=" + rc}, env...)
+	case "barman":
+		m, err = bb.asPG(ctx, []string{"barman-cloud-restore", "--endpoint-url", w.endpoint, "s3://barman/base", baseBarmanID, fmt.Sprintf("bench-%d", w.b.cfg.reps), bb.restoreDir}, env...)
+		if err == nil {
+			// barman-cloud-restore writes no recovery settings: what its
+			// documentation has the user add.
+			err = bb.appendRecovery(rc)
+		}
+	}
+	cmdWall := time.Since(start)
+	if err != nil {
+		mon.stop()
+		return m, err
+	}
+	startLSN := backupStartLSN(bb.restoreDir)
+	// Start the restored server and wait for the end of recovery (the
+	// promotion: postmaster.pid says "ready", not "standby").
+	pgctl, _ := lookPG("pg_ctl")
+	opts := fmt.Sprintf("-c port=%d -c listen_addresses='' -c unix_socket_directories=%s -c archive_mode=off -c max_wal_size=16GB -c checkpoint_timeout=1h -c fsync=off", basePort, w.dir)
+	bb.restored = true
+	ms, err := w.runIn(ctx, w.dir, env, pgctl, "-D", bb.restoreDir, "-l", filepath.Join(w.dir, "restored.log"), "-o", opts, "-w", "-t", "1800", "start")
+	if err != nil {
+		mon.stop()
+		return m, err
+	}
+	for !bb.promoted(ctx) {
+		if time.Since(start) > 30*time.Minute {
+			mon.stop()
+			return m, fmt.Errorf("still recovering after 30 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			mon.stop()
+			return m, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	wall := time.Since(start)
+	tot := mon.stop()
+	cmdCPU := m.cpu
+	m.wall, m.cpu = wall, m.cpu+ms.cpu
+	// The recovery reached the end of the archive: the last row is there.
+	got, err := bb.psqlAt(ctx, basePort, "bench", "SELECT note FROM marks ORDER BY id DESC LIMIT 1")
+	if err != nil {
+		return m, err
+	}
+	if got != bb.endMark {
+		return m, fmt.Errorf("the restored server's last mark is %q, want %q: recovery stopped before the end of the archive", got, bb.endMark)
+	}
+	if inRec, _ := bb.psqlAt(ctx, basePort, "postgres", "SELECT pg_is_in_recovery()"); inRec != "f" {
+		return m, fmt.Errorf("the restored server is still in recovery (%q)", inRec)
+	}
+	bb.stopRestored()
+	ph := basePhase{phase: "restore", tool: tool, rep: rep, wall: wall, cmdCPU: cmdCPU, cmdWall: cmdWall, mon: tot}
+	ph.rcCalls, ph.rcWall, ph.rcCPU = restoreCommandLog(filepath.Join(w.dir, "rc.log"))
+	ph.redoCPU, ph.redoElapsed = redoUsage(filepath.Join(w.dir, "restored.log"))
+	bb.res.phases = append(bb.res.phases, ph)
+	bb.res.rss["restore"][tool] = max(bb.res.rss["restore"][tool], tot.toolPeakRSS, m.maxRSS)
+	if startLSN != "" && bb.endLSN != "" {
+		if d, err := bb.psql(ctx, fmt.Sprintf("SELECT pg_wal_lsn_diff('%s', '%s')::bigint", bb.endLSN, startLSN)); err == nil {
+			bb.res.replayed[tool], _ = strconv.ParseInt(d, 10, 64)
+		}
+	}
+	return m, nil
+}
+
+// appendRecovery writes recovery.signal and restore_command, as
+// barman-cloud-restore's users do.
+func (bb *baseBench) appendRecovery(rc string) error {
+	conf := filepath.Join(bb.restoreDir, "postgresql.auto.conf")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "restore_command = '%s'\n", strings.ReplaceAll(rc, "'", "''"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	sig := filepath.Join(bb.restoreDir, "recovery.signal")
+	if err := os.WriteFile(sig, nil, 0o600); err != nil {
+		return err
+	}
+	_ = bb.chown(conf)
+	return bb.chown(sig)
+}
+
+// promoted reports whether the restored server has left recovery: the
+// startup process removes recovery.signal at the end of archive recovery
+// (a stat every 50 ms costs nothing), then pg_is_in_recovery() says so.
+func (bb *baseBench) promoted(ctx context.Context) bool {
+	if _, err := os.Stat(filepath.Join(bb.restoreDir, "recovery.signal")); err == nil {
+		return false
+	}
+	r, err := bb.psqlAt(ctx, basePort, "postgres", "SELECT pg_is_in_recovery()")
+	return err == nil && r == "f"
+}
+
+// backupStartLSN reads START WAL LOCATION from the restored backup_label.
+func backupStartLSN(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "backup_label"))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "START WAL LOCATION: "); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	return ""
+}
+
+// restoreCommandLog sums timed.sh's log: calls, wall, children's CPU.
+func restoreCommandLog(path string) (calls int, wall, cpu time.Duration) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 5 {
+			continue
+		}
+		s, _ := strconv.ParseFloat(fs[0], 64)
+		e, _ := strconv.ParseFloat(fs[1], 64)
+		calls++
+		wall += time.Duration((e - s) * float64(time.Second))
+		cpu += bashTime(fs[3]) + bashTime(fs[4])
+	}
+	return calls, wall, cpu
+}
+
+// redoUsage reads the server's "redo done at … system usage: CPU: user:
+// U s, system: S s, elapsed: E s" line.
+func redoUsage(path string) (cpu, elapsed time.Duration) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		i := strings.Index(l, "redo done at")
+		if i < 0 {
+			continue
+		}
+		var u, sy, e float64
+		if j := strings.Index(l, "CPU: user: "); j >= 0 {
+			if _, err := fmt.Sscanf(l[j:], "CPU: user: %f s, system: %f s, elapsed: %f s", &u, &sy, &e); err == nil {
+				return time.Duration((u + sy) * float64(time.Second)), time.Duration(e * float64(time.Second))
+			}
+		}
+	}
+	return 0, 0
+}
+
+// bashTime parses bash's times format, 1m2.345s.
+func bashTime(s string) time.Duration {
+	m, rest, ok := strings.Cut(s, "m")
+	if !ok {
+		return 0
+	}
+	mins, _ := strconv.ParseFloat(m, 64)
+	secs, _ := strconv.ParseFloat(strings.TrimSuffix(rest, "s"), 64)
+	return time.Duration((mins*60 + secs) * float64(time.Second))
+}
+
+// The monitor: /proc every 100 ms during one measured run.
+
+type monitorTotals struct {
+	pgCPU, minioCPU, archiveCPU time.Duration // sampled
+	originCPU                   time.Duration // the backed-up server's, during restores
+	detachedCPU                 time.Duration // the tool's detached helpers, sampled
+	toolPeakRSS                 int64
+	busy, iowait                time.Duration // the machine's, all CPUs
+	diskRead, diskWrite         int64
+	others                      string // the largest of the rest, by command name
+}
+
+type procInfo struct {
+	cat         string // pg, minio, cmd, rc, tool, archive, other
+	comm        string
+	first, last int64 // clock ticks of user + system
+	ppid        int
+	start       string // the process's start time, against reused pids
+}
+
+type monitor struct {
+	bb      *baseBench
+	stopC   chan struct{}
+	done    sync.WaitGroup
+	procs   map[int]*procInfo
+	peak    int64
+	startCS cpuStat
+	startDS [2]int64
+	first   bool
+	origin  int // the server's postmaster
+	self    int // the harness
+	// restoring counts the backed-up server apart (its idle processes
+	// while another server recovers).
+	restoring bool
+}
+
+type cpuStat struct{ busy, iowait int64 }
+
+const clkTck = 100 // USER_HZ on Linux
+
+func startMonitor(bb *baseBench, restoring bool) *monitor {
+	m := &monitor{bb: bb, stopC: make(chan struct{}), procs: map[int]*procInfo{}, first: true, self: os.Getpid(), restoring: restoring}
+	if b, err := os.ReadFile(filepath.Join(bb.pgdata, "postmaster.pid")); err == nil {
+		m.origin, _ = strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	m.startCS = readCPUStat()
+	m.startDS = readDiskStats()
+	m.scan()
+	m.first = false
+	m.done.Add(1)
+	go func() {
+		defer m.done.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stopC:
+				return
+			case <-t.C:
+				m.scan()
+			}
+		}
+	}()
+	return m
+}
+
+func (m *monitor) stop() monitorTotals {
+	close(m.stopC)
+	m.done.Wait()
+	m.scan()
+	var t monitorTotals
+	others := map[string]time.Duration{}
+	for _, p := range m.procs {
+		d := time.Duration(p.last-p.first) * time.Second / clkTck
+		switch p.cat {
+		case "pg":
+			t.pgCPU += d
+		case "origin":
+			t.originCPU += d
+		case "minio":
+			t.minioCPU += d
+		case "tool":
+			t.detachedCPU += d
+		case "archive":
+			t.archiveCPU += d
+		case "other":
+			others[p.comm] += d
+		}
+	}
+	names := make([]string, 0, len(others))
+	for n := range others {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return others[names[i]] > others[names[j]] })
+	var parts []string
+	for _, n := range names[:min(3, len(names))] {
+		if others[n] >= 100*time.Millisecond {
+			parts = append(parts, fmt.Sprintf("%s %.1f s", n, others[n].Seconds()))
+		}
+	}
+	t.others = strings.Join(parts, ", ")
+	t.toolPeakRSS = m.peak
+	cs := readCPUStat()
+	t.busy = time.Duration(cs.busy-m.startCS.busy) * time.Second / clkTck
+	t.iowait = time.Duration(cs.iowait-m.startCS.iowait) * time.Second / clkTck
+	// What the run left dirty is its writing too: flushed now, after
+	// the clock stopped, so the disk counters hold it.
+	syscall.Sync()
+	ds := readDiskStats()
+	t.diskRead, t.diskWrite = ds[0]-m.startDS[0], ds[1]-m.startDS[1]
+	return t
+}
+
+type procStat struct {
+	ppid  int
+	ticks int64
+	rss   int64
+	comm  string
+	start string
+}
+
+func readProcStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	s := string(b)
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 22 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	rss, _ := strconv.ParseInt(f[21], 10, 64)
+	return procStat{ppid: ppid, ticks: ut + st, rss: rss * int64(os.Getpagesize()), comm: s[open+1 : end], start: f[19]}, true
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// scan samples every process once.
+func (m *monitor) scan() {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	stats := map[int]procStat{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readProcStat(pid); ok {
+			stats[pid] = st
+		}
+	}
+	var toolRSS int64
+	for pid, st := range stats {
+		p := m.procs[pid]
+		if p == nil || p.start != st.start {
+			p = &procInfo{cat: m.classify(pid, st, stats), ppid: st.ppid, start: st.start, comm: st.comm}
+			if m.first {
+				p.first = st.ticks // running before the phase: count from here
+			}
+			m.procs[pid] = p
+		} else if p.ppid != st.ppid && p.cat != "other" {
+			// Detached since (a daemon's double fork): what is it now?
+			p.cat, p.ppid = m.classify(pid, st, stats), st.ppid
+		}
+		p.last = st.ticks
+		switch p.cat {
+		case "cmd", "rc", "tool":
+			toolRSS += st.rss
+		}
+	}
+	m.peak = max(m.peak, toolRSS)
+}
+
+// classify names a process's part: PostgreSQL's, MinIO's, the measured
+// tool's (cmd: under the harness's command, timed exactly; rc: under
+// restore_command's wrapper, timed exactly; tool: detached, sampled), or
+// archiving's (a tool under the origin server's archiver or queued by
+// archive.sh); other for the rest of the machine.
+func (m *monitor) classify(pid int, st procStat, stats map[int]procStat) string {
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	switch {
+	case exe == m.bb.pgBin && m.restoring && (pid == m.origin || st.ppid == m.origin):
+		return "origin"
+	case exe == m.bb.pgBin:
+		return "pg"
+	case st.comm == "minio":
+		return "minio"
+	}
+	var fi syscall.Stat_t
+	if err := syscall.Stat("/proc/"+strconv.Itoa(pid), &fi); err != nil || int(fi.Uid) != m.bb.pgUID {
+		return "other"
+	}
+	isTool := exe == m.bb.b.cfg.pipe || filepath.Base(exe) == "pgbackrest"
+	if !isTool {
+		isTool = strings.Contains(cmdline(pid), "barman-cloud")
+	}
+	if !isTool {
+		return "other"
+	}
+	for a, seen := st.ppid, 0; a > 1 && seen < 64; seen++ {
+		if a == m.origin {
+			return "archive"
+		}
+		if a == m.self {
+			return "cmd"
+		}
+		c := cmdline(a)
+		if strings.Contains(c, "bg-push.sh") || strings.Contains(c, "archive.sh") {
+			return "archive"
+		}
+		if strings.Contains(c, "timed.sh") {
+			return "rc"
+		}
+		as, ok := stats[a]
+		if !ok {
+			break
+		}
+		a = as.ppid
+	}
+	return "tool"
+}
+
+func readCPUStat() cpuStat {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuStat{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal
+	var v [9]int64
+	for i := 1; i < len(f) && i < 9; i++ {
+		v[i], _ = strconv.ParseInt(f[i], 10, 64)
+	}
+	return cpuStat{busy: v[1] + v[2] + v[3] + v[6] + v[7] + v[8], iowait: v[5]}
+}
+
+// readDiskStats sums bytes read and written on the machine's disks (not
+// partitions, loop or device-mapper devices).
+func readDiskStats() [2]int64 {
+	var out [2]int64
+	b, err := os.ReadFile("/proc/diskstats")
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 10 {
+			continue
+		}
+		name := f[2]
+		if _, err := os.Stat("/sys/block/" + name + "/device"); err != nil {
+			continue
+		}
+		r, _ := strconv.ParseInt(f[5], 10, 64)
+		w, _ := strconv.ParseInt(f[9], 10, 64)
+		out[0] += r * 512
+		out[1] += w * 512
+	}
+	return out
+}
+
+func (r *baseResult) markdown(w func(string, ...any)) {
+	w("\n## PostgreSQL base backup and recovery (PostgreSQL 15, MinIO with TLS)\n\n")
+	w("Tools: %s. One server (pgbench scale %d: the bench database %s, the cluster %s), one MinIO, one run; pipe and pgBackRest compress with zstd level 3, barman-cloud with gzip (it has no zstd); no tool encrypts. pgBackRest: process-max 2; barman-cloud-backup: -J 2. Medians of %d run(s) each.\n\n",
+		strings.Join(r.versions, "; "), r.scale, mib(r.dbSize), mib(r.clusterSize), len(r.backup.pipe.times))
+	w("| what | pipe | pgBackRest | barman-cloud | pipe / faster peer | target | met? |\n|---|---|---|---|---|---|---|\n")
+	row := func(what string, s *scenarioResult) {
+		p := median(s.pipe.times)
+		pg, bc := median(s.refs[0].times), median(s.refs[1].times)
+		ratio := p.Seconds() / min(pg, bc).Seconds()
+		w("| %s | %.1f s | %.1f s | %.1f s | %.2f× | ≤ 0.80× | %s |\n", what, p.Seconds(), pg.Seconds(), bc.Seconds(), ratio, yesNo(ratio <= 0.8))
+	}
+	row("base backup, wall", r.backup)
+	row(fmt.Sprintf("restore + recover %s of WAL to the end, wall", mib(r.walBytes)), r.restore)
+	for _, ph := range []string{"backup", "restore"} {
+		w("| peak RSS, %s | %s | %s | %s | | | |\n", ph, mib(r.rss[ph]["pipe"]), mib(r.rss[ph]["pgbackrest"]), mib(r.rss[ph]["barman"]))
+	}
+	w("| stored backup | %s | %s | %s | | | |\n", mib(r.stored["pipe"]), mib(r.stored["pgbackrest"]), mib(r.stored["barman"]))
+	w("| WAL replayed (backup start → end) | %s | %s | %s | | | |\n", mib(r.replayed["pipe"]), mib(r.replayed["pgbackrest"]), mib(r.replayed["barman"]))
+
+	w("\n### Where the time goes\n\n")
+	w("CPU seconds during each run (the machine has 2 CPUs, so 2 × wall is all there is). *tool* is the tool's own commands, exact (rusage of the command and its waited-for children: `pipe run`, `pgbackrest backup|restore`, `barman-cloud-backup|restore`; for restores also `pg_ctl`), plus, for recovery, restore_command (exact, from a wrapper's `times`) and any detached helper (sampled: pgBackRest's async archive-get); *PostgreSQL* and *MinIO* are sampled from /proc every 100 ms; *archiving* is the other tools' queued archive pushes and the measured tool's synchronous one (sampled); *other* is the machine's busy time less all of those (the harness, the kernel's own work, neighbours). Recovery splits into the restore command, then the server's start and recovery, of which *waiting for WAL* is the sum of restore_command's wall times.\n\n")
+	w("| phase | tool | run | wall | tool CPU | PostgreSQL CPU | MinIO CPU | archiving CPU | other CPU (largest) | iowait | disk read / written | restore cmd wall | restore_command: calls, wall (CPU) | replay: CPU, elapsed (PostgreSQL's log) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.phases {
+		tool := p.cmdCPU + p.rcCPU + p.mon.detachedCPU
+		other := p.mon.busy - tool - p.mon.pgCPU - p.mon.minioCPU - p.mon.archiveCPU
+		rcmd, rcs, redo := "", "", ""
+		if p.phase == "restore" {
+			rcmd = fmt.Sprintf("%.1f s", p.cmdWall.Seconds())
+			rcs = fmt.Sprintf("%d, %.1f s (%.1f s)", p.rcCalls, p.rcWall.Seconds(), p.rcCPU.Seconds())
+			redo = fmt.Sprintf("%.1f s, %.1f s", p.redoCPU.Seconds(), p.redoElapsed.Seconds())
+		}
+		other -= p.mon.originCPU
+		pg := fmt.Sprintf("%.1f s", p.mon.pgCPU.Seconds())
+		if p.mon.originCPU >= 100*time.Millisecond {
+			pg += fmt.Sprintf(" (+ %.1f s the backed-up server's)", p.mon.originCPU.Seconds())
+		}
+		w("| %s | %s | %d | %.1f s | %.1f s | %s | %.1f s | %.1f s | %.1f s (%s) | %.1f s | %s / %s | %s | %s | %s |\n", p.phase, baseToolLabel[p.tool], p.rep, p.wall.Seconds(),
+			tool.Seconds(), pg, p.mon.minioCPU.Seconds(), p.mon.archiveCPU.Seconds(), max(other, 0).Seconds(), p.mon.others, p.mon.iowait.Seconds(),
+			mb(p.mon.diskRead), mb(p.mon.diskWrite), rcmd, rcs, redo)
+	}
+	for _, ph := range []string{"backup", "restore"} {
+		if runs := r.pipeRuns[ph]; len(runs) > 0 {
+			w("\npipe's run summary, %s: bottleneck %s; %s.\n", ph, bottlenecks(runs), stageList(runs[len(runs)-1]))
+		}
+	}
+	for _, n := range r.notes {
+		w("\n- %s\n", n)
+	}
+}
