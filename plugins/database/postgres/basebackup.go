@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/sdk/ospipe"
 )
 
 // The streams of a base backup: the data directory, each tablespace (by
@@ -114,12 +117,62 @@ type BaseSource struct {
 	opened  sync.Mutex
 }
 
-// basePipe is one archive of the copy: what the copy writes, its stream's
-// reader reads.
+// basePipe is one archive of the copy, through an OS pipe: across the
+// plugin boundary pipe reads the pipe itself. The copy writes it in
+// batches of up to a MiB; err is why the archive ended early, set before
+// done is closed.
 type basePipe struct {
-	r      *io.PipeReader
-	w      *io.PipeWriter
+	r      *os.File
+	in     *ospipe.Reader
+	w      *os.File
+	bw     *bufio.Writer
+	done   chan struct{}
+	ended  sync.Once
+	err    error
 	opened bool
+	eof    bool
+	closed sync.Once
+}
+
+var _ sdk.FileReader = (*basePipe)(nil)
+
+// end closes the writing side, with err when the archive did not end
+// well; only the first call counts.
+func (p *basePipe) end(err error) {
+	p.ended.Do(func() {
+		if err == nil {
+			err = p.bw.Flush()
+		}
+		p.err = err
+		p.w.Close()
+		close(p.done)
+	})
+}
+
+func (p *basePipe) File() *os.File { return p.r }
+func (p *basePipe) Done(eof bool)  { p.eof = eof }
+
+func (p *basePipe) Read(b []byte) (int, error) {
+	n, err := p.in.Read(b)
+	if err == io.EOF {
+		p.eof = true
+		<-p.done
+		if p.err != nil {
+			return n, p.err
+		}
+	}
+	return n, err
+}
+
+// Close returns how the archive ended; closed before its end, it makes
+// the copy's writes to it fail (and so the backup).
+func (p *basePipe) Close() error {
+	p.closed.Do(func() { p.r.Close() })
+	if !p.eof {
+		return nil
+	}
+	<-p.done
+	return p.err
 }
 
 var (
@@ -244,8 +297,17 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	}
 	s.streams = append(s.streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
 	for _, st := range s.streams {
-		r, w := io.Pipe()
-		s.pipes[st.Name] = &basePipe{r: r, w: w}
+		r, w, err := ospipe.New()
+		if err != nil {
+			for _, p := range s.pipes {
+				p.r.Close()
+				p.w.Close()
+			}
+			pc.Close(context.Background())
+			return nil, err
+		}
+		ospipe.Grow(w)
+		s.pipes[st.Name] = &basePipe{r: r, w: w, bw: bufio.NewWriterSize(w, 1<<20), done: make(chan struct{})}
 	}
 	s.facts = map[string]string{
 		FactSystemID: sys.SystemID,
@@ -291,13 +353,13 @@ func (s *BaseSource) copy(ctx context.Context) {
 	fail := func(err error) {
 		s.err = err
 		for _, p := range s.pipes {
-			p.w.CloseWithError(err)
+			p.end(err)
 		}
 		close(s.done)
 	}
 	next := func(name string) error {
 		if cur != nil {
-			cur.w.Close()
+			cur.end(nil)
 		}
 		p, ok := s.pipes[name]
 		if !ok {
@@ -335,7 +397,7 @@ func (s *BaseSource) copy(ctx context.Context) {
 					fail(errors.New("the server sent data before naming its archive"))
 					return
 				}
-				if _, err := cur.w.Write(m.Data[1:]); err != nil {
+				if _, err := cur.bw.Write(m.Data[1:]); err != nil {
 					fail(fmt.Errorf("base backup stream stopped: %w", err))
 					return
 				}
@@ -346,7 +408,7 @@ func (s *BaseSource) copy(ctx context.Context) {
 			}
 		case *pgproto3.CopyDone:
 			if cur != nil {
-				cur.w.Close()
+				cur.end(nil)
 			}
 			stop, err := pglogrepl.FinishBaseBackup(ctx, s.pc)
 			if err != nil {
@@ -359,7 +421,7 @@ func (s *BaseSource) copy(ctx context.Context) {
 				FactStopTime: time.Now().UTC().Format(time.RFC3339Nano),
 			}
 			for _, p := range s.pipes {
-				p.w.CloseWithError(errors.New("the server sent no data for this archive"))
+				p.end(errors.New("the server sent no data for this archive"))
 			}
 			close(s.done)
 			return
@@ -384,7 +446,16 @@ func (s *BaseSource) Open(ctx context.Context, name string) (io.ReadCloser, erro
 		return nil, fmt.Errorf("base backup stream %q is read once: the server sends it once", name)
 	}
 	p.opened = true
-	return p.r, nil
+	p.in = ospipe.NewReader(ctx, p.r)
+	return p, nil
+}
+
+// closePipes closes every stream's reading side: the copy's writes to
+// them fail.
+func (s *BaseSource) closePipes() {
+	for _, p := range s.pipes {
+		p.closed.Do(func() { p.r.Close() })
+	}
 }
 
 func (s *BaseSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
@@ -413,9 +484,7 @@ func (s *BaseSource) Close() error {
 		if s.cancel != nil {
 			// The copy may wait on a stream no one reads any more, or
 			// never opened: its writes fail now.
-			for _, p := range s.pipes {
-				p.r.CloseWithError(errors.New("the base backup was stopped"))
-			}
+			s.closePipes()
 			s.cancel()
 			<-s.done
 		}
