@@ -73,7 +73,10 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 					send(&pgproto3.CopyData{Data: []byte("n" + a[0] + "\x00\x00")})
 				}
 				for b := []byte(a[1]); len(b) > 0; {
-					n := min(len(b), 7)
+					n := min(len(b), 7) // split across messages
+					if len(a[1]) > 1<<20 {
+						n = min(len(b), 32<<10)
+					}
 					send(&pgproto3.CopyData{Data: append([]byte("d"), b[:n]...)})
 					b = b[n:]
 				}
@@ -186,11 +189,13 @@ func TestBaseSourceRefuses(t *testing.T) {
 func TestBaseSourceCloseStopsAWaitingCopy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "data no one reads"}, {"", "{}"}}})
+	// More than the pipe and the copy's batch hold.
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", strings.Repeat("data no one reads ", 4<<20/18)}, {"", "{}"}}})
 	if _, err := s.Streams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// One byte read: the copy is now blocked writing the rest.
+	// One byte read: the copy is now blocked writing the rest (the pipe
+	// and its batch are full).
 	r, _ := s.Open(ctx, "base.tar")
 	if _, err := r.Read(make([]byte, 1)); err != nil {
 		t.Fatal(err)
