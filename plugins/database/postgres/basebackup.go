@@ -122,15 +122,11 @@ type BaseSource struct {
 // batches of up to a MiB; err is why the archive ended early, set before
 // done is closed.
 type basePipe struct {
-	r      *os.File
-	in     *ospipe.Reader
+	pipedStream
 	w      *os.File
 	bw     *bufio.Writer
-	done   chan struct{}
 	ended  sync.Once
-	err    error
 	opened bool
-	eof    bool
 	closed sync.Once
 }
 
@@ -147,21 +143,6 @@ func (p *basePipe) end(err error) {
 		p.w.Close()
 		close(p.done)
 	})
-}
-
-func (p *basePipe) File() *os.File { return p.r }
-func (p *basePipe) Done(eof bool)  { p.eof = eof }
-
-func (p *basePipe) Read(b []byte) (int, error) {
-	n, err := p.in.Read(b)
-	if err == io.EOF {
-		p.eof = true
-		<-p.done
-		if p.err != nil {
-			return n, p.err
-		}
-	}
-	return n, err
 }
 
 // Close returns how the archive ended; closed before its end, it makes
@@ -307,7 +288,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 			return nil, err
 		}
 		ospipe.Grow(w)
-		s.pipes[st.Name] = &basePipe{r: r, w: w, bw: bufio.NewWriterSize(w, 1<<20), done: make(chan struct{})}
+		s.pipes[st.Name] = &basePipe{pipedStream: pipedStream{r: r, done: make(chan struct{})}, w: w, bw: bufio.NewWriterSize(w, 1<<20)}
 	}
 	s.facts = map[string]string{
 		FactSystemID: sys.SystemID,

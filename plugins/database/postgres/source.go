@@ -463,7 +463,7 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 		s.workers.put(pc)
 		return nil, err
 	}
-	r := &copyReader{r: pr, in: ospipe.NewReader(ctx, pr), cancel: cancel, done: make(chan struct{})}
+	r := &copyReader{pipedStream: pipedStream{r: pr, in: ospipe.NewReader(ctx, pr), done: make(chan struct{})}, cancel: cancel}
 	id := pgx.Identifier{schema, tbl}.Sanitize()
 	go func() {
 		// pgx writes a row at a time: batch them into pipe-sized writes.
@@ -502,34 +502,41 @@ func (s *Source) worker(ctx context.Context) (*pgx.Conn, error) {
 	return pc, nil
 }
 
-// copyReader is a table's rows as they come from COPY, through an OS pipe:
-// across the plugin boundary pipe reads the pipe itself.
-type copyReader struct {
-	r      *os.File
-	in     *ospipe.Reader // r, in batches
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error // COPY's, after done
-	eof    bool
-	once   sync.Once
+// pipedStream is a stream a goroutine writes into an OS pipe: across the
+// plugin boundary pipe reads the pipe itself (see sdk.FileReader). err is
+// how the writer ended, set before done is closed; a reader that reached
+// the pipe's end gets it.
+type pipedStream struct {
+	r    *os.File
+	in   *ospipe.Reader // r, in batches
+	done chan struct{}
+	err  error
+	eof  bool
 }
 
-var _ sdk.FileReader = (*copyReader)(nil)
+func (p *pipedStream) File() *os.File { return p.r }
+func (p *pipedStream) Done(eof bool)  { p.eof = eof }
 
-func (r *copyReader) File() *os.File { return r.r }
-func (r *copyReader) Done(eof bool)  { r.eof = eof }
-
-func (r *copyReader) Read(b []byte) (int, error) {
-	n, err := r.in.Read(b)
+func (p *pipedStream) Read(b []byte) (int, error) {
+	n, err := p.in.Read(b)
 	if err == io.EOF {
-		r.eof = true
-		<-r.done
-		if r.err != nil {
-			return n, r.err
+		p.eof = true
+		<-p.done
+		if p.err != nil {
+			return n, p.err
 		}
 	}
 	return n, err
 }
+
+// copyReader is a table's rows as they come from COPY.
+type copyReader struct {
+	pipedStream
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+var _ sdk.FileReader = (*copyReader)(nil)
 
 // Close returns how the COPY ended. Closed before the end, it stops the
 // COPY first. Either way the connection is back in the pool after it.
