@@ -93,14 +93,16 @@ func (ah *Ahead) Run(ctx context.Context) error {
 	idleSince := time.Now()
 	lastWarn := time.Time{}
 	for ctx.Err() == nil {
+		// What is ready and noted is read under the lock a finished push
+		// takes to leave inflight after it wrote its note: read outside
+		// it, a push that ended in between looked neither noted nor in
+		// flight, and was pushed again.
+		mu.Lock()
 		todo, waiting, err := ah.ready("")
 		if err != nil {
+			mu.Unlock()
 			return err
 		}
-		if ah.backlog(waiting, time.Since(lastWarn) > time.Minute) { // once a minute
-			lastWarn = time.Now()
-		}
-		mu.Lock()
 		busy := len(inflight)
 		for _, name := range todo {
 			if busy >= ah.Workers {
@@ -120,6 +122,9 @@ func (ah *Ahead) Run(ctx context.Context) error {
 			}()
 		}
 		mu.Unlock()
+		if ah.backlog(waiting, time.Since(lastWarn) > time.Minute) { // once a minute
+			lastWarn = time.Now()
+		}
 		if busy > 0 {
 			idleSince = time.Now()
 		} else if time.Since(idleSince) > ah.Idle {
