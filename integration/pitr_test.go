@@ -60,10 +60,7 @@ func TestPITR(t *testing.T) {
 	bucket := b.bucket(t, "pitr")
 	keys := t.TempDir()
 	mustPipe(t, keys, nil, "keygen", "-o", "wal")
-	pg := startWALCluster(t, "pitr", true, map[string]string{
-		"PIPE_VAR_endpoint": "http://" + b.m.IP + ":9000", "PIPE_VAR_bucket": bucket,
-		"PIPE_VAR_access_key": b.m.User, "PIPE_VAR_secret_key": b.m.Pass, "AWS_EC2_METADATA_DISABLED": "true",
-	}, keys)
+	pg := startWALCluster(t, "pitr", true, b.inside(bucket), keys)
 	ctx := context.Background()
 	port, err := pg.c.MappedPort(ctx, "5432/tcp")
 	if err != nil {
@@ -187,8 +184,7 @@ func TestPITR(t *testing.T) {
 		t.Errorf("the promoted server is on timeline %s, not 2", tli)
 	}
 	pg.psql(t, 5442, "INSERT INTO marks (note) VALUES ('timeline 2')")
-	pg.psql(t, 5442, "SELECT pg_switch_wal()")
-	waitArchived(t, pg, 5442, "/tmp/pitr-time.log")
+	pg.archivedOn(t, 5442, func() string { return pg.mustSh(t, "tail -40 /tmp/pitr-time.log") })
 	stop("/tmp/pitr-time")
 
 	// The newest timeline is followed through its history file.
@@ -250,20 +246,6 @@ func segmentOf(lsn string) string {
 	var hi, lo uint64
 	fmt.Sscanf(lsn, "%X/%X", &hi, &lo)
 	return fmt.Sprintf("%08X%08X", hi, lo>>20)
-}
-
-// waitArchived waits until the server on port has archived the segment
-// before its current one.
-func waitArchived(t *testing.T, pg *walCluster, port int, logFile string) {
-	t.Helper()
-	want := pg.psql(t, port, "SELECT pg_walfile_name(pg_current_wal_lsn() - 1)")
-	deadline := time.Now().Add(2 * time.Minute)
-	for pg.psql(t, port, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver") < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server on port %d did not archive %s in 2 minutes:\n%s", port, want, pg.mustSh(t, "tail -40 "+logFile))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // tableDigests sums up every table of the app database: its rows' count

@@ -67,6 +67,16 @@ type walCluster struct {
 	c    testcontainers.Container
 }
 
+// inside is the environment of a pipe in a container that reaches MinIO
+// on the Docker network, for the file's variables and bucket: a new map
+// each time (startWALCluster adds to it).
+func (b *s3Bench) inside(bucket string) map[string]string {
+	return map[string]string{
+		"PIPE_VAR_endpoint": "http://" + b.m.IP + ":9000", "PIPE_VAR_bucket": bucket,
+		"PIPE_VAR_access_key": b.m.User, "PIPE_VAR_secret_key": b.m.Pass, "AWS_EC2_METADATA_DISABLED": "true",
+	}
+}
+
 // startWALCluster starts postgres:15 with 1 MiB segments, archive_mode on
 // and pipe (the binary under test, copied in) as archive_command, writing
 // to MinIO on the Docker network.
@@ -125,17 +135,26 @@ func (w *walCluster) psql(t *testing.T, port int, sql string) string {
 // before the current one, and returns the last one's name.
 func (w *walCluster) archivedThrough(t *testing.T) string {
 	t.Helper()
-	w.psql(t, 5432, "SELECT pg_switch_wal()")
-	want := w.psql(t, 5432, "SELECT pg_walfile_name(pg_current_wal_lsn() - 1)")
+	return w.archivedOn(t, 5432, func() string {
+		_, ps := w.sh(t, "ps -eo pid,ppid,stat,etime,args; cat /proc/loadavg; ls -la pg_wal/pipe-spool/push pg_wal/archive_status | tail -20; psql -X -h /var/run/postgresql -U pipe -d app -c 'select * from pg_stat_archiver'")
+		return lastLines(w.logs(t), 60) + "\n" + ps
+	})
+}
+
+// archivedOn is archivedThrough for the server on port; why says what
+// went on when it does not happen in 3 minutes.
+func (w *walCluster) archivedOn(t *testing.T, port int, why func() string) string {
+	t.Helper()
+	w.psql(t, port, "SELECT pg_switch_wal()")
+	want := w.psql(t, port, "SELECT pg_walfile_name(pg_current_wal_lsn() - 1)")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		last := w.psql(t, 5432, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
+		last := w.psql(t, port, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
 		if len(last) == 24 && last >= want {
 			return want
 		}
 		if time.Now().After(deadline) {
-			_, ps := w.sh(t, "ps -eo pid,ppid,stat,etime,args; cat /proc/loadavg; ls -la pg_wal/pipe-spool/push pg_wal/archive_status | tail -20; psql -X -h /var/run/postgresql -U pipe -d app -c 'select * from pg_stat_archiver'")
-			t.Fatalf("%s: PostgreSQL archived up to %q, not %s, in 3 minutes\n%s\n%s", w.name, last, want, lastLines(w.logs(t), 60), ps)
+			t.Fatalf("%s: the server on port %d archived up to %q, not %s, in 3 minutes\n%s", w.name, port, last, want, why())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -237,24 +256,13 @@ func TestWAL(t *testing.T) {
 	bucket := b.bucket(t, "wal")
 	keys := t.TempDir()
 	mustPipe(t, keys, nil, "keygen", "-o", "wal")
-	inside := map[string]string{
-		"PIPE_VAR_endpoint": "http://" + b.m.IP + ":9000", "PIPE_VAR_bucket": bucket,
-		"PIPE_VAR_access_key": b.m.User, "PIPE_VAR_secret_key": b.m.Pass, "AWS_EC2_METADATA_DISABLED": "true",
-	}
-	clone := func(m map[string]string) map[string]string {
-		c := map[string]string{}
-		for k, v := range m {
-			c[k] = v
-		}
-		return c
-	}
 	var clusters [2]*walCluster
 	var wg sync.WaitGroup
 	for i, async := range []bool{false, true} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i] = startWALCluster(t, map[bool]string{false: "sync", true: "async"}[async], async, clone(inside), keys)
+			clusters[i] = startWALCluster(t, map[bool]string{false: "sync", true: "async"}[async], async, b.inside(bucket), keys)
 		}()
 	}
 	wg.Wait()

@@ -168,34 +168,24 @@ func New(f *pipefile.File, o Options) (*Plan, hcl.Diagnostics) {
 		pl.Archives = append(pl.Archives, a)
 	}
 	for _, p := range pl.Pipelines {
-		if name := p.Def.Attrs.String("wal_archive"); name != "" && pl.archive(name) == nil {
-			diags = append(diags, errAt(p.Def.Attrs.AttrRange("wal_archive"), "Unknown archive",
-				fmt.Sprintf("wal_archive = %q names no archive block of this file.", name)))
+		if name := p.Def.Attrs.String("wal_archive"); name != "" {
+			if _, err := pl.Archive(name); err != nil {
+				diags = append(diags, errAt(p.Def.Attrs.AttrRange("wal_archive"), "Unknown archive", "wal_archive: "+err.Error()+"."))
+			}
 		}
 	}
 	return pl, diags
-}
-
-func (pl *Plan) archive(name string) *Archive {
-	for _, a := range pl.Archives {
-		if a.Name == name {
-			return a
-		}
-	}
-	return nil
 }
 
 // WALArchive is the archive that holds the WAL a pipeline's base backups
 // need: its wal_archive, or the file's only archive; nil when there is
 // none to choose.
 func (pl *Plan) WALArchive(p *Pipeline) *Archive {
-	if name := p.Def.Attrs.String("wal_archive"); name != "" {
-		return pl.archive(name)
+	a, err := pl.Archive(p.Def.Attrs.String("wal_archive"))
+	if err != nil {
+		return nil
 	}
-	if len(pl.Archives) == 1 {
-		return pl.Archives[0]
-	}
-	return nil
+	return a
 }
 
 func errAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {

@@ -3,6 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/plan"
@@ -18,6 +21,11 @@ type WALPrune struct {
 	Kept    map[string]string `json:"kept_from,omitempty"`
 	Removed int               `json:"removed_files"`
 	Error   string            `json:"error,omitempty"`
+}
+
+// KeptFrom names the first segment kept of each cluster, sorted.
+func (w *WALPrune) KeptFrom() string {
+	return strings.Join(slices.Sorted(maps.Values(w.Kept)), ", ")
 }
 
 // failedRetention reports whether any sink's retention failed: then no

@@ -20,11 +20,10 @@ const (
 // Range is the WAL a base backup needs to be consistent: every segment
 // from the one holding Start to the one holding the byte before Stop.
 type Range struct {
-	SystemID            uint64
-	StartTLI, StopTLI   uint32
-	Start, Stop         uint64 // LSNs
-	SegmentSize         uint32
-	StartText, StopText string
+	SystemID          uint64
+	StartTLI, StopTLI uint32
+	Start, Stop       uint64 // LSNs; Stop is 0 until the backup ended
+	SegmentSize       uint32
 }
 
 // BackupRange reads a base backup's range from its run's source facts;
@@ -55,15 +54,13 @@ func BackupRange(facts map[string]string) (r Range, ok bool, err error) {
 		return bad(factSegSize)
 	}
 	r.SegmentSize = uint32(seg)
-	if r.Start, err = ParseLSN(facts[factStartLSN]); err != nil {
+	if r.Start, err = ParseLSN(facts[factStartLSN]); err != nil || r.Start == 0 {
 		return bad(factStartLSN)
 	}
-	r.StartText = facts[factStartLSN]
 	if s := facts[factStopLSN]; s != "" {
 		if r.Stop, err = ParseLSN(s); err != nil || r.Stop < r.Start {
 			return bad(factStopLSN)
 		}
-		r.StopText = s
 	}
 	return r, true, nil
 }
@@ -83,7 +80,7 @@ func ParseLSN(s string) (uint64, error) {
 }
 
 // Complete reports whether the range has its end (the run finished).
-func (r Range) Complete() bool { return r.StopText != "" }
+func (r Range) Complete() bool { return r.Stop != 0 }
 
 // Segments are the numbers of the first and last segment the range needs.
 func (r Range) Segments() (first, last uint64) {

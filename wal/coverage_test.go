@@ -66,11 +66,11 @@ func TestMissingAndBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	seg := uint64(a.SegmentSize)
-	r := Range{SystemID: testSysID, StartTLI: 1, StopTLI: 1, Start: 2*seg + 40, Stop: 5*seg + 100, SegmentSize: a.SegmentSize, StopText: "x"}
+	r := Range{SystemID: testSysID, StartTLI: 1, StopTLI: 1, Start: 2*seg + 40, Stop: 5*seg + 100, SegmentSize: a.SegmentSize}
 	if names, n := l.Missing(r, 10); n != 1 || len(names) != 1 || names[0] != name(1, 4) {
 		t.Errorf("missing %v (%d), want %s", names, n, name(1, 4))
 	}
-	r = Range{SystemID: testSysID, StartTLI: 1, StopTLI: 2, Start: 5 * seg, Stop: 6*seg + 1, SegmentSize: a.SegmentSize, StopText: "x"}
+	r = Range{SystemID: testSysID, StartTLI: 1, StopTLI: 2, Start: 5 * seg, Stop: 6*seg + 1, SegmentSize: a.SegmentSize}
 	if names, n := l.Missing(r, 10); n != 0 {
 		t.Errorf("a backup across a timeline switch lacks %v", names)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -229,7 +228,7 @@ delete and deletes nothing.`,
 				}
 				if w := walPrune; w != nil && len(w.Kept) > 0 {
 					fmt.Fprintf(a.stdout, "%s %s of archive %q before %s, which only deleted base backups needed\n", verb, plan.Plural(w.Removed, "WAL file"),
-						w.Archive, strings.Join(slices.Sorted(maps.Values(w.Kept)), ", "))
+						w.Archive, w.KeptFrom())
 				}
 				if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
 					fmt.Fprintln(a.stdout, "nothing to delete")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -139,7 +137,7 @@ func (a *app) printSummary(s runSummary) {
 	}
 	if w := s.WALRetention; w != nil && w.Error == "" && len(w.Kept) > 0 {
 		fmt.Fprintf(a.stderr, "  %-14s archive %q: removed %s that only deleted base backups needed (kept from %s)\n", "wal retention", w.Archive,
-			plan.Plural(w.Removed, "file"), strings.Join(slices.Sorted(maps.Values(w.Kept)), ", "))
+			plan.Plural(w.Removed, "file"), w.KeptFrom())
 	}
 }
 

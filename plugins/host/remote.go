@@ -9,9 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/pipebackup/pipe/internal/direct"
 	"github.com/pipebackup/pipe/plugins/internal/pb"
 	"github.com/pipebackup/pipe/plugins/internal/wire"
@@ -59,7 +56,7 @@ func (t *remoteSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.S
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	return &remoteSource{remote: remote{proc: t.proc, handle: resp.GetHandle()}}, diags
+	return &remoteSource{remote: remote{proc: t.proc, handle: resp.GetHandle()}, concluder: resp.GetConcluder()}, diags
 }
 
 type remoteSinkType struct{ remoteType }
@@ -125,6 +122,7 @@ type remoteSource struct {
 	facts       map[string]string // from the last ListStreams
 	single      bool              // from the last ListStreams
 	independent bool              // from the last ListStreams
+	concluder   bool              // the plugin's source answers Conclude
 }
 
 var (
@@ -202,12 +200,12 @@ func (p *process) follow(ctx context.Context, what string, progress func(int64),
 func (s *remoteSource) Describe(context.Context) (map[string]string, error) { return s.facts, nil }
 
 // Conclude asks the plugin for the facts it learned by reading the streams
-// (see sdk.Concluder). A plugin built before the call existed has none.
+// (see sdk.Concluder), when its source said it has some.
 func (s *remoteSource) Conclude(ctx context.Context) (map[string]string, error) {
-	resp, err := s.proc.rpc.Conclude(ctx, &pb.Conclude_Request{Handle: s.handle})
-	if status.Code(err) == codes.Unimplemented {
+	if !s.concluder {
 		return nil, nil
 	}
+	resp, err := s.proc.rpc.Conclude(ctx, &pb.Conclude_Request{Handle: s.handle})
 	if err != nil {
 		return nil, s.proc.wrap(ctx, err)
 	}

@@ -28,19 +28,20 @@ const (
 	tablespaceExt  = ".tar"
 )
 
-// Facts a base backup records in the run's manifest (pipe's catalog reads
-// them: the WAL a backup needs, the time it is consistent from).
+// Facts a base backup records in the run's manifest. pipe's catalog reads
+// the WAL range from them (wal.BackupRange, which spells the names again:
+// a plugin does not import the host; a test holds the two together).
 const (
-	FactSystemID  = "system_identifier"
-	FactTimeline  = "timeline"
-	FactStartLSN  = "start_lsn"
-	FactStopLSN   = "stop_lsn"
-	FactStopTLI   = "stop_timeline"
-	FactStopTime  = "stop_time"
-	FactSegSize   = "wal_segment_size"
-	FactVersion   = "server_version"
-	FactLabel     = "backup_label"
-	FactTablespcs = "tablespaces"
+	factSystemID  = "system_identifier"
+	factTimeline  = "timeline"
+	factStartLSN  = "start_lsn"
+	factStopLSN   = "stop_lsn"
+	factStopTLI   = "stop_timeline"
+	factStopTime  = "stop_time"
+	factSegSize   = "wal_segment_size"
+	factVersion   = "server_version"
+	factLabel     = "backup_label"
+	factTablespcs = "tablespaces"
 )
 
 // minBaseVersion is the oldest server whose BASE_BACKUP pipe speaks: 15
@@ -242,19 +243,21 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if s.pc == nil { // failed: the server ends a backup whose connection goes
+			pc.Close(context.Background())
+		}
+	}()
 	settings, err := checkServer(ctx, pc)
 	if err != nil {
-		pc.Close(context.Background())
 		return nil, err
 	}
 	sys, err := pglogrepl.IdentifySystem(ctx, pc)
 	if err != nil {
-		pc.Close(context.Background())
 		return nil, fmt.Errorf("IDENTIFY_SYSTEM: %w", err)
 	}
 	segSize, err := parseSize(settings["wal_segment_size"])
 	if err != nil {
-		pc.Close(context.Background())
 		return nil, fmt.Errorf("wal_segment_size %q: %w", settings["wal_segment_size"], err)
 	}
 	start, err := pglogrepl.StartBaseBackup(ctx, pc, pglogrepl.BaseBackupOptions{
@@ -265,41 +268,39 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		ManifestChecksums: s.c.Checksums,
 	})
 	if err != nil {
-		pc.Close(context.Background())
 		return nil, fmt.Errorf("starting the base backup: %w", err)
 	}
-	s.pc = pc
-	s.pipes = map[string]*basePipe{}
 	var oids []string
+	var streams []sdk.StreamInfo
 	for _, ts := range start.Tablespaces {
-		name := strconv.Itoa(int(ts.OID)) + tablespaceExt
 		oids = append(oids, strconv.Itoa(int(ts.OID)))
-		s.streams = append(s.streams, sdk.StreamInfo{Name: name, Size: -1})
+		streams = append(streams, sdk.StreamInfo{Name: oids[len(oids)-1] + tablespaceExt, Size: -1})
 	}
-	s.streams = append(s.streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
-	for _, st := range s.streams {
+	streams = append(streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
+	pipes := map[string]*basePipe{}
+	for _, st := range streams {
 		r, w, err := ospipe.New()
 		if err != nil {
-			for _, p := range s.pipes {
+			for _, p := range pipes {
 				p.r.Close()
 				p.w.Close()
 			}
-			pc.Close(context.Background())
 			return nil, err
 		}
 		ospipe.Grow(w)
-		s.pipes[st.Name] = &basePipe{pipedStream: pipedStream{r: r, done: make(chan struct{})}, w: w, bw: bufio.NewWriterSize(w, 1<<20)}
+		pipes[st.Name] = &basePipe{pipedStream: pipedStream{r: r, done: make(chan struct{})}, w: w, bw: bufio.NewWriterSize(w, 1<<20)}
 	}
+	s.pc, s.streams, s.pipes = pc, streams, pipes
 	s.facts = map[string]string{
-		FactSystemID: sys.SystemID,
-		FactTimeline: strconv.Itoa(int(start.TimelineID)),
-		FactStartLSN: start.LSN.String(),
-		FactSegSize:  strconv.FormatInt(segSize, 10),
-		FactVersion:  settings["server_version"],
-		FactLabel:    s.c.Label,
+		factSystemID: sys.SystemID,
+		factTimeline: strconv.Itoa(int(start.TimelineID)),
+		factStartLSN: start.LSN.String(),
+		factSegSize:  strconv.FormatInt(segSize, 10),
+		factVersion:  settings["server_version"],
+		factLabel:    s.c.Label,
 	}
 	if len(oids) > 0 {
-		s.facts[FactTablespcs] = strings.Join(oids, ",")
+		s.facts[factTablespcs] = strings.Join(oids, ",")
 	}
 	s.done = make(chan struct{})
 	cctx, cancel := context.WithCancel(context.Background())
@@ -397,9 +398,9 @@ func (s *BaseSource) copy(ctx context.Context) {
 				return
 			}
 			s.end = map[string]string{
-				FactStopLSN:  stop.LSN.String(),
-				FactStopTLI:  strconv.Itoa(int(stop.TimelineID)),
-				FactStopTime: time.Now().UTC().Format(time.RFC3339Nano),
+				factStopLSN:  stop.LSN.String(),
+				factStopTLI:  strconv.Itoa(int(stop.TimelineID)),
+				factStopTime: time.Now().UTC().Format(time.RFC3339Nano),
 			}
 			for _, p := range s.pipes {
 				p.end(errors.New("the server sent no data for this archive"))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/pipebackup/pipe/wal"
 )
 
 // fakeServer answers a replication connection as PostgreSQL does, with
@@ -139,6 +141,15 @@ func TestBaseSourceSplitsTheCopy(t *testing.T) {
 	}
 	if _, err := s.Open(ctx, "base.tar"); err == nil {
 		t.Error("a stream of the copy was opened twice")
+	}
+	// The catalog reads the WAL range from these facts, under its own
+	// spelling of their names.
+	for k, v := range end {
+		facts[k] = v
+	}
+	r, ok, err := wal.BackupRange(facts)
+	if first, last := r.Names(); !ok || err != nil || first != "000000010000000000000002" || last != "000000010000000000000002" {
+		t.Errorf("the catalog reads the range %s … %s (%v %v) from %v", first, last, ok, err, facts)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -179,13 +178,7 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, sdk.ExplainIO(err)
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	pr, pw := io.Pipe()
-	w := &extractWriter{s: s, rel: rel, pw: pw, result: make(chan error, 1)}
-	rename := func(name string) string { return name }
+	var rename func(string) string
 	if obj.Stream == streamBase {
 		rename = func(name string) string {
 			if filepath.ToSlash(filepath.Clean(name)) == pgControl {
@@ -194,26 +187,22 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 			return name
 		}
 	}
-	go func() {
-		err := untar.Extract(root, pr, rename)
-		root.Close()
-		pr.CloseWithError(err)
-		w.result <- err
-	}()
-	return w, nil
+	x, err := untar.NewWriter(dir, rename)
+	if err != nil {
+		return nil, err
+	}
+	return &extractWriter{s: s, rel: rel, x: x}, nil
 }
 
 // extractWriter extracts one archive of the backup as it arrives.
 type extractWriter struct {
-	s      *BaseSink
-	rel    string
-	pw     *io.PipeWriter
-	result chan error
-	done   bool
+	s   *BaseSink
+	rel string
+	x   *untar.Writer
 }
 
 func (w *extractWriter) Write(p []byte) (int, error) {
-	n, err := w.pw.Write(p)
+	n, err := w.x.Write(p)
 	if err != nil {
 		return n, fmt.Errorf("extracting into %s: %w", filepath.Join(w.s.c.DataDirectory, w.rel), sdk.ExplainIO(err))
 	}
@@ -221,9 +210,7 @@ func (w *extractWriter) Write(p []byte) (int, error) {
 }
 
 func (w *extractWriter) Commit(ctx context.Context) error {
-	w.pw.Close()
-	w.done = true
-	if err := <-w.result; err != nil {
+	if err := w.x.Close(); err != nil {
 		return fmt.Errorf("extracting into %s: %w", filepath.Join(w.s.c.DataDirectory, w.rel), sdk.ExplainIO(err))
 	}
 	return untar.SyncTree(filepath.Join(w.s.c.DataDirectory, w.rel))
@@ -232,11 +219,7 @@ func (w *extractWriter) Commit(ctx context.Context) error {
 // Abort removes what the archive put in the data directory: a failed run
 // leaves it empty again.
 func (w *extractWriter) Abort(ctx context.Context) error {
-	if !w.done {
-		w.done = true
-		w.pw.CloseWithError(errors.New("aborted"))
-		<-w.result //nolint:errcheck // the extraction's error is the abort's own
-	}
+	w.x.Abort()
 	return w.s.empty(w.rel)
 }
 

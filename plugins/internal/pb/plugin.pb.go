@@ -1830,10 +1830,12 @@ type Configure_Response struct {
 	Handle      uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"` // 0 when the diagnostics hold an error
 	Diagnostics []*Diagnostic          `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	// What the sink instance can do besides writing.
-	Remover       bool `protobuf:"varint,3,opt,name=remover,proto3" json:"remover,omitempty"`
-	Flusher       bool `protobuf:"varint,4,opt,name=flusher,proto3" json:"flusher,omitempty"`
-	Storage       bool `protobuf:"varint,5,opt,name=storage,proto3" json:"storage,omitempty"`   // list, read back and remove objects
-	Preparer      bool `protobuf:"varint,6,opt,name=preparer,proto3" json:"preparer,omitempty"` // wants Prepare before the first object
+	Remover  bool `protobuf:"varint,3,opt,name=remover,proto3" json:"remover,omitempty"`
+	Flusher  bool `protobuf:"varint,4,opt,name=flusher,proto3" json:"flusher,omitempty"`
+	Storage  bool `protobuf:"varint,5,opt,name=storage,proto3" json:"storage,omitempty"`   // list, read back and remove objects
+	Preparer bool `protobuf:"varint,6,opt,name=preparer,proto3" json:"preparer,omitempty"` // wants Prepare before the first object
+	// What the source instance can do besides its streams.
+	Concluder     bool `protobuf:"varint,7,opt,name=concluder,proto3" json:"concluder,omitempty"` // answers Conclude after the last stream
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1906,6 +1908,13 @@ func (x *Configure_Response) GetStorage() bool {
 func (x *Configure_Response) GetPreparer() bool {
 	if x != nil {
 		return x.Preparer
+	}
+	return false
+}
+
+func (x *Configure_Response) GetConcluder() bool {
+	if x != nil {
+		return x.Concluder
 	}
 	return false
 }
@@ -3788,7 +3797,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\x12\x1b\n" +
 	"\tfill_file\x18\x04 \x01(\bR\bfillFile\x12\x1b\n" +
-	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xbb\x03\n" +
+	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xd9\x03\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -3796,14 +3805,15 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x03(\v2-.pipe.plugin.v1.Configure.Request.ConfigEntryR\x06config\x1aP\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xca\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xe8\x01\n" +
 	"\bResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12<\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1a.pipe.plugin.v1.DiagnosticR\vdiagnostics\x12\x18\n" +
 	"\aremover\x18\x03 \x01(\bR\aremover\x12\x18\n" +
 	"\aflusher\x18\x04 \x01(\bR\aflusher\x12\x18\n" +
 	"\astorage\x18\x05 \x01(\bR\astorage\x12\x1a\n" +
-	"\bpreparer\x18\x06 \x01(\bR\bpreparer\"4\n" +
+	"\bpreparer\x18\x06 \x01(\bR\bpreparer\x12\x1c\n" +
+	"\tconcluder\x18\a \x01(\bR\tconcluder\"4\n" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +

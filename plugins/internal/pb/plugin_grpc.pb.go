@@ -96,8 +96,8 @@ type PluginClient interface {
 	// Flush makes a sink's committed objects durable.
 	Flush(ctx context.Context, in *Flush_Request, opts ...grpc.CallOption) (*Flush_Response, error)
 	// Conclude asks a source, once every stream was read, for facts it
-	// learned only by reading them (a base backup's end position). A source
-	// with nothing to add answers with no facts.
+	// learned only by reading them (a base backup's end position). Asked
+	// only of sources whose Configure answer said concluder.
 	Conclude(ctx context.Context, in *Conclude_Request, opts ...grpc.CallOption) (*Conclude_Response, error)
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.
@@ -378,8 +378,8 @@ type PluginServer interface {
 	// Flush makes a sink's committed objects durable.
 	Flush(context.Context, *Flush_Request) (*Flush_Response, error)
 	// Conclude asks a source, once every stream was read, for facts it
-	// learned only by reading them (a base backup's end position). A source
-	// with nothing to add answers with no facts.
+	// learned only by reading them (a base backup's end position). Asked
+	// only of sources whose Configure answer said concluder.
 	Conclude(context.Context, *Conclude_Request) (*Conclude_Response, error)
 	// Prepare tells a sink that declared preparer in Configure every object
 	// of the run, in the order the run starts them, before the first one.

@@ -4,6 +4,7 @@ package untar
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -11,6 +12,53 @@ import (
 	"path/filepath"
 	"strings"
 )
+
+// Writer extracts the tar stream written to it into a folder as the bytes
+// arrive (see Extract), in a goroutine of its own.
+type Writer struct {
+	pw     *io.PipeWriter
+	result chan error
+	ended  bool
+	err    error
+}
+
+// NewWriter starts extracting into the folder dir, which exists; rename is
+// as for Extract.
+func NewWriter(dir string, rename func(string) string) (*Writer, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	w := &Writer{pw: pw, result: make(chan error, 1)}
+	go func() {
+		err := Extract(root, pr, rename)
+		root.Close()
+		pr.CloseWithError(err) // unblock the writer if extraction stopped early
+		w.result <- err
+	}()
+	return w, nil
+}
+
+// Write hands bytes of the stream to the extraction; it fails once the
+// extraction stopped.
+func (w *Writer) Write(p []byte) (int, error) { return w.pw.Write(p) }
+
+// Close ends the stream and returns how the extraction ended. Later calls
+// (and Abort) return the same.
+func (w *Writer) Close() error { return w.end(nil) }
+
+// Abort stops the extraction where it is and waits for it.
+func (w *Writer) Abort() { w.end(errors.New("aborted")) } //nolint:errcheck // an abort's own error
+
+func (w *Writer) end(stop error) error {
+	if !w.ended {
+		w.ended = true
+		w.pw.CloseWithError(stop) // nil: the stream's end
+		w.err = <-w.result
+	}
+	return w.err
+}
 
 // Extract writes the entries of the tar stream r into root: folders,
 // regular files, hard links within root and symbolic links (os.Root keeps

@@ -169,6 +169,7 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	_, resp.Flusher = inst.(sdk.Flusher)
 	_, resp.Storage = inst.(sdk.Storage)
 	_, resp.Preparer = inst.(sdk.Preparer)
+	_, resp.Concluder = inst.(sdk.Concluder)
 	s.mu.Lock()
 	s.next++
 	resp.Handle = s.next

@@ -294,33 +294,24 @@ type untarWriter struct {
 	ctx        context.Context
 	s          *Sink
 	tmp, final string
-	pw         *io.PipeWriter
-	result     chan error
-	done       bool
+	x          *untar.Writer
+	done       bool // committed, or cleaned up
 }
 
 func newUntar(ctx context.Context, s *Sink, final, tmp string) (*untarWriter, error) {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, advise(err)
 	}
-	root, err := os.OpenRoot(tmp)
+	x, err := untar.NewWriter(tmp, nil)
 	if err != nil {
 		os.Remove(tmp)
 		return nil, err
 	}
-	pr, pw := io.Pipe()
-	w := &untarWriter{ctx: ctx, s: s, tmp: tmp, final: final, pw: pw, result: make(chan error, 1)}
-	go func() {
-		err := untar.Extract(root, pr, nil)
-		root.Close()
-		pr.CloseWithError(err) // unblock the writer if extraction stopped early
-		w.result <- err
-	}()
-	return w, nil
+	return &untarWriter{ctx: ctx, s: s, tmp: tmp, final: final, x: x}, nil
 }
 
 func (w *untarWriter) Write(p []byte) (int, error) {
-	n, err := w.pw.Write(p)
+	n, err := w.x.Write(p)
 	if err != nil {
 		return n, fmt.Errorf("extracting into %s: %w", w.final, advise(err))
 	}
@@ -332,11 +323,8 @@ func (w *untarWriter) Commit(ctx context.Context) error {
 		w.Abort(ctx)
 		return fmt.Errorf("not committing %s: %w", w.final, err)
 	}
-	w.pw.Close()
-	if err := <-w.result; err != nil {
-		w.done = true
-		os.RemoveAll(w.tmp)
-		w.s.dropEmpty()
+	if err := w.x.Close(); err != nil {
+		w.Abort(ctx)
 		return fmt.Errorf("extracting into %s: %w", w.final, advise(err))
 	}
 	if err := untar.SyncTree(w.tmp); err != nil {
@@ -363,8 +351,7 @@ func (w *untarWriter) Abort(ctx context.Context) error {
 		return nil
 	}
 	w.done = true
-	w.pw.CloseWithError(errors.New("aborted"))
-	<-w.result //nolint:errcheck // the untar's error is the abort's own
+	w.x.Abort()
 	err := os.RemoveAll(w.tmp)
 	w.s.dropEmpty()
 	return err
