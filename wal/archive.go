@@ -193,7 +193,6 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	var objs []Object
 	var keys []string
 	var findErr, encErr error
-	var stored []byte
 	var sum string
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -205,7 +204,8 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 		defer wg.Done()
 		sum = digest(data)
 	}()
-	stored, encErr = a.encode(data)
+	stored, done, encErr := a.encode(data)
+	defer done()
 	wg.Wait()
 	if findErr != nil {
 		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, findErr)
@@ -230,21 +230,32 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	return res, nil
 }
 
-// encode compresses and encrypts data.
-func (a *Archive) encode(data []byte) ([]byte, error) {
-	out := data
-	var err error
-	if a.Codec != nil {
-		if out, err = a.Codec.Encode(a.Level, out); err != nil {
-			return nil, fmt.Errorf("compressing: %w", err)
+// encode compresses and encrypts data into pooled buffers; done gives
+// them back, once nothing reads what encode returned.
+func (a *Archive) encode(data []byte) (out []byte, done func(), err error) {
+	var code, sealed []byte
+	done = func() {
+		if code != nil {
+			codePool.put(code)
 		}
+		if sealed != nil {
+			sealPool.put(sealed)
+		}
+	}
+	out = data
+	if a.Codec != nil {
+		if code, err = a.Codec.Encode(a.Level, codePool.get(compress.Bound(len(out))), out); err != nil {
+			return nil, done, fmt.Errorf("compressing: %w", err)
+		}
+		out = code
 	}
 	if a.Encrypt != nil {
-		if out, err = encrypt.Seal(*a.Encrypt, out); err != nil {
-			return nil, fmt.Errorf("encrypting: %w", err)
+		if sealed, err = encrypt.Seal(*a.Encrypt, sealPool.get(int(encrypt.MaxStored(int64(len(out))))), out); err != nil {
+			return nil, done, fmt.Errorf("encrypting: %w", err)
 		}
+		out = sealed
 	}
-	return out, nil
+	return out, done, nil
 }
 
 // put writes one object and makes it durable.
@@ -450,17 +461,34 @@ func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
 	return out, nil
 }
 
-// filePool holds the buffers readFile read into, given back by release:
-// memory a process touches for the first time is expensive (the kernel
-// zeroes every page), and a push that sends several files would touch
-// 16 MiB more for each.
-var filePool sync.Pool
+// The buffers files are read into (filePool), compressed into
+// (codePool) and encrypted into (sealPool): memory a process touches for
+// the first time is expensive (the kernel zeroes every page, and Go's
+// allocator again), and a pusher that sends many files would touch three
+// segments' worth more for each. A pool holds no more buffers than were
+// in use at once, which the memory budget counts.
+var filePool, codePool, sealPool bufPool
+
+// bufPool reuses byte buffers of one kind.
+type bufPool struct{ p sync.Pool }
+
+// get returns a buffer of capacity at least n, length 0: a pooled one
+// when it is large enough (one that is not, a smaller file's, is dropped).
+func (bp *bufPool) get(n int) []byte {
+	if v, ok := bp.p.Get().(*[]byte); ok && cap(*v) >= n {
+		return (*v)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// put gives b back, once nothing reads it.
+func (bp *bufPool) put(b []byte) {
+	b = b[:0]
+	bp.p.Put(&b)
+}
 
 // release gives back a buffer readFile returned, once nothing reads it.
-func release(b []byte) {
-	b = b[:cap(b)]
-	filePool.Put(&b)
-}
+func release(b []byte) { filePool.put(b) }
 
 // readFile reads a file PostgreSQL archives, bounded.
 func readFile(p string) ([]byte, error) {
@@ -480,12 +508,7 @@ func readFile(p string) ([]byte, error) {
 	// io.ReadAll's doubling costs a 16 MiB segment more than its SHA-256.
 	// A process that pushes several files reuses them (see release).
 	need := int(fi.Size() + 1)
-	var b []byte
-	if v, ok := filePool.Get().(*[]byte); ok && cap(*v) >= need {
-		b = (*v)[:need]
-	} else {
-		b = make([]byte, need)
-	}
+	b := filePool.get(need)[:need]
 	n, err := io.ReadFull(f, b)
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):

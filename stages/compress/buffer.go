@@ -11,7 +11,10 @@ import (
 
 // Encode compresses src whole into one frame at level: a standard file of
 // the codec, for objects small enough to hold in memory (a WAL segment).
-func (c *Codec) Encode(level int, src []byte) ([]byte, error) {
+// It writes into dst's storage when its capacity is at least
+// Bound(len(src)), else into a new buffer: a caller that encodes many
+// objects reuses one instead of touching fresh memory for each.
+func (c *Codec) Encode(level int, dst, src []byte) ([]byte, error) {
 	if err := c.CheckLevel(level); err != nil {
 		return nil, err
 	}
@@ -19,7 +22,10 @@ func (c *Codec) Encode(level int, src []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w.Map(make([]byte, 0, Bound(len(src))), src)
+	if cap(dst) < Bound(len(src)) {
+		dst = make([]byte, 0, Bound(len(src)))
+	}
+	return w.Map(dst[:0], src)
 }
 
 // DecodeTo decompresses src (any number of frames) into w, refusing

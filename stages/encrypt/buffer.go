@@ -10,11 +10,13 @@ import (
 )
 
 // Seal encrypts plain to the keys' recipients: a standard age file, for
-// objects small enough to hold in memory (a WAL segment).
-func Seal(k Keys, plain []byte) ([]byte, error) {
-	var b bytes.Buffer
+// objects small enough to hold in memory (a WAL segment). It writes into
+// dst's storage when its capacity is MaxStored(len(plain)), else into a
+// new buffer.
+func Seal(k Keys, dst, plain []byte) ([]byte, error) {
+	b := bytes.NewBuffer(dst[:0])
 	b.Grow(int(MaxStored(int64(len(plain)))))
-	w, err := age.Encrypt(&b, k.Recipients...)
+	w, err := age.Encrypt(b, k.Recipients...)
 	if err != nil {
 		return nil, err
 	}

@@ -198,3 +198,34 @@ func TestPassphraseMemory(t *testing.T) {
 		t.Error("a work factor above the limit was accepted")
 	}
 }
+
+// TestSealIntoStorage: Seal writes into the caller's buffer when it holds
+// MaxStored (a pusher reuses one per segment), and what it wrote opens to
+// the plaintext; a smaller buffer gets a new one.
+func TestSealIntoStorage(t *testing.T) {
+	r, i, _ := newKeys(t)
+	plain := data()["big"]
+	for _, c := range []struct {
+		name  string
+		dst   []byte
+		alias bool
+	}{
+		{"large enough", make([]byte, 7, MaxStored(int64(len(plain)))), true},
+		{"too small", make([]byte, 0, 64), false},
+	} {
+		sealed, err := Seal(r, c.dst, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := &sealed[:1][0] == &c.dst[:1][0]; got != c.alias {
+			t.Errorf("%s: sealed into the given buffer = %v, want %v", c.name, got, c.alias)
+		}
+		opened, err := Open(i, sealed, int64(len(plain)))
+		if err != nil {
+			t.Fatal(c.name, err)
+		}
+		if !bytes.Equal(opened, plain) {
+			t.Errorf("%s: opened %d bytes, not the %d sealed", c.name, len(opened), len(plain))
+		}
+	}
+}
