@@ -33,10 +33,11 @@ type Archive struct {
 var archiveAttrs = []sdk.Attribute{
 	{Name: "system_identifier", Type: sdk.String, Public: true, Description: "The cluster's system identifier (pg_controldata's \"Database system identifier\"). Default: read from global/pg_control of the data directory PostgreSQL runs the command in."},
 	{Name: "segment_size", Type: sdk.Size, Default: int64(16 << 20), Description: "The WAL segment size of the cluster (initdb --wal-segsize), for naming the segments that follow one and finding gaps."},
+	{Name: "background", Type: sdk.String, Default: "auto", Description: "Who pushes ahead (push { async }) and prefetches (fetch { prefetch }): \"auto\", a background process where PID 1 is a known init (systemd, tini, …), else archive_command and restore_command themselves; \"always\", a background process whatever PID 1 is (say so only where it reaps orphans and is not PostgreSQL); \"never\", the commands themselves."},
 }
 
 var archivePushAttrs = []sdk.Attribute{
-	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: the files PostgreSQL marked ready (pg_wal/archive_status/*.ready) are pushed, workers at once, before their archive_command asks: by a background pusher where PID 1 is a known init (systemd, tini, …), else by archive_command itself (the official postgres image, where the postmaster would reap a background process)."},
+	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: the files PostgreSQL marked ready (pg_wal/archive_status/*.ready) are pushed, workers at once, before their archive_command asks: by a background pusher or by archive_command itself (the archive's background attribute)."},
 	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Files pushed at once (async)."},
 	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where the notes of files pushed ahead, the lock and the pusher's log are, relative to the data directory."},
 	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for its file to be pushed ahead (or for another push that holds the spool) before it fails; PostgreSQL then retries."},
@@ -44,7 +45,7 @@ var archivePushAttrs = []sdk.Attribute{
 }
 
 var archiveFetchAttrs = []sdk.Attribute{
-	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, fetching them at once (0: none): by a background prefetcher where PID 1 is a known init, else by restore_command itself."},
+	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, fetching them at once (0: none): by a background prefetcher or by restore_command itself (the archive's background attribute)."},
 	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
 	{Name: "retries", Type: sdk.Number, Default: int64(5), Description: "How often a fetch that failed (not a segment that is not archived) is tried again before pipe stops recovery."},
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
@@ -28,6 +29,9 @@ type Archive struct {
 	// SystemID is the configured system identifier, 0 to read it.
 	SystemID    uint64
 	SegmentSize int64
+	// Background is the background attribute: who pushes ahead and
+	// prefetches (wal.Background).
+	Background string
 	// Push and fetch settings.
 	Async       bool
 	Workers     int
@@ -80,6 +84,11 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	if n := a.SegmentSize; n < 1<<20 || n > 1<<30 || n&(n-1) != 0 {
 		diags = append(diags, errAt(def.Attrs.AttrRange("segment_size"), "Invalid segment_size",
 			fmt.Sprintf("%s is not a WAL segment size: PostgreSQL makes powers of two from 1MiB to 1GiB.", pipefile.HumanSize(n))))
+	}
+	a.Background = def.Attrs.String("background")
+	if !slices.Contains(wal.BackgroundModes, a.Background) {
+		diags = append(diags, errAt(def.Attrs.AttrRange("background"), "Invalid background",
+			fmt.Sprintf("background = %q: give \"auto\" (a background process where PID 1 is a known init), \"always\" (whatever PID 1 is: only where it reaps orphans and is not PostgreSQL) or \"never\".", a.Background)))
 	}
 	name := profiles.Default
 	if o.Profile != "" {
@@ -208,8 +217,16 @@ func (a *Archive) print(w io.Writer) {
 		id = fmt.Sprint(a.SystemID)
 	}
 	fmt.Fprintf(w, "  cluster      system identifier %s, segments of %s\n", id, size(a.SegmentSize))
+	if a.Async || a.Prefetch > 0 {
+		bg, why := wal.Background(a.Background)
+		who := "archive_command and restore_command push ahead and prefetch themselves"
+		if bg {
+			who = "a background pusher and prefetcher"
+		}
+		fmt.Fprintf(w, "  background   %s, here: %s (background = %q)\n", who, why, a.Background)
+	}
 	if a.Async {
-		fmt.Fprintf(w, "  push         async: ready files pushed ahead, %s at once (a background pusher where PID 1 is an init, else archive_command itself); more than %d waiting is an error (no WAL is dropped)\n",
+		fmt.Fprintf(w, "  push         async: ready files pushed ahead, %s at once; more than %d waiting is an error (no WAL is dropped)\n",
 			Plural(a.Workers, "file"), a.MaxBacklog)
 	} else {
 		fmt.Fprintf(w, "  push         one segment per archive_command, durable in the store before it returns\n")
@@ -236,6 +253,7 @@ type ArchiveJSON struct {
 	Encrypted   bool             `json:"encrypted"`
 	SystemID    string           `json:"system_identifier,omitempty"`
 	SegmentSize int64            `json:"segment_size"`
+	Background  string           `json:"background"`
 	Async       bool             `json:"async"`
 	Workers     int              `json:"workers"`
 	Prefetch    int              `json:"prefetch"`
@@ -244,7 +262,7 @@ type ArchiveJSON struct {
 
 func (a *Archive) json() ArchiveJSON {
 	j := ArchiveJSON{Name: a.Name, Store: endpointJSON(a.Def.Store), Level: a.Level, Encrypted: a.Encrypt != nil || a.Decrypt != nil,
-		SegmentSize: a.SegmentSize, Async: a.Async, Workers: a.Workers, Prefetch: a.Prefetch,
+		SegmentSize: a.SegmentSize, Background: a.Background, Async: a.Async, Workers: a.Workers, Prefetch: a.Prefetch,
 		Memory: map[string]int64{"budget": a.Budget(), "runtime": RuntimeMemory, "segments": int64(a.inFlight()) * 3 * a.SegmentSize,
 			"codec": int64(a.inFlight()) * a.StateMemory, "store": a.EndpointMemory}}
 	if a.Codec != nil {

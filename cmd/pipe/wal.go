@@ -196,9 +196,10 @@ archived exits 1 and the archive keeps the original.
 
 With push { async = true } in the archive, the files PostgreSQL marked
 ready (pg_wal/archive_status/*.ready) are pushed ahead, workers at once:
-by a background pusher that push starts where PID 1 is a known init
-(systemd, tini, ...), else by push itself, which then returns once its
-file and the next ready ones are durable. Any failure exits 1: PostgreSQL keeps
+by a background pusher that push starts (the archive's background
+attribute: by default where PID 1 is a known init, systemd, tini, ...),
+else by push itself, which then returns once its file and the next ready
+ones are durable. Any failure exits 1: PostgreSQL keeps
 the file and tries again.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if background {
@@ -234,7 +235,7 @@ the file and tries again.`,
 			spool := inData(f.pgdata, pa.PushSpool)
 			ah := a.ahead(pa, &f, spool, mx)
 			ah.Wait, ah.WalDir = time.Duration(pa.PushTimeout), filepath.Dir(p)
-			if async && orphansReapedSafely() {
+			if async && backgroundAllowed(pa) {
 				// The background pusher pushes; this waits for its note.
 				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
 				ah.Spawn = func() error { return spawn(bg, filepath.Join(spool, "pusher.log")) }
@@ -320,26 +321,6 @@ func (a *app) walPusher(ctx context.Context, pa *plan.Archive, f *walFlags, mx *
 	}
 }
 
-// orphansReapedSafely reports whether a process that outlives
-// archive_command or restore_command is reaped by an init that does not
-// care how it ended: PID 1 is a known init. Anywhere else PID 1 may be,
-// or may become, PostgreSQL's postmaster, which restarts the whole server
-// when a child it does not know dies of a signal (the OOM killer, kill -9):
-// the official image runs postgres as PID 1, and during its first start
-// PID 1 is the entrypoint script, which then execs postgres and inherits
-// every orphan.
-func orphansReapedSafely() bool {
-	b, err := os.ReadFile("/proc/1/comm")
-	return err == nil && knownInits[strings.TrimSpace(string(b))]
-}
-
-// knownInits are the names of PID 1 that reap orphans and ignore how they
-// ended: systemd and the inits containers run.
-var knownInits = map[string]bool{
-	"systemd": true, "init": true, "tini": true, "docker-init": true, "dumb-init": true,
-	"catatonit": true, "s6-svscan": true, "runit": true, "openrc-init": true,
-}
-
 func (a *app) walFetchCmd() *cobra.Command {
 	var f walFlags
 	var mf metricsFlags
@@ -356,8 +337,9 @@ recovery stops, rather than end early at the wrong point.
 
 With fetch { prefetch = N }, the N segments after the one asked for are
 brought into a spool, all at once, and the next fetch takes its segment
-from there with a rename: by a background prefetcher where PID 1 is a
-known init, else by fetch itself before it returns.`,
+from there with a rename: by a background prefetcher (the archive's
+background attribute: by default where PID 1 is a known init), else by
+fetch itself before it returns.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			n := 3
 			if prefetchAfter != "" {
@@ -394,6 +376,13 @@ known init, else by fetch itself before it returns.`,
 		return &exitError{exitStopRecovery}
 	})
 	return cmd
+}
+
+// backgroundAllowed reports whether the archive's background attribute lets pipe wal
+// start a process that outlives the command PostgreSQL runs, here.
+func backgroundAllowed(pa *plan.Archive) bool {
+	ok, _ := wal.Background(pa.Background)
+	return ok
 }
 
 func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metricsFlags, prefetchAfter string) error {
@@ -486,7 +475,7 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	}
 	next := len(pf.Next(sysid, name))
 	switch {
-	case orphansReapedSafely() && next > 0:
+	case backgroundAllowed(pa) && next > 0:
 		bg := append([]string{"wal", "fetch", "--prefetch-after", name}, f.args(args[0], pa.Name)...)
 		if err := spawn(bg, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
 			a.log.Warn("starting the background prefetcher", "error", err)
