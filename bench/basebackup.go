@@ -244,7 +244,7 @@ func (bb *baseBench) writeScripts() error {
 	w := bb.walBench
 	d := w.dir
 	pipeFile := filepath.Join(d, "pipe-archive.hcl")
-	if err := os.WriteFile(pipeFile, []byte(w.pipeArchive(true)), 0o644); err != nil {
+	if err := os.WriteFile(pipeFile, []byte(w.pipeArchive(true, "always")), 0o644); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(d, "inflight"), 0o777); err != nil {
@@ -680,6 +680,11 @@ func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (meas
 		return m, fmt.Errorf("the restored server is still in recovery (%q)", inRec)
 	}
 	bb.stopRestored()
+	if tool == "pipe" {
+		// pipe's background prefetcher exits once recovery asked past the
+		// end of the archive, or was idle: before the directory goes.
+		waitUnlocked(filepath.Join(bb.restoreDir, "pg_wal", "pipe-spool", "fetch", "prefetch.lock"))
+	}
 	ph := basePhase{phase: "restore", tool: tool, rep: rep, wall: wall, cmdCPU: cmdCPU, cmdWall: cmdWall, mon: tot}
 	ph.rcCalls, ph.rcWall, ph.rcCPU = restoreCommandLog(filepath.Join(w.dir, "rc.log"))
 	ph.redoCPU, ph.redoElapsed = redoUsage(filepath.Join(w.dir, "restored.log"))
