@@ -155,19 +155,31 @@ var Codecs = []string{"none", "zstd", "gzip", "lz4"}
 // sizes its buffers by it).
 const MaxFrameSize = 1 << 30
 
+// The names and digests a manifest may hold. Their lengths are checked
+// apart (see matches): a counted repetition such as {0,127} compiles to
+// that many copies of the class, a quarter of a megabyte built at every
+// pipe process's start (pipe wal runs one per WAL segment).
 var (
-	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-	pipelineRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]{0,127}$`)
-	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	pipelineRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]*$`)
 )
+
+// matches reports whether s matches re and has from min to max bytes.
+func matches(re *regexp.Regexp, s string, minLen, maxLen int) bool {
+	return len(s) >= minLen && len(s) <= maxLen && re.MatchString(s)
+}
+
+// validDigest reports whether s is sha256:<64 lowercase hex digits>.
+func validDigest(s string) bool { return matches(digestRE, s, 71, 71) }
 
 func (m *Manifest) check() error {
 	switch {
 	case m.RunID == "":
 		return errors.New("no run_id")
-	case !runIDRE.MatchString(m.RunID) || strings.Contains(m.RunID, ".."):
+	case !matches(runIDRE, m.RunID, 1, 128) || strings.Contains(m.RunID, ".."):
 		return fmt.Errorf("run_id %q is not one pipe writes (letters, digits, ., _ and -)", m.RunID)
-	case !pipelineRE.MatchString(m.Pipeline):
+	case !matches(pipelineRE, m.Pipeline, 1, 128):
 		return fmt.Errorf("pipeline %q is not a pipeline name", m.Pipeline)
 	case m.StartedAt.IsZero() || m.FinishedAt.IsZero():
 		return errors.New("no started_at or finished_at")
@@ -198,7 +210,7 @@ func (m *Manifest) check() error {
 			return fmt.Errorf("run_key: key %q must be relative to the manifest", k.Key)
 		case k.Size <= 0:
 			return errors.New("run_key: no size")
-		case !digestRE.MatchString(k.Digest):
+		case !validDigest(k.Digest):
 			return fmt.Errorf("run_key: digest %q is not sha256:<64 hex digits>", k.Digest)
 		}
 		if err := printable("run_key key", k.Key); err != nil {
@@ -251,7 +263,7 @@ func (o *Object) check() error {
 		return errors.New("negative size")
 	case o.Digest == "":
 		return fmt.Errorf("%s has no digest: nothing could verify it", o.Key)
-	case !digestRE.MatchString(o.Digest):
+	case !validDigest(o.Digest):
 		return fmt.Errorf("digest %q of %s is not sha256:<64 hex digits>", o.Digest, o.Key)
 	case !slices.Contains(Codecs, o.Codec):
 		return fmt.Errorf("codec %q of %s is not one of %s", o.Codec, o.Key, strings.Join(Codecs, ", "))

@@ -89,6 +89,10 @@ func TestParseRejects(t *testing.T) {
 		"no digest":        {func(m *Manifest) { m.Objects[0].Digest = "" }, "no digest"},
 		"short digest":     {func(m *Manifest) { m.Objects[0].Digest = "sha256:00" }, "64 hex digits"},
 		"md5 digest":       {func(m *Manifest) { m.Objects[0].Digest = "md5:" + strings.Repeat("0", 32) }, "64 hex digits"},
+		"long digest":      {func(m *Manifest) { m.Objects[0].Digest = digestA + "0" }, "64 hex digits"},
+		"upper digest":     {func(m *Manifest) { m.Objects[0].Digest = strings.ToUpper(digestA) }, "64 hex digits"},
+		"long run id":      {func(m *Manifest) { m.RunID = strings.Repeat("r", 129) }, "run_id"},
+		"long pipeline":    {func(m *Manifest) { m.Pipeline = strings.Repeat("p", 129) }, "not a pipeline name"},
 		"codec":            {func(m *Manifest) { m.Objects[0].Codec = "brotli" }, "codec"},
 		"no codec":         {func(m *Manifest) { m.Objects[0].Codec = "" }, "codec"},
 		"encryption":       {func(m *Manifest) { m.Objects[0].Encryption = "rot13" }, "not age"},
@@ -125,5 +129,19 @@ func TestRelResolve(t *testing.T) {
 		if got := Resolve(tc.manifest, tc.rel); got != tc.key {
 			t.Errorf("Resolve(%s, %s) = %s, want %s", tc.manifest, tc.rel, got, tc.key)
 		}
+	}
+}
+
+// TestLongestNames: the longest run id and pipeline name a manifest may
+// hold pass (TestParseRejects refuses one byte more).
+func TestLongestNames(t *testing.T) {
+	m := valid()
+	m.RunID, m.Pipeline = strings.Repeat("r", 128), strings.Repeat("p", 128)
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(b); err != nil {
+		t.Fatal(err)
 	}
 }
