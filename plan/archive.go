@@ -223,7 +223,10 @@ func (a *Archive) print(w io.Writer) {
 		if bg {
 			who = "a background pusher and prefetcher"
 		}
-		fmt.Fprintf(w, "  background   %s, here: %s (background = %q)\n", who, why, a.Background)
+		if a.Background == wal.BackgroundAuto {
+			who += ", here: " + why
+		}
+		fmt.Fprintf(w, "  background   %s (background = %q)\n", who, a.Background)
 	}
 	if a.Async {
 		fmt.Fprintf(w, "  push         async: ready files pushed ahead, %s at once; more than %d waiting is an error (no WAL is dropped)\n",
