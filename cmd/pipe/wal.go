@@ -114,6 +114,14 @@ func (a *app) loadArchive(file string, f *walFlags, decrypt bool) (*plan.Archive
 	return pa, nil
 }
 
+// longLived turns the collector back on in a process that outlives the
+// command PostgreSQL runs (the background pusher, the prefetcher):
+// loadArchive turned it off for one file's life, and over hundreds of
+// files the garbage would grow to the memory limit, the archive's whole
+// budget (1.7 GiB of RSS for a prefetcher in the basebackup bench, where
+// pgBackRest's async archive-get held 70 MiB).
+func longLived() { debug.SetGCPercent(100) }
+
 // openStore opens the archive's store.
 func (a *app) openStore(ctx context.Context, pa *plan.Archive, f *walFlags) (*wal.Archive, func(), error) {
 	if unknown := unknownAttrs(pa.Def.Store); len(unknown) > 0 {
@@ -309,6 +317,7 @@ const pusherIdle = 5 * time.Second
 // archive_command of the file): an orphan's other exit status would make
 // a postmaster that reaps it restart the server.
 func (a *app) walPusher(ctx context.Context, pa *plan.Archive, f *walFlags, mx *runMetrics) {
+	longLived()
 	ar, done, err := a.openStore(ctx, pa, f)
 	if err != nil {
 		return
@@ -397,6 +406,7 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	defer mx.close()
 	pf := &wal.Prefetch{Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, SegmentSize: uint32(pa.SegmentSize), Log: a.log}
 	if prefetchAfter != "" {
+		longLived()
 		// Exit 0 whatever happens: in a container the postmaster is
 		// often PID 1 and reaps this orphan, and it restarts the server
 		// when a child it does not know exits with another status than

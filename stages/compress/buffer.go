@@ -35,6 +35,10 @@ func (c *Codec) DecodeTo(ctx context.Context, w io.Writer, src []byte, limit int
 	out := &limitWriter{w: w, limit: limit}
 	var err error
 	switch p := c.decoder(1).(type) {
+	case interface {
+		Decode(dst io.Writer, src []byte) error
+	}:
+		err = p.Decode(out, src)
 	case engine.Streamer:
 		err = p.Stream(ctx, out, bytes.NewReader(src))
 	case interface {

@@ -3,7 +3,12 @@ package compress
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // TestEncodeIntoStorage holds Encode to its contract: the caller's buffer
@@ -44,5 +49,44 @@ func TestEncodeIntoStorage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeToReusesDecoders: DecodeTo decodes with pooled decoders; one
+// that failed on corrupt data, or on output over the limit, decodes the
+// next object correctly, and several decode at once.
+func TestDecodeToReusesDecoders(t *testing.T) {
+	c, _ := Lookup("zstd")
+	src := text(9, 5*chunk+3)
+	frame, err := c.Encode(3, nil, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := bytes.Clone(frame)
+	corrupt[len(corrupt)/2] ^= 0xff
+	ctx := context.Background()
+	for range 3 {
+		if err := c.DecodeTo(ctx, io.Discard, corrupt, int64(len(src))); err == nil {
+			t.Error("DecodeTo accepted a corrupt frame")
+		}
+		if err := c.DecodeTo(ctx, io.Discard, frame, int64(len(src)-1)); err == nil || !strings.Contains(err.Error(), "more than") {
+			t.Errorf("DecodeTo over the limit: %v", err)
+		}
+	}
+	var g errgroup.Group
+	for range 8 {
+		g.Go(func() error {
+			var got bytes.Buffer
+			if err := c.DecodeTo(ctx, &got, frame, int64(len(src))); err != nil {
+				return err
+			}
+			if !bytes.Equal(got.Bytes(), src) {
+				return fmt.Errorf("decoded %d bytes, not the %d encoded", got.Len(), len(src))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,11 +1,13 @@
 package compress
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -42,6 +44,40 @@ func (zstdDecoders) Rest(ctx context.Context, dst io.Writer, src io.Reader) erro
 		return err
 	}
 	defer dec.Close()
+	if _, err := dec.WriteTo(dst); err != nil {
+		return fmt.Errorf("corrupt zstd data: %w", err)
+	}
+	return nil
+}
+
+// decoderPool holds synchronous decoders for Decode: a WAL prefetcher
+// decodes hundreds of segments one after another (several at once), and a
+// new decoder allocates its history window again for each.
+var decoderPool = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return err
+	}
+	return d
+}}
+
+// Decode decodes src whole into dst with a pooled decoder, in the calling
+// goroutine: for callers that decode many small objects at once (WAL
+// segments), where the streaming decoder's goroutines and buffers per
+// object cost more than they bring.
+func (zstdDecoders) Decode(dst io.Writer, src []byte) error {
+	v := decoderPool.Get()
+	dec, ok := v.(*zstd.Decoder)
+	if !ok {
+		return v.(error)
+	}
+	defer func() {
+		_ = dec.Reset(nil) // lets go of src
+		decoderPool.Put(dec)
+	}()
+	if err := dec.Reset(bytes.NewReader(src)); err != nil {
+		return fmt.Errorf("corrupt zstd data: %w", err)
+	}
 	if _, err := dec.WriteTo(dst); err != nil {
 		return fmt.Errorf("corrupt zstd data: %w", err)
 	}
