@@ -579,6 +579,21 @@ func (bb *baseBench) restoreCleaner(ctx context.Context) func() {
 		os.RemoveAll(filepath.Join(bb.dir, "pgbackrest-spool"))
 		os.Remove(filepath.Join(bb.dir, "rc.log"))
 		os.Remove(filepath.Join(bb.dir, "restored.log"))
+		dropCaches()
+	}
+}
+
+// dropCaches empties the page cache (root only), so that every restore
+// starts from the same memory: the one after another's found the pages
+// its predecessor's 5 GB data directory freed, and on this VM, which
+// reports free memory to its host, memory not touched lately is slow to
+// touch again. Recovery after the first restore of a run spent 3 s more
+// kernel time in PostgreSQL's own writes than after the second
+// (bench/reports/2026-11-26-basebackup-background.md).
+func dropCaches() {
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		logf("cannot drop the page cache before a restore (%v): restores after the first may be favoured", err)
 	}
 }
 
