@@ -172,7 +172,7 @@ func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer release(data)
+	defer filePool.put(data)
 	return a.PushData(ctx, f, data)
 }
 
@@ -234,14 +234,7 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 // them back, once nothing reads what encode returned.
 func (a *Archive) encode(data []byte) (out []byte, done func(), err error) {
 	var code, sealed []byte
-	done = func() {
-		if code != nil {
-			codePool.put(code)
-		}
-		if sealed != nil {
-			sealPool.put(sealed)
-		}
-	}
+	done = func() { codePool.put(code); sealPool.put(sealed) }
 	out = data
 	if a.Codec != nil {
 		if code, err = a.Codec.Encode(a.Level, codePool.get(compress.Bound(len(out))), out); err != nil {
@@ -481,14 +474,14 @@ func (bp *bufPool) get(n int) []byte {
 	return make([]byte, 0, n)
 }
 
-// put gives b back, once nothing reads it.
+// put gives b back, once nothing reads it; nil is no buffer.
 func (bp *bufPool) put(b []byte) {
+	if b == nil {
+		return
+	}
 	b = b[:0]
 	bp.p.Put(&b)
 }
-
-// release gives back a buffer readFile returned, once nothing reads it.
-func release(b []byte) { filePool.put(b) }
 
 // readFile reads a file PostgreSQL archives, bounded.
 func readFile(p string) ([]byte, error) {
@@ -506,7 +499,7 @@ func readFile(p string) ([]byte, error) {
 	}
 	// One buffer of the file's size (and a byte to see it did not grow):
 	// io.ReadAll's doubling costs a 16 MiB segment more than its SHA-256.
-	// A process that pushes several files reuses them (see release).
+	// A process that pushes several files reuses them (see filePool).
 	need := int(fi.Size() + 1)
 	b := filePool.get(need)[:need]
 	n, err := io.ReadFull(f, b)

@@ -97,7 +97,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer release(data)
+	defer filePool.put(data)
 	others, waiting, err := ah.ready(name)
 	if err != nil {
 		ah.Log.Warn("pushing ahead: "+err.Error(), "file", name)
@@ -115,7 +115,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 			var r *PushResult
 			if err == nil {
 				r, err = ah.Archive.PushData(ctx, of, data)
-				release(data)
+				filePool.put(data)
 			}
 			if err != nil {
 				// Its own archive_command will push it, and say why it
@@ -192,7 +192,7 @@ func Marked(spool, name, p string) *PushResult {
 			data, err := readFile(p)
 			ok = err == nil && o.FileSum == digest(data)
 			if err == nil {
-				release(data)
+				filePool.put(data)
 			}
 		}
 	}

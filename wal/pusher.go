@@ -154,7 +154,7 @@ func (ah *Ahead) pushOne(ctx context.Context, name string) {
 	var r *PushResult
 	if err == nil {
 		r, err = ah.Archive.PushData(ctx, f, data)
-		release(data)
+		filePool.put(data)
 	}
 	switch {
 	case err == nil:
