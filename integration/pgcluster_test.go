@@ -29,7 +29,8 @@ variable "restore" {
 variable "clean" { default = false }
 
 pipeline "backup" {
-  streams = var.streams
+  streams    = var.streams
+  rate_limit = var.rate
   source "postgres" {
     host      = var.pg_host
     port      = var.pg_port
@@ -38,13 +39,14 @@ pipeline "backup" {
     sslmode   = "disable"
     databases = ["*"]
     exclude_databases = ["scratch_*", "app"]
+    jobs      = var.jobs
   }
   compress { codec = "zstd" }
   encrypt { recipients = [file("keys/backup.pub")] }
   checksum {}
   sink "s3" {
     bucket            = var.bucket
-    key               = "cluster/${pipeline.name}/${run.id}/"
+    key               = "cluster/${var.set}/${run.id}/"
     endpoint          = var.endpoint
     path_style        = true
     access_key_id     = var.access_key
@@ -56,7 +58,7 @@ pipeline "restore" {
   streams = 4
   source "s3" {
     bucket            = var.bucket
-    prefix            = "cluster/backup/"
+    prefix            = "cluster/${var.set}/"
     endpoint          = var.endpoint
     path_style        = true
     access_key_id     = var.access_key
@@ -72,10 +74,18 @@ pipeline "restore" {
     sslmode   = "disable"
     databases = var.restore
     clean     = var.clean
+    jobs      = var.jobs
   }
 }
 
 variable "streams" { default = 4 }
+# The table-by-table pass: jobs = 2, its own set of runs, and a rate
+# limit that gives the test time to drop a database halfway through its
+# tables.
+variable "jobs" { default = 1 }
+variable "set" { default = "backup" }
+variable "rate" { default = "10GiB/s" }
+
 `
 
 // pgClusterDatabases are the test's databases: one large, several small,
@@ -220,6 +230,64 @@ func TestPostgresCluster(t *testing.T) {
 	var owner string
 	if err := target.connect(t, "app").QueryRow(context.Background(), `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'owned'`).Scan(&owner); err != nil || owner != "shop_owner" {
 		t.Errorf("owned is owned by %q (%v), want shop_owner: the globals come first", owner, err)
+	}
+
+	// Table by table (jobs = 2, so two streams at once), the run slowed:
+	// "big", the largest and read first, is dropped while its table is
+	// read, after its schema was stored. Its other streams are stored,
+	// and the restore leaves all of them out: a database comes back with
+	// all of its tables or not at all.
+	jobs := append(slices.Clip(env), "PIPE_VAR_jobs=2", "PIPE_VAR_set=jobs", "PIPE_VAR_streams=1", "PIPE_VAR_rate=4MiB/s")
+	w = startPipe(t, b.dir, jobs, "run", "cluster.hcl", "--pipeline", "backup", "--json")
+	w.moved(t, "source", "out", 2<<20)
+	b.pg.exec(t, "app", `DROP DATABASE big WITH (FORCE)`)
+	res = w.wait()
+	if res.Err == nil {
+		t.Fatalf("the table-by-table backup succeeded with a database dropped halfway:\n%s", res.Stderr)
+	}
+	m = b.s3.readManifest(t, bucket, "cluster/jobs/")
+	stored, failed = nil, map[string]string{}
+	for _, o := range m.Objects {
+		stored = append(stored, o.Stream)
+	}
+	for _, f := range m.Failed {
+		failed[f.Stream] = f.Error
+	}
+	slices.Sort(stored)
+	for _, s := range []string{"big/pre-data.dump", "crm/pre-data.dump", "crm/data/public/items.copy", "crm/sequences.sql", "crm/post-data.dump", "Odd%20DB%2F%C3%BC/data/public/items.copy", "globals.sql"} {
+		if !slices.Contains(stored, s) {
+			t.Errorf("%s not stored; stored %v", s, stored)
+		}
+	}
+	if _, ok := failed["big/data/public/items.copy"]; !ok || !strings.Contains(failed["secret.dump"], "permission denied") || m.Source["dumped_whole"] == "" {
+		t.Errorf("failed %v (source %v): want big's table, and secret dumped whole and denied", failed, m.Source)
+	}
+	for _, db := range pgDatabases(t, target) {
+		target.exec(t, "app", `DROP DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`" WITH (FORCE)`)
+	}
+	r = mustPipe(t, b.dir, jobs, "run", "--json", "cluster.hcl", "--pipeline", "restore")
+	var jobsReport struct {
+		Pipelines []struct {
+			Incomplete []string `json:"incomplete_streams"`
+		} `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &jobsReport); err != nil || len(jobsReport.Pipelines) != 1 {
+		t.Fatalf("pipe run --json: %v\n%s", err, r.Stdout)
+	}
+	if s := strings.Join(jobsReport.Pipelines[0].Incomplete, " "); !strings.Contains(s, "big/pre-data.dump") || strings.Contains(s, "crm") {
+		t.Errorf("incomplete streams %q: want big's, and only big's", s)
+	}
+	got = pgDatabases(t, target)
+	if strings.Join(got, " ") != "Odd DB/ü app_a billing_2026 crm owned" {
+		t.Fatalf("restored databases %v, want all but big (incomplete) and secret (failed)", got)
+	}
+	for _, db := range got {
+		if fp := pgFingerprint(t, target, db); fp != want[db] {
+			t.Errorf("%s differs after the table-by-table restore:\n%s", db, firstDiff(want[db], fp))
+		}
+	}
+	if err := target.connect(t, "app").QueryRow(context.Background(), `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'owned'`).Scan(&owner); err != nil || owner != "shop_owner" {
+		t.Errorf("after the table-by-table restore owned is owned by %q (%v), want shop_owner", owner, err)
 	}
 }
 

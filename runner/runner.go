@@ -75,9 +75,13 @@ type Report struct {
 	Streams   int      `json:"streams"`
 	// Skipped names the streams of the run read no further because every
 	// sink declined them (a cluster restore of some databases).
-	Skipped []string       `json:"skipped_streams,omitempty"`
-	Result  *engine.Result `json:"-"`
-	Budget  int64          `json:"memory_budget_bytes"`
+	Skipped []string `json:"skipped_streams,omitempty"`
+	// Incomplete names the streams a restore left out because a stream
+	// of their group failed in the backup (see sdk.Independent): a
+	// database read table by table whose backup lacks a table.
+	Incomplete []string       `json:"incomplete_streams,omitempty"`
+	Result     *engine.Result `json:"-"`
+	Budget     int64          `json:"memory_budget_bytes"`
 	// Retention says what retention deleted, per sink.
 	Retention []RetentionReport `json:"retention,omitempty"`
 	// WALRetention says what retention removed from the WAL archive.
@@ -189,10 +193,13 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			return rep, err
 		}
 	}
+	if rep.Restore && sp.from != nil && sp.from.Manifest.Independent {
+		rep.Incomplete = skipIncomplete(job, sp, sp.from.Manifest.Failed)
+	}
 	if err := prepare(ctx, sinks, job); err != nil {
 		return rep, err
 	}
-	if rep.Skipped = skipDeclined(sinks, job, sp); len(rep.Skipped) > 0 {
+	if rep.Skipped = skipDeclined(sinks, job, sp); len(rep.Skipped) > 0 || len(rep.Incomplete) > 0 {
 		rep.Streams = len(sp.streams)
 	}
 	if runKey != nil && !o.Trial {
@@ -975,12 +982,38 @@ func skipDeclined(sinks []*endpoint, job *engine.Job, sp *streamsPlan) []string 
 			}
 		}
 	}
-	var skipped []string
+	return dropStreams(job, sp, func(j int) bool { return declined[j] == len(sinks) && len(sinks) > 0 })
+}
+
+// skipIncomplete drops from a restore's job the streams of each group
+// (the streams named <group>/…, see sdk.Independent) of which a stream
+// failed in the backup: a database read table by table restores all of
+// its tables or none. It returns their names.
+func skipIncomplete(job *engine.Job, sp *streamsPlan, failed []manifest.Failed) []string {
+	groups := map[string]bool{}
+	for _, f := range failed {
+		if g, _, ok := strings.Cut(f.Stream, "/"); ok {
+			groups[g] = true
+		}
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	return dropStreams(job, sp, func(j int) bool {
+		g, _, ok := strings.Cut(sp.streams[j].name, "/")
+		return ok && groups[g]
+	})
+}
+
+// dropStreams drops from the job the streams drop picks (by index) and
+// returns their names.
+func dropStreams(job *engine.Job, sp *streamsPlan, drop func(j int) bool) []string {
+	var dropped []string
 	keep := job.Streams[:0]
 	keepPlan := sp.streams[:0]
 	for j, st := range job.Streams {
-		if declined[j] == len(sinks) && len(sinks) > 0 {
-			skipped = append(skipped, sp.streams[j].name)
+		if drop(j) {
+			dropped = append(dropped, sp.streams[j].name)
 			if sp.total >= 0 && sp.streams[j].size >= 0 {
 				sp.total -= sp.streams[j].size
 			}
@@ -990,7 +1023,7 @@ func skipDeclined(sinks []*endpoint, job *engine.Job, sp *streamsPlan) []string 
 		keepPlan = append(keepPlan, sp.streams[j])
 	}
 	job.Streams, sp.streams = keep, keepPlan
-	return skipped
+	return dropped
 }
 
 // joinFacts is a source's facts with more of them; more wins.

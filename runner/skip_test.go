@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -55,5 +56,32 @@ func TestSkipDeclined(t *testing.T) {
 	eps, job, _ = setup(chooser{map[string]bool{"a.dump": true}}, plainSink{})
 	if got := skipDeclined(eps, job, sp); len(got) != 0 || len(job.Streams) != 3 {
 		t.Errorf("skipped %v with a sink that wants all", got)
+	}
+}
+
+// A restore leaves out a group of which a stream failed in the backup
+// (a database read table by table that lacks a table), and only it.
+func TestSkipIncomplete(t *testing.T) {
+	names := []string{"globals.sql", "shop/pre-data.dump", "shop/data/public/a.copy", "shop/post-data.dump", "crm/pre-data.dump", "crm/post-data.dump", "hr.dump"}
+	sp := &streamsPlan{total: int64(10 * len(names))}
+	job := &engine.Job{}
+	for _, n := range names {
+		sp.streams = append(sp.streams, stream{name: n, source: n, size: 10})
+		job.Streams = append(job.Streams, engine.Stream{Name: n})
+	}
+	failed := []manifest.Failed{{Stream: "crm/data/public/a.copy", Error: "gone"}, {Stream: "secret.dump", Error: "permission denied"}}
+	got := skipIncomplete(job, sp, failed)
+	if strings.Join(got, " ") != "crm/pre-data.dump crm/post-data.dump" {
+		t.Errorf("left out %v, want crm's streams", got)
+	}
+	var left []string
+	for _, st := range job.Streams {
+		left = append(left, st.Name)
+	}
+	if strings.Join(left, " ") != "globals.sql shop/pre-data.dump shop/data/public/a.copy shop/post-data.dump hr.dump" || len(sp.streams) != 5 || sp.total != 50 {
+		t.Errorf("left %v (%d planned, total %d)", left, len(sp.streams), sp.total)
+	}
+	if got := skipIncomplete(job, sp, []manifest.Failed{{Stream: "secret.dump"}}); len(got) != 0 {
+		t.Errorf("a failed stream of no group left out %v", got)
 	}
 }

@@ -23,6 +23,7 @@ type runSummary struct {
 	Streams      int                      `json:"streams"`
 	Failed       []manifest.Failed        `json:"failed_streams,omitempty"`
 	Skipped      []string                 `json:"skipped_streams,omitempty"`
+	Incomplete   []string                 `json:"incomplete_streams,omitempty"`
 	ManifestRead string                   `json:"manifest_read,omitempty"`
 	Manifests    []string                 `json:"manifests_written,omitempty"`
 	BytesRead    int64                    `json:"bytes_read"`
@@ -53,7 +54,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 		return s
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
-	s.Retention, s.Failed, s.WALRetention, s.Skipped = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped
+	s.Retention, s.Failed, s.WALRetention, s.Skipped, s.Incomplete = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped, rep.Incomplete
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -91,12 +92,15 @@ func (a *app) printSummary(s runSummary) {
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(a.stderr, "  %-14s %s the sink does not restore, not read: %s\n", "skipped", plan.Plural(len(s.Skipped), "stream"), strings.Join(s.Skipped, ", "))
 	}
+	if len(s.Incomplete) > 0 {
+		fmt.Fprintf(a.stderr, "  %-14s not restored, as part of each failed in the backup: %s\n", "incomplete", strings.Join(groups(s.Incomplete), ", "))
+	}
 	if len(s.Failed) > 0 {
 		names := make([]string, len(s.Failed))
 		for i, f := range s.Failed {
 			names[i] = f.Stream
 		}
-		fmt.Fprintf(a.stderr, "  %-14s %d succeeded, %d failed: %s\n", "partial", s.Streams-len(s.Failed), len(s.Failed), strings.Join(names, ", "))
+		fmt.Fprintf(a.stderr, "  %-14s %d succeeded, %d failed: %s\n", "partial", s.Streams-len(s.Failed), len(s.Failed), strings.Join(groups(names), ", "))
 	}
 	wall := s.Wall.Seconds()
 	for _, m := range s.Stages {
@@ -158,4 +162,26 @@ func (a *app) logFinished(s runSummary) {
 		return
 	}
 	a.log.Info("pipeline finished", attrs...)
+}
+
+// groups names streams by their group where several share one (a
+// database read table by table: "shop/data/public/items.copy" is shop's),
+// each group once with its count of streams, in order of first
+// appearance.
+func groups(streams []string) []string {
+	var out []string
+	count := map[string]int{}
+	for _, s := range streams {
+		g, _, _ := strings.Cut(s, "/")
+		if count[g] == 0 {
+			out = append(out, s)
+		}
+		count[g]++
+	}
+	for i, s := range out {
+		if g, _, _ := strings.Cut(s, "/"); count[g] > 1 {
+			out[i] = fmt.Sprintf("%s (%d streams)", g, count[g])
+		}
+	}
+	return out
 }

@@ -168,7 +168,9 @@ type Selection interface {
 // stream that fails (a database dropped mid-run, one the user may not
 // read) does not stop the others: they are committed, the run's manifest
 // names the failed ones, and the run fails as a whole only after the rest
-// is stored.
+// is stored. Streams named <group>/… stand or fall together: a database
+// read table by table (shop/pre-data.dump, shop/data/…). A restore leaves
+// out every stream of a group of which one failed in the backup.
 type Independent interface {
 	Independent() bool
 }

@@ -112,11 +112,20 @@ func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.Stream
 		if name == streamGlobals {
 			return nil, fmt.Errorf("database %q would be stored as %s, the globals' stream: exclude it (exclude_databases) and dump it with a pipeline of its own", d.name, name)
 		}
-		s.databases[name] = d.name
-		streams = append(streams, sdk.StreamInfo{Name: name, Size: -1})
 		if d.size > 0 {
 			total += d.size
 		}
+		if s.c.Jobs > 1 {
+			if st := s.parallelDatabase(ctx, d.name); st != nil {
+				streams = append(streams, st...)
+				continue
+			}
+		}
+		s.databases[name] = d.name
+		streams = append(streams, sdk.StreamInfo{Name: name, Size: -1})
+	}
+	if len(s.whole) > 0 {
+		s.facts["dumped_whole"] = strings.Join(s.whole, "; ")
 	}
 	delete(s.facts, "database")
 	s.facts["databases"] = strconv.Itoa(len(dbs))
@@ -124,8 +133,38 @@ func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.Stream
 	return streams, nil
 }
 
+// parallelDatabase lists a database's streams read table by table on a
+// snapshot of its own (cluster mode with jobs > 1), named under
+// <database>/: <database>/pre-data.dump (which creates the database),
+// <database>/data/<schema>/<table>.copy, … The snapshot is exported now
+// and held until the run ends, so every database is read as it was when
+// the run started. A database that cannot be read so (the role may not
+// connect, it has large objects) gets nil: it is dumped whole by pg_dump,
+// and stands or fails as such.
+func (s *Source) parallelDatabase(ctx context.Context, db string) []sdk.StreamInfo {
+	c := s.c
+	c.Databases, c.ExcludeDatabases, c.Globals = nil, nil, false
+	p := &Source{c: c, conn: s.conn.withDatabase(db), inCluster: true}
+	st, err := p.Streams(ctx)
+	if err != nil {
+		p.Close()
+		s.whole = append(s.whole, fmt.Sprintf("%s (%s)", db, err))
+		return nil
+	}
+	if s.parallel == nil {
+		s.parallel = map[string]*Source{}
+	}
+	s.parallel[escapeName(db)] = p
+	out := make([]sdk.StreamInfo, len(st))
+	for i, x := range st {
+		out[i] = sdk.StreamInfo{Name: escapeName(db) + "/" + x.Name, Size: x.Size}
+	}
+	return out
+}
+
 // Independent reports whether the streams stand alone: in cluster mode,
-// each database's dump.
+// each database's dump, or each database's streams together (those
+// under <database>/, see sdk.Independent).
 func (s *Source) Independent() bool { return s.databases != nil }
 
 // clusterSink is the sink's cluster mode (databases = [...]): each
@@ -137,6 +176,39 @@ type clusterSink struct {
 	// globalsDone is closed when globals.sql was applied (or failed), if
 	// the run has it; the databases wait for it (their owners are roles).
 	globalsDone chan struct{}
+	// parallel restores, by database, those of a backup read table by
+	// table (<database>/pre-data.dump, …), each as a parallel-mode
+	// restore of its own.
+	parallel map[string]*Sink
+}
+
+// parallelStream splits a stream of a database read table by table
+// (<database>/<stream>, see Source.parallelDatabase) into the database
+// and the stream's name in that database.
+func parallelStream(stream string) (db, name string, ok bool) {
+	base, name, ok := strings.Cut(stream, "/")
+	if !ok {
+		return "", "", false
+	}
+	switch _, _, table := parseTableStream(name); {
+	case table, name == streamPreData, name == streamSequences, name == streamPostData:
+	default:
+		return "", "", false
+	}
+	db, err := url.PathUnescape(base)
+	return db, name, err == nil && db != ""
+}
+
+// databaseSink is the restore of one database of a cluster backup read
+// table by table: a parallel-mode restore into it, jobs tables at once,
+// whose schema stream creates it (see Sink.Create).
+func (s *Sink) databaseSink(db string) *Sink {
+	c := s.c
+	c.Databases, c.Create, c.Clean, c.Globals = nil, false, false, false
+	d := &Sink{c: c, conn: s.conn.withDatabase(db), parent: s, preDone: make(chan struct{})}
+	close(d.preDone)
+	d.loaders = newPool(int(c.Jobs), func(ctx context.Context) (*pgx.Conn, error) { return d.conn.connect(ctx, c.Settings) })
+	return d
 }
 
 // streamDatabase is the database a cluster stream holds, or "".
@@ -161,6 +233,9 @@ func (s *Sink) Declines(objs []sdk.Object) []bool {
 		switch {
 		case s.cluster != nil:
 			db := streamDatabase(o.Stream)
+			if p, _, ok := parallelStream(o.Stream); ok {
+				db = p
+			}
 			out[i] = db != "" && !s.cluster.picks(db)
 		case o.Stream == streamGlobals:
 			out[i] = !s.c.Globals
@@ -178,15 +253,33 @@ func (c *clusterSink) picks(db string) bool {
 	return false
 }
 
-// prepare checks the run against the patterns: a name must be one of the
-// run's databases, and something must be picked.
-func (c *clusterSink) prepare(objs []sdk.Object) error {
+// clusterPrepare checks the run against the patterns (a name must be one
+// of the run's databases, and something must be picked) and prepares the
+// restore of each picked database read table by table.
+func (s *Sink) clusterPrepare(ctx context.Context, objs []sdk.Object) error {
+	c := s.cluster
 	var dbs []string
+	tables := map[string][]sdk.Object{} // the streams of databases read table by table
 	for _, o := range objs {
 		if o.Stream == streamGlobals {
 			c.globalsDone = make(chan struct{})
+		} else if db, name, ok := parallelStream(o.Stream); ok {
+			if _, seen := tables[db]; !seen {
+				dbs = append(dbs, db)
+			}
+			o.Stream = name
+			tables[db] = append(tables[db], o)
 		} else if db := streamDatabase(o.Stream); db != "" {
 			dbs = append(dbs, db)
+		}
+	}
+	c.parallel = map[string]*Sink{}
+	for db, objs := range tables {
+		if c.picks(db) {
+			c.parallel[db] = s.databaseSink(db)
+			if err := c.parallel[db].Prepare(ctx, objs); err != nil {
+				return err
+			}
 		}
 	}
 	for _, p := range c.include {
@@ -202,9 +295,17 @@ func (c *clusterSink) prepare(objs []sdk.Object) error {
 	return fmt.Errorf("databases: %s picks none of the run's databases (%s)", strconv.Quote(strings.Join(c.include, `", "`)), strings.Join(dbs, ", "))
 }
 
-// create starts one stream of a cluster restore.
-func (s *Sink) clusterCreate(ctx context.Context, name string) (sdk.ObjectWriter, error) {
+// clusterCreate starts one stream of a cluster restore.
+func (s *Sink) clusterCreate(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
 	c := s.cluster
+	name := obj.Stream
+	if db, inDB, ok := parallelStream(name); ok {
+		if d := c.parallel[db]; d != nil {
+			obj.Stream = inDB
+			return d.Create(ctx, obj)
+		}
+		return discard{}, nil
+	}
 	if name == streamGlobals {
 		w, err := command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=0"), s.c.Settings))
 		if err != nil {
@@ -220,23 +321,8 @@ func (s *Sink) clusterCreate(ctx context.Context, name string) (sdk.ObjectWriter
 	if !c.picks(db) {
 		return discard{}, nil
 	}
-	if c.globalsDone != nil {
-		select {
-		case <-c.globalsDone:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	if s.c.Clean {
-		pc, err := s.conn.connect(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		err = dropDatabase(ctx, pc, db)
-		pc.Close(context.Background())
-		if err != nil {
-			return nil, err
-		}
+	if err := s.clusterReady(ctx, db); err != nil {
+		return nil, err
 	}
 	if strings.HasSuffix(name, ".sql") {
 		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=1"), s.c.Settings))
@@ -246,6 +332,28 @@ func (s *Sink) clusterCreate(ctx context.Context, name string) (sdk.ObjectWriter
 		args = append(args, "--no-owner", "--no-acl")
 	}
 	return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.PgRestore, args...), s.c.Settings))
+}
+
+// clusterReady readies the server for database db's restore: it waits
+// for the globals (the database's owner is a role), and with clean drops
+// db first.
+func (s *Sink) clusterReady(ctx context.Context, db string) error {
+	if done := s.cluster.globalsDone; done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if !s.c.Clean {
+		return nil
+	}
+	pc, err := s.conn.connect(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer pc.Close(context.Background())
+	return dropDatabase(ctx, pc, db)
 }
 
 // doneWriter closes done when its object ends, committed or not.

@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
@@ -187,18 +190,76 @@ func TestClusterStreamNames(t *testing.T) {
 			t.Errorf("%q is not a database's stream, read as %q", s, db)
 		}
 	}
-	c := &clusterSink{include: []string{"shop", "app_*"}}
+	sink := func(include ...string) *Sink {
+		return &Sink{c: sinkConfig{Jobs: 2}, cluster: &clusterSink{include: include}}
+	}
+	s := sink("shop", "app_*")
 	objs := []sdk.Object{{Stream: streamGlobals}, {Stream: "shop.dump"}, {Stream: "app_1.dump"}, {Stream: "crm.dump"}}
-	if err := c.prepare(objs); err != nil {
+	if err := s.clusterPrepare(context.Background(), objs); err != nil {
 		t.Fatal(err)
 	}
+	c := s.cluster
 	if c.globalsDone == nil || !c.picks("shop") || !c.picks("app_1") || c.picks("crm") {
 		t.Errorf("globals %v, picks shop %v app_1 %v crm %v", c.globalsDone != nil, c.picks("shop"), c.picks("app_1"), c.picks("crm"))
 	}
-	if err := (&clusterSink{include: []string{"billing"}}).prepare(objs); err == nil || !strings.Contains(err.Error(), `"billing" is not in the run`) {
+	if err := sink("billing").clusterPrepare(context.Background(), objs); err == nil || !strings.Contains(err.Error(), `"billing" is not in the run`) {
 		t.Errorf("a database not in the run: %v", err)
 	}
-	if err := (&clusterSink{include: []string{"zz*"}}).prepare(objs); err == nil || !strings.Contains(err.Error(), "picks none") {
+	if err := sink("zz*").clusterPrepare(context.Background(), objs); err == nil || !strings.Contains(err.Error(), "picks none") {
 		t.Errorf("a pattern that picks nothing: %v", err)
+	}
+}
+
+// A cluster backup with jobs names each database's streams under the
+// database; the restore routes them to a parallel-mode restore of that
+// database, and does not read those of databases it does not pick.
+func TestClusterParallelStreams(t *testing.T) {
+	for _, db := range []string{"shop", "odd name/ü", "100%"} {
+		for _, name := range []string{streamPreData, streamSequences, streamPostData, tableStream("public", "a b")} {
+			stream := escapeName(db) + "/" + name
+			if got, in, ok := parallelStream(stream); !ok || got != db || in != name {
+				t.Errorf("%q reads back as %q, %q, %v", stream, got, in, ok)
+			}
+			if streamDatabase(stream) != "" {
+				t.Errorf("%q read as a whole database's dump", stream)
+			}
+		}
+	}
+	for _, s := range []string{"shop.dump", "shop/other.dump", "shop/data/x.copy", "/pre-data.dump", streamPreData} {
+		if db, _, ok := parallelStream(s); ok {
+			t.Errorf("%q is not a stream of a database read table by table, read as %q", s, db)
+		}
+	}
+	s := &Sink{c: sinkConfig{Jobs: 3}, conn: conn{info: "host=db dbname=postgres", database: "postgres"}, cluster: &clusterSink{include: []string{"shop"}}}
+	objs := []sdk.Object{{Stream: streamGlobals}, {Stream: "shop/pre-data.dump"}, {Stream: "shop/sequences.sql"}, {Stream: "shop/data/public/a.copy"},
+		{Stream: "shop/data/public/b.copy"}, {Stream: "shop/post-data.dump"}, {Stream: "crm/pre-data.dump"}, {Stream: "crm/data/public/a.copy"}, {Stream: "hr.dump"}}
+	if err := s.clusterPrepare(context.Background(), objs); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Declines(objs); fmt.Sprint(got) != "[false false false false false false true true true]" {
+		t.Errorf("declines %v: want crm's and hr's streams only", got)
+	}
+	d := s.cluster.parallel["shop"]
+	if len(s.cluster.parallel) != 1 || d == nil {
+		t.Fatalf("parallel restores %v, want shop's", s.cluster.parallel)
+	}
+	if !d.hasPre || d.conn.database != "shop" || d.parent != s || d.c.Jobs != 3 {
+		t.Errorf("shop's restore: schema first %v, database %q, jobs %d", d.hasPre, d.conn.database, d.c.Jobs)
+	}
+	// Its data waits for the schema: a table's load started before it
+	// would find no table.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Create(ctx, sdk.Object{Stream: "shop/data/public/a.copy"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a table's data before the schema: %v, want a wait", err)
+	}
+	if w, err := s.Create(ctx, sdk.Object{Stream: "crm/data/public/a.copy"}); err != nil || w != (discard{}) {
+		t.Errorf("a database not picked: %v, %v", w, err)
+	}
+	// Without databases, such a run is refused before anything is
+	// restored, with what to write.
+	one := &Sink{c: sinkConfig{Jobs: 1}, preDone: make(chan struct{})}
+	if err := one.Prepare(context.Background(), objs); err == nil || !strings.Contains(err.Error(), `databases = ["shop"]`) {
+		t.Errorf("a cluster backup into one database: %v", err)
 	}
 }

@@ -48,7 +48,7 @@ func (SinkType) Schema() sdk.Schema {
 	return sdk.Schema{
 		Description: "Restores into a PostgreSQL database: custom-format dumps (*.dump) with pg_restore, plain SQL (*.sql) with psql, and a parallel-mode backup schema first, then the tables' data on jobs connections at once, then indexes and constraints with pg_restore --jobs. A failed statement fails the run with the server's message.",
 		Attributes: append(connAttributes(),
-			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables loaded at once, and pg_restore's --jobs for indexes and constraints, when restoring a parallel-mode backup; the run then moves at least this many streams at once."},
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables loaded at once, and pg_restore's --jobs for indexes and constraints, when restoring a parallel-mode backup (with databases: per database of a cluster backup read table by table); the run then moves at least this many streams at once."},
 			sdk.Attribute{Name: "create", Type: sdk.Bool, Default: false, Description: "Create the database first if it does not exist."},
 			sdk.Attribute{Name: "clean", Type: sdk.Bool, Default: false, Description: "Drop the database and create it anew before restoring: everything in it is lost."},
 			sdk.Attribute{Name: "no_owner", Type: sdk.Bool, Default: false, Description: "Do not restore ownership and privileges (pg_restore --no-owner --no-acl): for a server without the original roles."},
@@ -78,9 +78,6 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 		return nil, d
 	}
 	if len(c.Databases) > 0 {
-		if c.Jobs > 1 {
-			return nil, sdk.AttrError("jobs", "jobs with databases", "jobs restores a parallel-mode backup of one database; a cluster restore runs several databases at once (the pipeline's streams): remove jobs")
-		}
 		if c.Create {
 			return nil, sdk.AttrError("create", "create with databases", "a cluster restore always creates each database (pg_restore --create): remove create")
 		}
@@ -118,6 +115,10 @@ type Sink struct {
 	c       sinkConfig
 	conn    conn
 	cluster *clusterSink
+	// parent is the cluster restore a database read table by table
+	// belongs to: its schema stream creates the database through the
+	// parent's connection (see Sink.databaseSink).
+	parent *Sink
 
 	// Parallel mode, from Prepare: data waits for the schema, indexes and
 	// constraints wait for the data.
@@ -141,7 +142,12 @@ var (
 // indexes wait for.
 func (s *Sink) Prepare(ctx context.Context, objs []sdk.Object) error {
 	if s.cluster != nil {
-		return s.cluster.prepare(objs)
+		return s.clusterPrepare(ctx, objs)
+	}
+	for _, o := range objs {
+		if db, _, ok := parallelStream(o.Stream); ok {
+			return fmt.Errorf("stream %q is database %q of a cluster backup read table by table: restore it with databases = [%q] (or [\"*\"] for all of them)", o.Stream, db, db)
+		}
 	}
 	if s.c.Create || s.c.Clean {
 		if err := s.createDatabase(ctx); err != nil {
@@ -205,12 +211,13 @@ func dropDatabase(ctx context.Context, pc *pgx.Conn, db string) error {
 
 func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
 	if s.cluster != nil {
-		return s.clusterCreate(ctx, obj.Stream)
+		return s.clusterCreate(ctx, obj)
 	}
-	restore := s.conn.tool(s.c.PgRestore, "--exit-on-error")
+	args := []string{"--exit-on-error"}
 	if s.c.NoOwner {
-		restore = append(restore, "--no-owner", "--no-acl")
+		args = append(args, "--no-owner", "--no-acl")
 	}
+	restore := s.conn.tool(s.c.PgRestore, args...)
 	switch name := obj.Stream; {
 	case name == streamGlobals:
 		if !s.c.Globals {
@@ -218,7 +225,17 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		}
 		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=0"), s.c.Settings))
 	case name == streamPreData:
-		w, err := command.Write(ctx, s.conn.spec(restore, s.c.Settings))
+		spec := s.conn.spec(restore, s.c.Settings)
+		if s.parent != nil {
+			// The schema creates the database: pg_restore --create
+			// through the maintenance database, once the globals are in.
+			if err := s.parent.clusterReady(ctx, s.conn.database); err != nil {
+				s.endPre(err)
+				return nil, err
+			}
+			spec = s.parent.conn.spec(s.parent.conn.tool(s.c.PgRestore, append(args, "--create")...), s.c.Settings)
+		}
+		w, err := command.Write(ctx, spec)
 		if err != nil {
 			s.endPre(err)
 			return nil, err
@@ -528,6 +545,11 @@ func (w *postWriter) Abort(ctx context.Context) error {
 
 // Close closes the loader connections.
 func (s *Sink) Close() error {
+	if s.cluster != nil {
+		for _, d := range s.cluster.parallel {
+			d.Close()
+		}
+	}
 	s.loaders.close()
 	return nil
 }

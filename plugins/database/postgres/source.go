@@ -81,7 +81,7 @@ func (SourceType) Schema() sdk.Schema {
 		Description: "Dumps a PostgreSQL database with pg_dump: one stream in custom or plain format, or with jobs > 1 the schema before and after the data (custom format), the sequences and every table's data (COPY text) as streams of their own, read in parallel on one exported snapshot. pg_dump's own compression is off: pipe compresses.",
 		Attributes: append(connAttributes(),
 			sdk.Attribute{Name: "format", Type: sdk.String, Default: "custom", Description: `"custom" (pg_dump -Fc, restored by pg_restore) or "plain" (SQL, restored by psql).`},
-			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once."},
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once. With databases, each database is read so, its streams under <database>/, on a snapshot of its own taken when the run starts (one connection per database for the run)."},
 			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Also dump roles and tablespaces (pg_dumpall --globals-only) as the stream globals.sql."},
 			sdk.Attribute{Name: "pg_dump", Type: sdk.String, Default: "pg_dump", Description: "The pg_dump program; its major version must be at least the server's."},
 			sdk.Attribute{Name: "pg_dumpall", Type: sdk.String, Default: "pg_dumpall", Description: "The pg_dumpall program, for globals."},
@@ -118,9 +118,6 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 		return nil, sdk.AttrError("exclude_databases", "exclude_databases without databases", `exclude_databases leaves databases out of a cluster backup: add databases = ["*"]`)
 	}
 	if len(c.Databases) > 0 {
-		if c.Jobs > 1 {
-			return nil, sdk.AttrError("jobs", "jobs with databases", "jobs > 1 dumps one database table by table; with databases, each database is one stream and the pipeline's streams setting dumps several at once: remove jobs")
-		}
 		c.Globals = true
 		if cn.database == "" {
 			cn = cn.withDatabase(maintenanceDB)
@@ -148,6 +145,13 @@ type Source struct {
 	// Cluster mode: each stream's database, and pg_dumpall's arguments.
 	databases   map[string]string
 	globalsArgs []string
+	// Cluster mode with jobs > 1: each database read table by table, by
+	// a Source of its own, under the database's escaped name.
+	parallel map[string]*Source
+	whole    []string // databases dumped whole instead, and why
+	// inCluster is set on those: the schema's dump creates the database,
+	// and nothing is dumped ahead (every database's would run at once).
+	inCluster bool
 
 	facts   map[string]string
 	streams []sdk.StreamInfo
@@ -237,7 +241,9 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	s.streams = append(streams, sdk.StreamInfo{Name: streamPostData, Size: -1})
 	// The schema after the data is read last but dumped now, beside the
 	// tables: pg_dump spends most of a schema dump reading the catalog.
-	s.postData = s.prefetch(ctx, streamPostData)
+	if !s.inCluster {
+		s.postData = s.prefetch(ctx, streamPostData)
+	}
 	s.workers = newPool(int(s.c.Jobs), s.worker)
 	return s.streams, nil
 }
@@ -362,6 +368,9 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	if !known {
 		return nil, fmt.Errorf("stream %q: %w", name, sdk.ErrNotFound)
 	}
+	if db, rest, ok := strings.Cut(name, "/"); ok && s.parallel[db] != nil {
+		return s.parallel[db].Open(ctx, rest)
+	}
 	db, cluster := s.databases[name]
 	switch {
 	case name == streamGlobals && s.globalsArgs != nil:
@@ -394,8 +403,11 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 
 // sectionDump is the pg_dump command of a schema stream, on the snapshot.
 func (s *Source) sectionDump(name string) []string {
-	return s.conn.tool(s.c.PgDump, "--format=custom", "--compress=0",
-		"--section="+strings.TrimSuffix(name, ".dump"), "--snapshot="+s.snapshot)
+	args := []string{"--format=custom", "--compress=0", "--section=" + strings.TrimSuffix(name, ".dump"), "--snapshot=" + s.snapshot}
+	if s.inCluster && name == streamPreData {
+		args = append(args, "--create") // the restore creates the database from it
+	}
+	return s.conn.tool(s.c.PgDump, args...)
 }
 
 // prefetched is a schema stream dumped ahead into a temporary file.
@@ -554,6 +566,9 @@ func (r *copyReader) Close() error {
 
 // Close ends the snapshot transaction and every connection.
 func (s *Source) Close() error {
+	for _, p := range s.parallel {
+		p.Close()
+	}
 	if s.postData != nil {
 		s.postData.close()
 		s.postData = nil
