@@ -22,7 +22,13 @@ type clusterRace struct {
 	pipePrefix, loopPrefix string
 	drop                   func()
 	check                  func(ctx context.Context) error
+	// A second pipe, table by table (jobs), if the scenario has one: its
+	// files, and where it keeps its objects. It runs as one more
+	// reference (refs[1]), so the loop stays refs[0].
+	jobsBackupFile, jobsRestoreFile, jobsPrefix string
 }
+
+const clusterJobsLabel = `pipe, databases = ["*"], 2 at once, jobs = 2`
 
 const clusterPipeLabel = `pipe, databases = ["*"], 2 at once`
 
@@ -51,12 +57,18 @@ func (b *bench) race(ctx context.Context, m *minio, mc string, c clusterRace) (b
 	backup = &scenarioResult{name: fmt.Sprintf("backup of %s (%s) to MinIO", c.what, mib(c.bytes)), bytes: c.bytes,
 		pipe: &contender{label: clusterPipeLabel, clean: m.emptier(ctx, mc, c.pipePrefix), run: pipe(c.backupFile)},
 		refs: []*contender{{label: c.backupLabel, clean: m.emptier(ctx, mc, c.loopPrefix), run: loop(c.backupLoop)}}}
+	if c.jobsBackupFile != "" {
+		backup.refs = append(backup.refs, &contender{label: clusterJobsLabel, clean: m.emptier(ctx, mc, c.jobsPrefix), run: pipe(c.jobsBackupFile)})
+	}
 	if err := backup.interleave(ctx, b.cfg.reps); err != nil {
 		return nil, nil, err
 	}
 	restore = &scenarioResult{name: fmt.Sprintf("restore of the %s from MinIO", c.what), bytes: c.bytes,
 		pipe: &contender{label: clusterPipeLabel, clean: c.drop, run: checked(pipe(c.restoreFile))},
 		refs: []*contender{{label: c.restoreLabel, clean: c.drop, run: checked(loop(c.restoreLoop))}}}
+	if c.jobsRestoreFile != "" {
+		restore.refs = append(restore.refs, &contender{label: clusterJobsLabel, clean: c.drop, run: checked(pipe(c.jobsRestoreFile))})
+	}
 	if err := restore.interleave(ctx, b.cfg.reps); err != nil {
 		return nil, nil, err
 	}
@@ -74,6 +86,11 @@ func clusterMarkdown(w func(string, ...any), backup, restore *scenarioResult) {
 		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
 		ratio := float64(p) / float64(ref)
 		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+		if len(d.s.refs) > 1 {
+			j := median(d.s.refs[1].times)
+			ratio := float64(j) / float64(ref)
+			w("| %s, table by table (jobs = 2) | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), j.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+		}
 	}
 	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
 	for _, s := range []*scenarioResult{backup, restore} {

@@ -84,14 +84,22 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 	pgConn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = %q\n    password = var.pgpass\n    sslmode  = \"disable\"\n", pg.host, pg.port.Port(), pgUser)
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
 	// streams = 2: two databases at once on 2 CPUs, as the loop's -T2
-	// gives zstd two threads.
-	fBackup, err := writePipeline(b.hcl, "cluster_backup", fmt.Sprintf("  streams = 2\n  source \"postgres\" {\n%s    databases = [\"*\"]\n    exclude_databases = [%q]\n  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = \"cluster/pipe/\"\n  }\n",
-		pgConn, pgDB, s3), "secret", "pgpass")
+	// gives zstd two threads. The second pair reads and restores each
+	// database table by table, two tables at once.
+	files := func(name, prefix, jobs string) (backup, restore string, err error) {
+		backup, err = writePipeline(b.hcl, name+"_backup", fmt.Sprintf("  streams = 2\n  source \"postgres\" {\n%s    databases = [\"*\"]\n    exclude_databases = [%q]\n%s  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = %q\n  }\n",
+			pgConn, pgDB, jobs, s3, prefix), "secret", "pgpass")
+		if err == nil {
+			restore, err = writePipeline(b.hcl, name+"_restore", fmt.Sprintf("  streams = 2\n  source \"s3\" {\n%s    prefix            = %q\n  }\n  decompress {}\n  sink \"postgres\" {\n%s    databases = [\"*\"]\n%s  }\n",
+				s3, prefix, pgConn, jobs), "secret", "pgpass")
+		}
+		return backup, restore, err
+	}
+	fBackup, fRestore, err := files("cluster", "cluster/pipe/", "")
 	if err != nil {
 		return nil, err
 	}
-	fRestore, err := writePipeline(b.hcl, "cluster_restore", fmt.Sprintf("  streams = 2\n  source \"s3\" {\n%s    prefix            = \"cluster/pipe/\"\n  }\n  decompress {}\n  sink \"postgres\" {\n%s    databases = [\"*\"]\n  }\n",
-		s3, pgConn), "secret", "pgpass")
+	fJobsBackup, fJobsRestore, err := files("cluster_jobs", "cluster/pipe-jobs/", "    jobs = 2\n")
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +116,7 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 			`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
 			list, base, mc, mcAlias, s3Bucket, base),
 		pipePrefix: "cluster/pipe/", loopPrefix: "cluster/loop/",
+		jobsBackupFile: fJobsBackup, jobsRestoreFile: fJobsRestore, jobsPrefix: "cluster/pipe-jobs/",
 		drop: func() {
 			for _, db := range pgClusterDBs {
 				_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
@@ -142,7 +151,7 @@ func (r *pgClusterResult) markdown(w func(string, ...any)) {
 	for _, db := range r.dbs {
 		sizes = append(sizes, fmt.Sprintf("%s %s", db, mib(r.sizes[db])))
 	}
-	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
+	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. pipe table by table: the same with `jobs = 2` (each database read two tables at once on a snapshot of its own, restored two tables at once and `pg_restore --jobs 2` for its indexes). The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
 		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "))
 	clusterMarkdown(w, r.backup, r.restore)
 }
