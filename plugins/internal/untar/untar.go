@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Writer extracts the tar stream written to it into a folder as the bytes
@@ -215,7 +213,7 @@ func SyncDir(p string) error {
 const flushEvery = 8 << 20
 
 // flusher writes a file and starts the writeback of each flushEvery bytes
-// of it as they are written (sdk.StartWriteback, which does not wait), and
+// of it as they are written (startWriteback, which does not wait), and
 // of the rest at flush: the disk writes while the stream is extracted, and
 // the fsync after it (SyncTree) finds the data written or under way, as
 // PostgreSQL flushes its own files (its *_flush_after settings). On a
@@ -238,7 +236,7 @@ func (w *flusher) Write(p []byte) (int, error) {
 // flush starts the writeback of what was written since the last one.
 func (w *flusher) flush() {
 	if w.written > w.queued {
-		sdk.StartWriteback(w.f, w.queued, w.written-w.queued)
+		startWriteback(w.f, w.queued, w.written-w.queued)
 		w.queued = w.written
 	}
 }
