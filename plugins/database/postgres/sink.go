@@ -128,7 +128,7 @@ type Sink struct {
 	data    sync.WaitGroup
 	mu      sync.Mutex
 	dataErr error
-	loaders *pool
+	loaders *connPool
 }
 
 var (

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -81,7 +82,7 @@ func (SourceType) Schema() sdk.Schema {
 		Description: "Dumps a PostgreSQL database with pg_dump: one stream in custom or plain format, or with jobs > 1 the schema before and after the data (custom format), the sequences and every table's data (COPY text) as streams of their own, read in parallel on one exported snapshot. pg_dump's own compression is off: pipe compresses.",
 		Attributes: append(connAttributes(),
 			sdk.Attribute{Name: "format", Type: sdk.String, Default: "custom", Description: `"custom" (pg_dump -Fc, restored by pg_restore) or "plain" (SQL, restored by psql).`},
-			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once. With databases, each database is read so, its streams under <database>/, on a snapshot of its own taken when the run starts (one connection per database, and up to jobs more per database, open for the run)."},
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once. With databases, each database is read so, its streams under <database>/, on a snapshot of its own taken when the run starts (one connection per database open for the run, and up to jobs more while its tables are read)."},
 			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Also dump roles and tablespaces (pg_dumpall --globals-only) as the stream globals.sql."},
 			sdk.Attribute{Name: "pg_dump", Type: sdk.String, Default: "pg_dump", Description: "The pg_dump program; its major version must be at least the server's."},
 			sdk.Attribute{Name: "pg_dumpall", Type: sdk.String, Default: "pg_dumpall", Description: "The pg_dumpall program, for globals."},
@@ -163,7 +164,9 @@ type Source struct {
 	exporter  *pgx.Conn
 	postData  *prefetched
 	sequences []byte
-	workers   *pool
+	workers   *connPool
+	// tablesLeft counts the table streams not started yet.
+	tablesLeft atomic.Int64
 }
 
 var (
@@ -245,6 +248,7 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		s.postData = s.prefetch(ctx, streamPostData)
 	}
 	s.workers = newPool(int(s.c.Jobs), s.worker)
+	s.tablesLeft.Store(int64(len(tables)))
 	return s.streams, nil
 }
 
@@ -462,9 +466,15 @@ func (p *prefetched) close() {
 }
 
 // copyOut streams one table's rows as COPY text, on a worker connection
-// that reads the exported snapshot.
+// that reads the exported snapshot. Once the last table is started, the
+// workers are let go as each finishes: in cluster mode a database read
+// table by table keeps only its snapshot's connection after that.
 func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser, error) {
+	last := s.tablesLeft.Add(-1) <= 0
 	pc, err := s.workers.get(ctx)
+	if last {
+		s.workers.retire()
+	}
 	if err != nil {
 		return nil, err
 	}
