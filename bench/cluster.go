@@ -83,13 +83,15 @@ func clusterMarkdown(w func(string, ...any), backup, restore *scenarioResult) {
 		name string
 		s    *scenarioResult
 	}{{"backup", backup}, {"restore", restore}} {
-		ref, p := median(d.s.refs[0].times), median(d.s.pipe.times)
-		ratio := float64(p) / float64(ref)
-		w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+		ref := median(d.s.refs[0].times)
+		row := func(name string, c *contender) {
+			p := median(c.times)
+			ratio := float64(p) / float64(ref)
+			w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+		}
+		row(d.name, d.s.pipe)
 		if len(d.s.refs) > 1 {
-			j := median(d.s.refs[1].times)
-			ratio := float64(j) / float64(ref)
-			w("| %s, table by table (jobs = 2) | %s | %s | %.2f× | ≤ 0.80× | %s |\n", d.name, ref.Round(10*time.Millisecond), j.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
+			row(d.name+", table by table (jobs = 2)", d.s.refs[1])
 		}
 	}
 	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")

@@ -95,11 +95,12 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 		}
 		return backup, restore, err
 	}
-	fBackup, fRestore, err := files("cluster", "cluster/pipe/", "")
+	const pipePrefix, jobsPrefix = "cluster/pipe/", "cluster/pipe-jobs/"
+	fBackup, fRestore, err := files("cluster", pipePrefix, "")
 	if err != nil {
 		return nil, err
 	}
-	fJobsBackup, fJobsRestore, err := files("cluster_jobs", "cluster/pipe-jobs/", "    jobs = 2\n")
+	fJobsBackup, fJobsRestore, err := files("cluster_jobs", jobsPrefix, "    jobs = 2\n")
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +116,8 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 		restoreLabel: "for db: createdb; mc cat | zstd -d | pg_restore", restoreLoop: fmt.Sprintf(
 			`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
 			list, base, mc, mcAlias, s3Bucket, base),
-		pipePrefix: "cluster/pipe/", loopPrefix: "cluster/loop/",
-		jobsBackupFile: fJobsBackup, jobsRestoreFile: fJobsRestore, jobsPrefix: "cluster/pipe-jobs/",
+		pipePrefix: pipePrefix, loopPrefix: "cluster/loop/",
+		jobsBackupFile: fJobsBackup, jobsRestoreFile: fJobsRestore, jobsPrefix: jobsPrefix,
 		drop: func() {
 			for _, db := range pgClusterDBs {
 				_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -91,15 +90,7 @@ func TestMySQLCluster(t *testing.T) {
 	if res.Err == nil {
 		t.Fatalf("the backup succeeded though a database was dropped mid-run:\n%s", res.Stderr)
 	}
-	var out struct {
-		Pipelines []struct {
-			Failed []struct{ Stream, Error string } `json:"failed_streams"`
-		} `json:"pipelines"`
-	}
-	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil || len(out.Pipelines) != 1 {
-		t.Fatalf("--json: %v\n%s", err, res.Stdout)
-	}
-	if f := out.Pipelines[0].Failed; len(f) != 1 || f[0].Stream != "doomed.sql" || !strings.Contains(f[0].Error, "Unknown database") {
+	if f := onePipeline(t, res.Stdout).Failed; len(f) != 1 || f[0].Stream != "doomed.sql" || !strings.Contains(f[0].Error, "Unknown database") {
 		t.Errorf("failed streams %+v, want doomed.sql (Unknown database)", f)
 	}
 	mf := b.readManifest(t, bucket, "cluster/backup/")

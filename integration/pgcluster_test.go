@@ -153,17 +153,8 @@ func TestPostgresCluster(t *testing.T) {
 	if res.Err == nil {
 		t.Fatalf("the backup succeeded with a database it may not read:\n%s", res.Stderr)
 	}
-	var out struct {
-		OK        bool `json:"ok"`
-		Pipelines []struct {
-			Failed []struct{ Stream, Error string } `json:"failed_streams"`
-		} `json:"pipelines"`
-	}
-	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil || len(out.Pipelines) != 1 {
-		t.Fatalf("--json: %v\n%s", err, res.Stdout)
-	}
 	failed := map[string]string{}
-	for _, f := range out.Pipelines[0].Failed {
+	for _, f := range onePipeline(t, res.Stdout).Failed {
 		failed[f.Stream] = f.Error
 	}
 	if len(failed) != 2 || !strings.Contains(failed["secret.dump"], "permission denied") || !strings.Contains(failed["doomed.dump"], "does not exist") {
@@ -194,15 +185,7 @@ func TestPostgresCluster(t *testing.T) {
 	// One chosen database into the empty server.
 	r := mustPipe(t, b.dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "--json", "cluster.hcl", "--pipeline", "restore")
 	// The others are not even downloaded.
-	var report struct {
-		Pipelines []struct {
-			Skipped []string `json:"skipped_streams"`
-		} `json:"pipelines"`
-	}
-	if err := json.Unmarshal([]byte(r.Stdout), &report); err != nil || len(report.Pipelines) != 1 {
-		t.Fatalf("pipe run --json: %v\n%s", err, r.Stdout)
-	}
-	if s := strings.Join(report.Pipelines[0].Skipped, " "); !strings.Contains(s, "big.dump") || strings.Contains(s, "crm") || strings.Contains(s, "globals") {
+	if s := strings.Join(onePipeline(t, r.Stdout).Skipped, " "); !strings.Contains(s, "big.dump") || strings.Contains(s, "crm") || strings.Contains(s, "globals") {
 		t.Errorf("restoring crm alone skipped %q: the other databases' streams, not crm's or the globals", s)
 	}
 	if got := pgDatabases(t, target); strings.Join(got, " ") != "crm" {
@@ -276,15 +259,7 @@ func TestPostgresCluster(t *testing.T) {
 		target.exec(t, "app", `DROP DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`" WITH (FORCE)`)
 	}
 	r = mustPipe(t, b.dir, jobs, "run", "--json", "cluster.hcl", "--pipeline", "restore")
-	var jobsReport struct {
-		Pipelines []struct {
-			Incomplete []string `json:"incomplete_streams"`
-		} `json:"pipelines"`
-	}
-	if err := json.Unmarshal([]byte(r.Stdout), &jobsReport); err != nil || len(jobsReport.Pipelines) != 1 {
-		t.Fatalf("pipe run --json: %v\n%s", err, r.Stdout)
-	}
-	if s := strings.Join(jobsReport.Pipelines[0].Incomplete, " "); !strings.Contains(s, "big/pre-data.dump") || strings.Contains(s, "crm") {
+	if s := strings.Join(onePipeline(t, r.Stdout).Incomplete, " "); !strings.Contains(s, "big/pre-data.dump") || strings.Contains(s, "crm") {
 		t.Errorf("incomplete streams %q: want big's, and only big's", s)
 	}
 	got = pgDatabases(t, target)
@@ -299,6 +274,25 @@ func TestPostgresCluster(t *testing.T) {
 	if err := target.connect(t, "app").QueryRow(context.Background(), `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'owned'`).Scan(&owner); err != nil || owner != "shop_owner" {
 		t.Errorf("after the table-by-table restore owned is owned by %q (%v), want shop_owner", owner, err)
 	}
+}
+
+// runReport is one pipeline's part of `pipe run --json`.
+type runReport struct {
+	Failed     []struct{ Stream, Error string } `json:"failed_streams"`
+	Skipped    []string                         `json:"skipped_streams"`
+	Incomplete []string                         `json:"incomplete_streams"`
+}
+
+// onePipeline reads the --json report of a run of one pipeline.
+func onePipeline(t *testing.T, stdout string) runReport {
+	t.Helper()
+	var out struct {
+		Pipelines []runReport `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || len(out.Pipelines) != 1 {
+		t.Fatalf("pipe run --json: %v\n%s", err, stdout)
+	}
+	return out.Pipelines[0]
 }
 
 // pgDatabases lists a server's databases besides the image's own.

@@ -199,9 +199,8 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 	if err := prepare(ctx, sinks, job); err != nil {
 		return rep, err
 	}
-	if rep.Skipped = skipDeclined(sinks, job, sp); len(rep.Skipped) > 0 || len(rep.Incomplete) > 0 {
-		rep.Streams = len(sp.streams)
-	}
+	rep.Skipped = skipDeclined(sinks, job, sp)
+	rep.Streams = len(sp.streams)
 	if runKey != nil && !o.Trial {
 		if err := runKey.write(ctx, sinks, manifests); err != nil {
 			return rep, err
@@ -992,7 +991,7 @@ func skipDeclined(sinks []*endpoint, job *engine.Job, sp *streamsPlan) []string 
 func skipIncomplete(job *engine.Job, sp *streamsPlan, failed []manifest.Failed) []string {
 	groups := map[string]bool{}
 	for _, f := range failed {
-		if g, _, ok := strings.Cut(f.Stream, "/"); ok {
+		if g, ok := sdk.StreamGroup(f.Stream); ok {
 			groups[g] = true
 		}
 	}
@@ -1000,7 +999,7 @@ func skipIncomplete(job *engine.Job, sp *streamsPlan, failed []manifest.Failed) 
 		return nil
 	}
 	return dropStreams(job, sp, func(j int) bool {
-		g, _, ok := strings.Cut(sp.streams[j].name, "/")
+		g, ok := sdk.StreamGroup(sp.streams[j].name)
 		return ok && groups[g]
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/runner"
 )
 
@@ -171,15 +172,21 @@ func (a *app) logFinished(s runSummary) {
 func groups(streams []string) []string {
 	var out []string
 	count := map[string]int{}
+	group := func(s string) string {
+		if g, ok := sdk.StreamGroup(s); ok {
+			return g
+		}
+		return s
+	}
 	for _, s := range streams {
-		g, _, _ := strings.Cut(s, "/")
+		g := group(s)
 		if count[g] == 0 {
 			out = append(out, s)
 		}
 		count[g]++
 	}
 	for i, s := range out {
-		if g, _, _ := strings.Cut(s, "/"); count[g] > 1 {
+		if g := group(s); count[g] > 1 {
 			out[i] = fmt.Sprintf("%s (%d streams)", g, count[g])
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -173,6 +174,13 @@ type Selection interface {
 // out every stream of a group of which one failed in the backup.
 type Independent interface {
 	Independent() bool
+}
+
+// StreamGroup is the group a stream stands or falls with (see
+// Independent): the part of its name before the first "/", if it has one.
+func StreamGroup(stream string) (string, bool) {
+	g, _, ok := strings.Cut(stream, "/")
+	return g, ok
 }
 
 // Preparer is implemented by sinks that must know every object of a run

@@ -107,6 +107,7 @@ func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.Stream
 	streams := []sdk.StreamInfo{{Name: streamGlobals, Size: -1}}
 	s.databases = map[string]string{}
 	var total int64
+	var whole []string // databases dumped whole instead of table by table, and why
 	for _, d := range dbs {
 		name := escapeName(d.name) + ext
 		if name == streamGlobals {
@@ -116,16 +117,18 @@ func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.Stream
 			total += d.size
 		}
 		if s.c.Jobs > 1 {
-			if st := s.parallelDatabase(ctx, d.name); st != nil {
+			st, err := s.parallelDatabase(ctx, d.name)
+			if err == nil {
 				streams = append(streams, st...)
 				continue
 			}
+			whole = append(whole, fmt.Sprintf("%s (%s)", d.name, err))
 		}
 		s.databases[name] = d.name
 		streams = append(streams, sdk.StreamInfo{Name: name, Size: -1})
 	}
-	if len(s.whole) > 0 {
-		s.facts["dumped_whole"] = strings.Join(s.whole, "; ")
+	if len(whole) > 0 {
+		s.facts["dumped_whole"] = strings.Join(whole, "; ")
 	}
 	delete(s.facts, "database")
 	s.facts["databases"] = strconv.Itoa(len(dbs))
@@ -138,28 +141,31 @@ func (s *Source) clusterStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.Stream
 // <database>/: <database>/pre-data.dump (which creates the database),
 // <database>/data/<schema>/<table>.copy, … The snapshot is exported now
 // and held until the run ends, so every database is read as it was when
-// the run started. A database that cannot be read so (the role may not
-// connect, it has large objects) gets nil: it is dumped whole by pg_dump,
-// and stands or fails as such.
-func (s *Source) parallelDatabase(ctx context.Context, db string) []sdk.StreamInfo {
+// the run started. The server and pg_dump were checked by Streams. A
+// database that cannot be read so (the role may not connect, it has large
+// objects) gets the error: it is dumped whole by pg_dump, and stands or
+// fails as such.
+func (s *Source) parallelDatabase(ctx context.Context, db string) ([]sdk.StreamInfo, error) {
 	c := s.c
 	c.Databases, c.ExcludeDatabases, c.Globals = nil, nil, false
 	p := &Source{c: c, conn: s.conn.withDatabase(db), inCluster: true}
-	st, err := p.Streams(ctx)
+	pc, err := p.conn.connect(ctx, nil)
 	if err != nil {
-		p.Close()
-		s.whole = append(s.whole, fmt.Sprintf("%s (%s)", db, err))
-		return nil
+		return nil, err
+	}
+	if p.streams, _, err = p.parallelStreams(ctx, pc); err != nil {
+		pc.Close(context.Background())
+		return nil, err
 	}
 	if s.parallel == nil {
 		s.parallel = map[string]*Source{}
 	}
 	s.parallel[escapeName(db)] = p
-	out := make([]sdk.StreamInfo, len(st))
-	for i, x := range st {
+	out := make([]sdk.StreamInfo, len(p.streams))
+	for i, x := range p.streams {
 		out[i] = sdk.StreamInfo{Name: escapeName(db) + "/" + x.Name, Size: x.Size}
 	}
-	return out
+	return out, nil
 }
 
 // Independent reports whether the streams stand alone: in cluster mode,
@@ -327,11 +333,7 @@ func (s *Sink) clusterCreate(ctx context.Context, obj sdk.Object) (sdk.ObjectWri
 	if strings.HasSuffix(name, ".sql") {
 		return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.Psql, "-X", "-q", "-v", "ON_ERROR_STOP=1"), s.c.Settings))
 	}
-	args := []string{"--exit-on-error", "--create"}
-	if s.c.NoOwner {
-		args = append(args, "--no-owner", "--no-acl")
-	}
-	return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.PgRestore, args...), s.c.Settings))
+	return command.Write(ctx, s.conn.spec(s.conn.tool(s.c.PgRestore, s.restoreArgs("--create")...), s.c.Settings))
 }
 
 // clusterReady readies the server for database db's restore: it waits

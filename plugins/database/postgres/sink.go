@@ -213,11 +213,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	if s.cluster != nil {
 		return s.clusterCreate(ctx, obj)
 	}
-	args := []string{"--exit-on-error"}
-	if s.c.NoOwner {
-		args = append(args, "--no-owner", "--no-acl")
-	}
-	restore := s.conn.tool(s.c.PgRestore, args...)
+	restore := s.conn.tool(s.c.PgRestore, s.restoreArgs()...)
 	switch name := obj.Stream; {
 	case name == streamGlobals:
 		if !s.c.Globals {
@@ -233,7 +229,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 				s.endPre(err)
 				return nil, err
 			}
-			spec = s.parent.conn.spec(s.parent.conn.tool(s.c.PgRestore, append(args, "--create")...), s.c.Settings)
+			spec = s.parent.conn.spec(s.parent.conn.tool(s.c.PgRestore, s.restoreArgs("--create")...), s.c.Settings)
 		}
 		w, err := command.Write(ctx, spec)
 		if err != nil {
@@ -258,6 +254,15 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 	default:
 		return nil, fmt.Errorf("stream %q: not a PostgreSQL dump (pipe restores *.dump with pg_restore, *.sql with psql and data/<schema>/<table>.copy with COPY)", name)
 	}
+}
+
+// restoreArgs are pg_restore's options for this sink, then more.
+func (s *Sink) restoreArgs(more ...string) []string {
+	args := []string{"--exit-on-error"}
+	if s.c.NoOwner {
+		args = append(args, "--no-owner", "--no-acl")
+	}
+	return append(args, more...)
 }
 
 // discard is an object nobody keeps.

@@ -149,7 +149,6 @@ type Source struct {
 	// Cluster mode with jobs > 1: each database read table by table, by
 	// a Source of its own, under the database's escaped name.
 	parallel map[string]*Source
-	whole    []string // databases dumped whole instead, and why
 	// inCluster is set on those: the schema's dump creates the database,
 	// and nothing is dumped ahead (every database's would run at once).
 	inCluster bool
@@ -229,19 +228,31 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		s.streams = append(streams, sdk.StreamInfo{Name: escapeName(db) + ext, Size: -1})
 		return s.streams, nil
 	}
-	tables, err := s.exportSnapshot(ctx, pc)
+	parallel, tables, err := s.parallelStreams(ctx, pc)
 	if err != nil {
 		return nil, err
 	}
 	keep = true
-	s.exporter = pc
 	s.facts["format"] = "parallel"
-	s.facts["tables"] = strconv.Itoa(len(tables))
-	streams = append(streams, sdk.StreamInfo{Name: streamPreData, Size: -1}, sdk.StreamInfo{Name: streamSequences, Size: int64(len(s.sequences))})
+	s.facts["tables"] = strconv.Itoa(tables)
+	s.streams = append(streams, parallel...)
+	return s.streams, nil
+}
+
+// parallelStreams exports the snapshot on pc, which it keeps on success
+// (the exporter), and lists parallel mode's streams and the number of
+// tables among them.
+func (s *Source) parallelStreams(ctx context.Context, pc *pgx.Conn) ([]sdk.StreamInfo, int, error) {
+	tables, err := s.exportSnapshot(ctx, pc)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.exporter = pc
+	streams := []sdk.StreamInfo{{Name: streamPreData, Size: -1}, {Name: streamSequences, Size: int64(len(s.sequences))}}
 	for _, t := range tables {
 		streams = append(streams, sdk.StreamInfo{Name: tableStream(t.schema, t.name), Size: -1})
 	}
-	s.streams = append(streams, sdk.StreamInfo{Name: streamPostData, Size: -1})
+	streams = append(streams, sdk.StreamInfo{Name: streamPostData, Size: -1})
 	// The schema after the data is read last but dumped now, beside the
 	// tables: pg_dump spends most of a schema dump reading the catalog.
 	if !s.inCluster {
@@ -249,7 +260,7 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	}
 	s.workers = newPool(int(s.c.Jobs), s.worker)
 	s.tablesLeft.Store(int64(len(tables)))
-	return s.streams, nil
+	return streams, len(tables), nil
 }
 
 // escapeName keeps a database name usable as an object name.
