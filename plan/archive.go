@@ -156,10 +156,41 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	if a.Codec != nil && !diags.HasErrors() {
 		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
 	}
-	if o.Memory != nil && def.Store != nil {
-		a.EndpointMemory = o.Memory("sink", def.Store.Type, sdk.NewConfig(def.Store.Values), a.inFlight())
+	if def.Store != nil {
+		a.EndpointMemory = a.storeMemory(o, def.Store)
 	}
 	return a, diags
+}
+
+// MaxObject is the largest object the archive stores: a segment (no WAL
+// file is larger), compressed (data that does not compress grows a
+// little) and encrypted.
+func (a *Archive) MaxObject() int64 {
+	n := a.SegmentSize
+	if a.Codec != nil {
+		n = int64(compress.Bound(int(n)))
+	}
+	if a.Encrypt != nil || a.Decrypt != nil {
+		n = encrypt.MaxStored(n)
+	}
+	return n
+}
+
+// storeMemory is what the store buffers with inFlight objects at once, as
+// push writes them (sink) or fetch reads them (source), none larger than
+// MaxObject.
+func (a *Archive) storeMemory(o Options, st *pipefile.Endpoint) int64 {
+	cfg := sdk.NewConfig(st.Values)
+	var most int64
+	for _, kind := range []string{"sink", "source"} {
+		switch {
+		case o.SmallObjectMemory != nil:
+			most = max(most, o.SmallObjectMemory(kind, st.Type, cfg, a.inFlight(), a.MaxObject()))
+		case o.Memory != nil:
+			most = max(most, o.Memory(kind, st.Type, cfg, a.inFlight()))
+		}
+	}
+	return most
 }
 
 // Archive returns the resolved archive called name, or the only one.

@@ -24,6 +24,11 @@ type Options struct {
 	// Memory, if set, returns what an endpoint buffers on its own with
 	// this config and streams objects in flight (sdk.MemoryEstimator).
 	Memory func(kind, typ string, cfg sdk.Config, streams int) int64
+	// SmallObjectMemory, if set, is Memory for objects of at most maxObject
+	// bytes (sdk.SmallObjectMemoryEstimator): what an archive's store
+	// holds, whose objects are at most a segment. Without it, archives are
+	// counted by Memory.
+	SmallObjectMemory func(kind, typ string, cfg sdk.Config, streams int, maxObject int64) int64
 	// Overrides beat the file and the profile (pipe bench's sweeps), by
 	// knob (see Knobs).
 	Overrides map[string]int64

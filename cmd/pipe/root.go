@@ -169,7 +169,7 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 	var p *plan.Plan
 	if file != nil {
 		var d hcl.Diagnostics
-		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host, Memory: reg.Memory})
+		p, d = plan.New(file, plan.Options{Profile: f.profile, Host: a.host, Memory: reg.Memory, SmallObjectMemory: reg.SmallObjectMemory})
 		diags = append(diags, d...)
 	}
 	if len(diags) > 0 {

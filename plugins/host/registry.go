@@ -264,6 +264,23 @@ func (r *Registry) Memory(kind, typ string, cfg sdk.Config, streams int) int64 {
 	return 0
 }
 
+// SmallObjectMemory is Memory for objects of at most maxObject bytes (a WAL
+// archive's): a built-in type that knows its buffers shrink with its
+// objects says so (sdk.SmallObjectMemoryEstimator); any other is counted
+// by Memory.
+func (r *Registry) SmallObjectMemory(kind, typ string, cfg sdk.Config, streams int, maxObject int64) int64 {
+	var t any
+	if kind == "sink" {
+		t = r.o.Builtin.Sinks[typ]
+	} else {
+		t = r.o.Builtin.Sources[typ]
+	}
+	if m, ok := t.(sdk.SmallObjectMemoryEstimator); ok {
+		return m.SmallObjectMemory(cfg, streams, maxObject)
+	}
+	return r.Memory(kind, typ, cfg, streams)
+}
+
 // candidates are the plugin names that may provide typ: the type itself,
 // and its prefix before "_" (plugin "acme" provides "acme_db").
 func candidates(typ string) []string {

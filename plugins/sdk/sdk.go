@@ -129,6 +129,18 @@ type MemoryEstimator interface {
 	Memory(cfg Config, streams int) int64
 }
 
+// SmallObjectMemoryEstimator is implemented by storage endpoint types whose
+// buffers shrink with the objects they move (an object that fits one part
+// takes one buffer of its own size, not concurrency parts). It returns the
+// most bytes an instance configured with cfg holds while streams objects,
+// none larger than maxObject bytes, are in flight at once: what a WAL
+// archive's budget counts, whose objects are at most a segment. Memory
+// stays the bound for objects of any size; like it, this must not do any
+// I/O. A type without it is counted by Memory.
+type SmallObjectMemoryEstimator interface {
+	SmallObjectMemory(cfg Config, streams int, maxObject int64) int64
+}
+
 // Flusher is implemented by sinks that batch durability work (a directory
 // fsync, say) across objects. The host calls Flush once after the last
 // commit of a run and before it writes the manifest.

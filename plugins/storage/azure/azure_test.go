@@ -202,6 +202,27 @@ func TestAzureMemory(t *testing.T) {
 	}
 }
 
+// Blobs of at most a WAL segment take the blocks they fill; larger ones
+// as many as Memory counts.
+func TestAzureSmallObjectMemory(t *testing.T) {
+	cfg := sdk.NewConfig(map[string]any{"block_size": int64(4 * mib), "concurrency": int64(8), "max_single_put_size": int64(256 * mib)})
+	if got := (SinkType{}).SmallObjectMemory(cfg, 8, 16*mib+64*kib); got != 8*5*4*mib {
+		t.Errorf("sink, 16 MiB blobs in 4 MiB blocks: %d", got)
+	}
+	if got := (SinkType{}).SmallObjectMemory(cfg, 8, mib); got != 8*4*mib {
+		t.Errorf("sink, 1 MiB blobs: %d", got)
+	}
+	if got, want := (SinkType{}).SmallObjectMemory(cfg, 2, 100<<30), (SinkType{}).Memory(cfg, 2); got != want {
+		t.Errorf("sink, large blobs: %d, Memory %d", got, want)
+	}
+	if got := (SourceType{}).SmallObjectMemory(cfg, 8, mib); got != 8*mib {
+		t.Errorf("source, 1 MiB blobs: %d", got)
+	}
+	if got, want := (SourceType{}).SmallObjectMemory(cfg, 2, 1<<40), (SourceType{}).Memory(cfg, 2); got != want {
+		t.Errorf("source, large blobs: %d, Memory %d", got, want)
+	}
+}
+
 func TestAzureBlockSizeFor(t *testing.T) {
 	for _, tc := range []struct{ bs, size, maxSize, want int64 }{
 		{16 * mib, -1, -1, 16 * mib},

@@ -95,6 +95,18 @@ func (SinkType) Memory(cfg sdk.Config, streams int) int64 {
 	return int64(max(streams, 1)) * c.BlockSize * int64(buffersPerObject(c.BlockSize, int(c.Concurrency), c.MaxSinglePut))
 }
 
+// SmallObjectMemory is Memory for blobs of at most maxObject bytes: the
+// blocks such a blob fills, no more than a writer holds.
+func (SinkType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	c, _ := decodeSink(cfg)
+	if c.BlockSize <= 0 {
+		return 0
+	}
+	bs := blockSizeFor(c.BlockSize, maxObject, maxObject)
+	blocks := min((maxObject+bs-1)/bs, int64(buffersPerObject(bs, int(c.Concurrency), c.MaxSinglePut)))
+	return int64(max(streams, 1)) * bs * max(blocks, 1)
+}
+
 // buffersPerObject is how many block buffers one object's writer may hold.
 func buffersPerObject(blockSize int64, concurrency int, singlePut int64) int {
 	held := int((singlePut + blockSize - 1) / blockSize)

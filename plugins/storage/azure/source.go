@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
 // SourceType is the "azure" source.
@@ -82,6 +83,13 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 func (SourceType) Memory(cfg sdk.Config, streams int) int64 {
 	c, _ := decodeSource(cfg)
 	return int64(max(streams, 1)) * max(c.BlockSize, 0) * max(c.Concurrency, 1)
+}
+
+// SmallObjectMemory is Memory for blobs of at most maxObject bytes: the
+// ranges such a blob has, each no larger than it.
+func (SourceType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	c, _ := decodeSource(cfg)
+	return int64(max(streams, 1)) * ranged.Memory(c.BlockSize, int(max(c.Concurrency, 1)), maxObject)
 }
 
 // Source reads blobs of one container.

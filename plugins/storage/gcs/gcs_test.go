@@ -241,6 +241,25 @@ func TestGCSMemory(t *testing.T) {
 	}
 }
 
+// Objects of at most a WAL segment take the chunk chunkFor gives them, and
+// their ranges; larger ones as many as Memory counts.
+func TestGCSSmallObjectMemory(t *testing.T) {
+	snk := sdk.NewConfig(map[string]any{"chunk_size": int64(64 << 20)})
+	if got, want := (SinkType{}).SmallObjectMemory(snk, 8, 16<<20), 8*(16<<20+chunkUnit+streamOverhead); got != want {
+		t.Errorf("sink, 16 MiB objects: %d, want %d", got, want)
+	}
+	if got, want := (SinkType{}).SmallObjectMemory(snk, 2, 1<<30), (SinkType{}).Memory(snk, 2); got != want {
+		t.Errorf("sink, objects larger than a chunk: %d, Memory %d", got, want)
+	}
+	src := sdk.NewConfig(map[string]any{"part_size": int64(64 << 20), "concurrency": int64(4)})
+	if got, want := (SourceType{}).SmallObjectMemory(src, 8, 16<<20), 8*(16<<20+streamOverhead); got != want {
+		t.Errorf("source, 16 MiB objects: %d, want %d", got, want)
+	}
+	if got, want := (SourceType{}).SmallObjectMemory(src, 2, 1<<30), (SourceType{}).Memory(src, 2); got != want {
+		t.Errorf("source, large objects: %d, Memory %d", got, want)
+	}
+}
+
 func TestGCSChunkFor(t *testing.T) {
 	const chunk = 16 << 20
 	for _, tc := range []struct {

@@ -76,6 +76,16 @@ func (SinkType) Memory(cfg sdk.Config, streams int) int64 {
 	return int64(max(streams, 1)) * (c.ChunkSize + streamOverhead)
 }
 
+// SmallObjectMemory is Memory for objects of at most maxObject bytes: the
+// chunk each takes is no larger than it needs (chunkFor).
+func (SinkType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	c, d := sinkSettings(cfg)
+	if d.HasErrors() {
+		return 0
+	}
+	return int64(max(streams, 1)) * (chunkFor(c.ChunkSize, sdk.Object{Size: maxObject}) + streamOverhead)
+}
+
 func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Diagnostics) {
 	c, d := newConfig(cfg)
 	if d.HasErrors() {

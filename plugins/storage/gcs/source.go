@@ -12,6 +12,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
 // SourceType is the "gcs" source.
@@ -68,6 +69,16 @@ func (SourceType) Memory(cfg sdk.Config, streams int) int64 {
 		return 0
 	}
 	return int64(max(streams, 1)) * (int64(c.Concurrency)*c.PartSize + streamOverhead)
+}
+
+// SmallObjectMemory is Memory for objects of at most maxObject bytes: the
+// ranges such an object has, each no larger than it.
+func (SourceType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	c, d := sourceSettings(cfg)
+	if d.HasErrors() {
+		return 0
+	}
+	return int64(max(streams, 1)) * (ranged.Memory(c.PartSize, c.Concurrency, maxObject) + streamOverhead)
 }
 
 func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sdk.Diagnostics) {

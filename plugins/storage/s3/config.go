@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/ranged"
 )
 
 const (
@@ -278,6 +279,20 @@ func (s *store) url(key string) string { return "s3://" + s.bucket + "/" + key }
 func memory(c connConfig, streams int) int64 {
 	c.defaults()
 	perObject := int64(c.Concurrency) * (c.PartSize + c.ReadBuffer + c.WriteBuffer)
+	return int64(max(streams, 1))*perObject + 2*mib
+}
+
+// smallMemory is memory for objects of at most maxObject bytes. One that
+// fits a part is one buffer of its size (a single PutObject; a read of
+// one range) on one connection; a larger one is counted as any object,
+// for the sink, and as the ranges it has, for the source.
+func smallMemory(c connConfig, streams int, maxObject int64, sink bool) int64 {
+	c.defaults()
+	if maxObject > c.PartSize && sink {
+		return memory(c, streams)
+	}
+	conns := min((maxObject+c.PartSize-1)/c.PartSize, int64(c.Concurrency))
+	perObject := ranged.Memory(c.PartSize, c.Concurrency, maxObject) + conns*(c.ReadBuffer+c.WriteBuffer)
 	return int64(max(streams, 1))*perObject + 2*mib
 }
 

@@ -153,6 +153,34 @@ func TestS3Memory(t *testing.T) {
 	}
 }
 
+// SmallObjectMemory bounds what a writer of an object of declared size
+// (a WAL archive's) holds before Commit, and is far below Memory for
+// objects smaller than a part; a larger one is counted as Memory counts.
+func TestS3SmallObjectMemory(t *testing.T) {
+	f := newFake(t)
+	extra := map[string]any{"part_size": 8 * mib, "concurrency": int64(4)}
+	snk := newSink(t, f, extra)
+	cfg := sdk.NewConfig(f.config(extra))
+	for i, n := range []int{1, 300 * int(kib), int(8*mib) - 5, int(8 * mib)} {
+		data := randBytes(uint64(i), n)
+		w := written(t, snk, fmt.Sprintf("small-%d", n), data, true, 1<<20)
+		held := int64(cap(w.(*objectWriter).buf))
+		est := (SinkType{}).SmallObjectMemory(cfg, 1, int64(n)) - 2*mib - 2*defaultBufferSize
+		if held == 0 || held > est {
+			t.Errorf("%d bytes: the writer holds %d bytes, SmallObjectMemory counts %d for it", n, held, est)
+		}
+		if err := w.Commit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if small, all := (SinkType{}).SmallObjectMemory(cfg, 8, 16*mib+64*kib), (SinkType{}).Memory(cfg, 8); small != all {
+		t.Errorf("objects larger than a part: %d, Memory %d", small, all)
+	}
+	if small, all := (SourceType{}).SmallObjectMemory(cfg, 8, mib), (SourceType{}).Memory(cfg, 8); small != 8*(mib+2*defaultBufferSize)+2*mib || small >= all/4 {
+		t.Errorf("source, 1 MiB objects: %d (Memory %d)", small, all)
+	}
+}
+
 func apiErr(code string, status int, hdr http.Header) error {
 	resp := &http.Response{StatusCode: status, Header: hdr}
 	if resp.Header == nil {

@@ -102,6 +102,15 @@ func (SinkType) Memory(cfg sdk.Config, streams int) int64 {
 	return memory(cc, streams)
 }
 
+// SmallObjectMemory is Memory for objects of at most maxObject bytes (a
+// WAL archive's): one that fits a part goes up from one buffer of its own
+// size.
+func (SinkType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	var cc connConfig
+	_ = cfg.Decode(&cc)
+	return smallMemory(cc, streams, maxObject, true)
+}
+
 // Sink writes objects to a bucket.
 type Sink struct {
 	st   *store

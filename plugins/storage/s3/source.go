@@ -85,6 +85,14 @@ func (SourceType) Memory(cfg sdk.Config, streams int) int64 {
 	return memory(cc, streams)
 }
 
+// SmallObjectMemory is Memory for objects of at most maxObject bytes: the
+// ranges such an object has, each no larger than it.
+func (SourceType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) int64 {
+	var cc connConfig
+	_ = cfg.Decode(&cc)
+	return smallMemory(cc, streams, maxObject, false)
+}
+
 // Source reads objects of a bucket.
 type Source struct {
 	st   *store

@@ -378,6 +378,18 @@ func (r *Reader) WriteTo(w io.Writer) (int64, error) {
 // 256 KiB: a read at least that large goes straight from the socket.
 const fillBuffer = 512 << 10
 
+// Memory is the most an open object of at most maxObject bytes holds when
+// read in parts of partSize, concurrency at once: a buffer per part in
+// flight, each no larger than the object (Read); WriteAtTo's fill buffers
+// are smaller.
+func Memory(partSize int64, concurrency int, maxObject int64) int64 {
+	if partSize <= 0 || maxObject <= 0 {
+		return 0
+	}
+	parts := (maxObject + partSize - 1) / partSize
+	return min(parts, int64(max(concurrency, 1))) * min(partSize, maxObject)
+}
+
 // WriteAtTo writes the whole object into w at its own offsets instead of
 // handing it out in order: Concurrency ranges at a time, each copied as it
 // arrives through a buffer of at most 512 KiB (not a part's buffer), in no

@@ -787,3 +787,35 @@ func TestVanishedRangeIsNotDone(t *testing.T) {
 		t.Fatalf("WriteAtTo returned %d, %v though the write at range 2 never did", n, err)
 	}
 }
+
+// Memory bounds the buffers a reader of an object of at most maxObject
+// bytes actually holds: every part in flight once it has read one byte.
+func TestMemoryBoundsTheBuffers(t *testing.T) {
+	const part = 1000
+	for _, size := range []int{1, part / 3, part - 1, part, part + 1, 3*part + 7, 40 * part} {
+		for _, conc := range []int{1, 4} {
+			f := &fakeObject{data: randomBytes(uint64(size), size)}
+			r := open(t, f, Options{PartSize: part, Concurrency: conc})
+			if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			rr := r.(*Reader)
+			rr.mu.Lock()
+			var held int64
+			for _, p := range append(rr.queue, rr.cur) {
+				if p != nil {
+					held += int64(cap(p.buf))
+				}
+			}
+			rr.mu.Unlock()
+			r.Close()
+			est := Memory(part, conc, int64(size))
+			if held == 0 || held > est {
+				t.Errorf("size %d conc %d: the reader holds %d bytes of buffers, Memory says %d", size, conc, held, est)
+			}
+			if big := Memory(part, conc, 1<<40); est > big || (size < part && est != int64(size)) {
+				t.Errorf("size %d conc %d: Memory %d (any size: %d)", size, conc, est, big)
+			}
+		}
+	}
+}

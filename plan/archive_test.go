@@ -1,0 +1,78 @@
+package plan_test
+
+import (
+	"testing"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/compress"
+)
+
+// An archive's store is counted for objects of at most one segment,
+// compressed: the larger of what push (sink) and fetch (source) hold with
+// every segment in flight; a store that cannot say so is counted by
+// Memory.
+func TestArchiveStoreMemory(t *testing.T) {
+	reg := newRegistry(t)
+	const src = `archive "main" {
+  store "s3" {
+    bucket      = "b"
+    key         = "wal/"
+    part_size   = "64MiB"
+    concurrency = 4
+  }
+  compress {}
+  push {
+    async   = true
+    workers = 4
+  }
+  fetch { prefetch = 8 }
+}
+`
+	f, d := pipefile.LoadSource("a.hcl", []byte(src), pipefile.Options{Now: corpusNow, Dir: ".", Schemas: reg, Running: true})
+	if d.HasErrors() {
+		t.Fatal(d)
+	}
+	resolve := func(o plan.Options) *plan.Archive {
+		t.Helper()
+		o.Host = corpusHost
+		p, d := plan.New(f, o)
+		if d.HasErrors() {
+			t.Fatal(d)
+		}
+		a, err := p.Archive("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	maxObject := int64(compress.Bound(16 << 20))
+	asked := map[string]bool{}
+	a := resolve(plan.Options{Memory: reg.Memory, SmallObjectMemory: func(kind, typ string, cfg sdk.Config, streams int, max int64) int64 {
+		asked[kind] = true
+		if typ != "s3" || streams != 8 || max != maxObject {
+			t.Errorf("asked %s %s for %d objects of at most %d bytes; want 8 of at most %d", kind, typ, streams, max, maxObject)
+		}
+		return reg.SmallObjectMemory(kind, typ, cfg, streams, max)
+	}})
+	if !asked["sink"] || !asked["source"] || a.MaxObject() != maxObject {
+		t.Errorf("asked %v; MaxObject %d", asked, a.MaxObject())
+	}
+	cfg := sdk.NewConfig(f.Archives[0].Store.Values)
+	const conn = 2 * 256 << 10 // the s3 store's read and write buffers
+	if want := 8*(maxObject+conn) + 2<<20; a.EndpointMemory != want {
+		t.Errorf("store memory %d, want 8 × (one segment object + its connection) + 2 MiB = %d", a.EndpointMemory, want)
+	}
+	anySize := reg.Memory("sink", "s3", cfg, 8)
+	if a.EndpointMemory*10 > anySize {
+		t.Errorf("store memory %d, not far below the %d objects of any size take", a.EndpointMemory, anySize)
+	}
+	if b := a.Budget(); b != 8*(3*16<<20+a.StateMemory)+a.EndpointMemory+plan.RuntimeMemory {
+		t.Errorf("budget %d does not add up", b)
+	}
+	// Without the small-object estimate, Memory counts it.
+	if old := resolve(plan.Options{Memory: reg.Memory}); old.EndpointMemory != anySize {
+		t.Errorf("with Memory only: %d, want %d", old.EndpointMemory, anySize)
+	}
+}
