@@ -153,8 +153,6 @@ type baseBench struct {
 	restoreDir string
 	endMark    string // the last row written before the end of the archive
 	endLSN     string
-	pgBin      string
-	pgUID      int
 	restored   bool // a restored server may be running
 	// stored bytes of each tool's backups before the current run.
 	storedBefore int64
@@ -165,17 +163,6 @@ type baseBench struct {
 func (bb *baseBench) setUp(ctx context.Context, scale int) error {
 	w := bb.walBench
 	bb.restoreDir = filepath.Join(w.dir, "restored")
-	bb.pgBin, _ = lookPG("postgres")
-	if p, err := filepath.EvalSymlinks(bb.pgBin); err == nil {
-		bb.pgBin = p
-	}
-	bb.pgUID = os.Getuid()
-	if w.osUser != "" {
-		var st syscall.Stat_t
-		if err := syscall.Stat(w.pgdata, &st); err == nil {
-			bb.pgUID = int(st.Uid)
-		}
-	}
 	start := time.Now()
 	if _, err := w.psql(ctx, "CREATE DATABASE bench"); err != nil {
 		return err
@@ -470,7 +457,7 @@ func (bb *baseBench) asPG(ctx context.Context, argv []string, env ...string) (me
 
 func (bb *baseBench) backupRun(ctx context.Context, tool string, rep int) (measurement, error) {
 	w := bb.walBench
-	mon := startMonitor(bb, false)
+	mon := startMonitor(bb.watched(), false)
 	var m measurement
 	var err error
 	switch tool {
@@ -629,7 +616,7 @@ func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (meas
 		_ = w.chown(bb.restoreDir)
 	}
 	settle()
-	mon := startMonitor(bb, true)
+	mon := startMonitor(bb.watched(), true)
 	start := time.Now()
 	var m measurement
 	var err error
@@ -823,6 +810,7 @@ type monitorTotals struct {
 	originCPU                   time.Duration // the backed-up server's, during restores
 	detachedCPU                 time.Duration // the tool's detached helpers, sampled
 	toolPeakRSS                 int64
+	detachedPeakRSS             int64         // of the detached helpers alone
 	busy, iowait                time.Duration // the machine's, all CPUs
 	diskRead, diskWrite         int64
 	others                      string // the largest of the rest, by command name
@@ -836,17 +824,45 @@ type procInfo struct {
 	start       string // the process's start time, against reused pids
 }
 
+// watched is what the monitor tells apart: PostgreSQL's processes (its
+// binary), the tools' (they run as pgUID; pipe's binary, pgBackRest,
+// barman-cloud), and the server of pgdata, whose archiver's children are
+// archiving.
+type watched struct {
+	pgdata, pgBin, pipe string
+	pgUID               int
+}
+
+// watched is what a monitor of this scenario tells apart.
+func (w *walBench) watched() watched {
+	wt := watched{pgdata: w.pgdata, pipe: w.b.cfg.pipe, pgUID: os.Getuid()}
+	wt.pgBin, _ = lookPG("postgres")
+	if p, err := filepath.EvalSymlinks(wt.pgBin); err == nil {
+		wt.pgBin = p
+	}
+	if w.osUser != "" {
+		var st syscall.Stat_t
+		if err := syscall.Stat(w.pgdata, &st); err == nil {
+			wt.pgUID = int(st.Uid)
+		}
+	}
+	return wt
+}
+
 type monitor struct {
-	bb      *baseBench
-	stopC   chan struct{}
-	done    sync.WaitGroup
-	procs   map[int]*procInfo
-	peak    int64
-	startCS cpuStat
-	startDS [2]int64
-	first   bool
-	origin  int // the server's postmaster
-	self    int // the harness
+	wt    watched
+	stopC chan struct{}
+	done  sync.WaitGroup
+	mu    sync.Mutex // procs, peak and detachedPeak, between scans and waitDetached
+	procs map[int]*procInfo
+	peak  int64
+	// detachedPeak is the largest sum of the detached helpers' RSS.
+	detachedPeak int64
+	startCS      cpuStat
+	startDS      [2]int64
+	first        bool
+	origin       int // the server's postmaster
+	self         int // the harness
 	// restoring counts the backed-up server apart (its idle processes
 	// while another server recovers).
 	restoring bool
@@ -856,9 +872,9 @@ type cpuStat struct{ busy, iowait int64 }
 
 const clkTck = 100 // USER_HZ on Linux
 
-func startMonitor(bb *baseBench, restoring bool) *monitor {
-	m := &monitor{bb: bb, stopC: make(chan struct{}), procs: map[int]*procInfo{}, first: true, self: os.Getpid(), restoring: restoring}
-	if b, err := os.ReadFile(filepath.Join(bb.pgdata, "postmaster.pid")); err == nil {
+func startMonitor(wt watched, restoring bool) *monitor {
+	m := &monitor{wt: wt, stopC: make(chan struct{}), procs: map[int]*procInfo{}, first: true, self: os.Getpid(), restoring: restoring}
+	if b, err := os.ReadFile(filepath.Join(wt.pgdata, "postmaster.pid")); err == nil {
 		m.origin, _ = strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
 	}
 	m.startCS = readCPUStat()
@@ -917,7 +933,7 @@ func (m *monitor) stop() monitorTotals {
 		}
 	}
 	t.others = strings.Join(parts, ", ")
-	t.toolPeakRSS = m.peak
+	t.toolPeakRSS, t.detachedPeakRSS = m.peak, m.detachedPeak
 	cs := readCPUStat()
 	t.busy = time.Duration(cs.busy-m.startCS.busy) * time.Second / clkTck
 	t.iowait = time.Duration(cs.iowait-m.startCS.iowait) * time.Second / clkTck
@@ -979,7 +995,9 @@ func (m *monitor) scan() {
 			stats[pid] = st
 		}
 	}
-	var toolRSS int64
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var toolRSS, detachedRSS int64
 	for pid, st := range stats {
 		p := m.procs[pid]
 		if p == nil || p.start != st.start {
@@ -997,8 +1015,40 @@ func (m *monitor) scan() {
 		case "cmd", "rc", "tool":
 			toolRSS += st.rss
 		}
+		if p.cat == "tool" {
+			detachedRSS += st.rss
+		}
 	}
 	m.peak = max(m.peak, toolRSS)
+	m.detachedPeak = max(m.detachedPeak, detachedRSS)
+}
+
+// waitDetached waits, at most limit, until the tool's detached helpers
+// seen so far (a background pusher or prefetcher, pgBackRest's async
+// process) have exited, so that all their work is the run's. It reports
+// whether they did.
+func (m *monitor) waitDetached(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		alive := false
+		m.mu.Lock()
+		for pid, p := range m.procs {
+			if p.cat != "tool" {
+				continue
+			}
+			if st, ok := readProcStat(pid); ok && st.start == p.start {
+				alive = true
+			}
+		}
+		m.mu.Unlock()
+		if !alive {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // classify names a process's part: PostgreSQL's, MinIO's, the measured
@@ -1009,18 +1059,18 @@ func (m *monitor) scan() {
 func (m *monitor) classify(pid int, st procStat, stats map[int]procStat) string {
 	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	switch {
-	case exe == m.bb.pgBin && m.restoring && (pid == m.origin || st.ppid == m.origin):
+	case exe == m.wt.pgBin && m.restoring && (pid == m.origin || st.ppid == m.origin):
 		return "origin"
-	case exe == m.bb.pgBin:
+	case exe == m.wt.pgBin:
 		return "pg"
 	case st.comm == "minio":
 		return "minio"
 	}
 	var fi syscall.Stat_t
-	if err := syscall.Stat("/proc/"+strconv.Itoa(pid), &fi); err != nil || int(fi.Uid) != m.bb.pgUID {
+	if err := syscall.Stat("/proc/"+strconv.Itoa(pid), &fi); err != nil || int(fi.Uid) != m.wt.pgUID {
 		return "other"
 	}
-	isTool := exe == m.bb.b.cfg.pipe || filepath.Base(exe) == "pgbackrest"
+	isTool := exe == m.wt.pipe || filepath.Base(exe) == "pgbackrest"
 	if !isTool {
 		isTool = strings.Contains(cmdline(pid), "barman-cloud")
 	}

@@ -70,6 +70,7 @@ type walResult struct {
 	burst             *scenarioResult // n segments through the archiver loop
 	fetch             *scenarioResult // n segments through the recovery loop
 	pipeRSS, budget   int64
+	phases            []walPhase // every burst and fetch run, monitored
 	versions          []string
 	compressed        map[string]int64 // stored bytes of the burst, by tool
 	pgbackrestWorkers int
@@ -147,26 +148,32 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 	burstSegs := w.segs[16 : 16+n]
 	burst := &scenarioResult{name: fmt.Sprintf("a burst of %d segments (%s of WAL), until all are archived", n, mib(int64(n)*res.segSize)), bytes: int64(n) * res.segSize, noWarmup: true}
 	burst.pipe = &contender{label: "pipe (async, 4 workers, background pusher)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := w.archiver(ctx, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeAsync)
+		m, err := w.watch(res, "burst", "pipe", rep, func() (measurement, error) {
+			return w.archiver(ctx, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeAsync)
+		})
 		res.compressed["pipe"] = w.stored(ctx, "pipe")
-		// Untimed: the pusher exits once idle; the next run starts clean.
-		waitUnlocked(filepath.Join(w.dir, "pipe-spool", "pusher.lock"))
 		return m, err
 	}}
 	burst.refs = []*contender{
 		{label: "pgBackRest (async, process-max 2)", target: 1.2, clean: w.burstCleaner(ctx, "pgbackrest", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
-			m, err := w.archiver(ctx, burstSegs, w.pgbackrestEnv(true), "pgbackrest", "--stanza="+walStanza, "archive-push")
+			m, err := w.watch(res, "burst", "pgbackrest", rep, func() (measurement, error) {
+				return w.archiver(ctx, burstSegs, w.pgbackrestEnv(true), "pgbackrest", "--stanza="+walStanza, "archive-push")
+			})
 			res.compressed["pgbackrest"] = w.stored(ctx, "pgbackrest")
 			return m, err
 		}},
 		{label: "barman-cloud-wal-archive", target: 1.2, clean: w.burstCleaner(ctx, "barman", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
-			m, err := w.archiver(ctx, burstSegs, w.barmanEnv(), "barman-cloud-wal-archive", "-z", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID)
+			m, err := w.watch(res, "burst", "barman", rep, func() (measurement, error) {
+				return w.archiver(ctx, burstSegs, w.barmanEnv(), "barman-cloud-wal-archive", "-z", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID)
+			})
 			res.compressed["barman"] = w.stored(ctx, "barman")
 			return m, err
 		}},
 	}
 	burst.refs = append(burst.refs, &contender{label: "pipe (async, 4 workers, in archive_command)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := w.archiver(ctx, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeInCmd)
+		m, err := w.watch(res, "burst", "pipe-incommand", rep, func() (measurement, error) {
+			return w.archiver(ctx, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeInCmd)
+		})
 		res.pipeRSS = max(res.pipeRSS, m.maxRSS)
 		return m, err
 	}})
@@ -181,21 +188,27 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 	restoreDir := filepath.Join(w.dir, "restore")
 	fetch := &scenarioResult{name: fmt.Sprintf("fetch %d segments in order, as restore_command during recovery", n), bytes: int64(n) * res.segSize, noWarmup: true}
 	fetch.pipe = &contender{label: "pipe (prefetch 8, background prefetcher)", clean: w.restoreCleaner(restoreDir), run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := w.recovery(ctx, restoreDir, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "fetch", pipeAsync)
-		waitUnlocked(filepath.Join(restoreDir, "pg_wal", "pipe-spool", "fetch", "prefetch.lock")) // untimed, as above
-		return m, err
+		return w.watch(res, "fetch", "pipe", rep, func() (measurement, error) {
+			return w.recovery(ctx, restoreDir, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "fetch", pipeAsync)
+		})
 	}}
 	fetch.refs = []*contender{
 		{label: "pgBackRest (async archive-get)", target: 1.2, clean: w.restoreCleaner(restoreDir), run: func(ctx context.Context, rep int) (measurement, error) {
 			env := append(w.pgbackrestEnv(true), "PGBACKREST_PG1_PATH="+restoreDir)
-			return w.recovery(ctx, restoreDir, burstSegs, env, "pgbackrest", "--stanza="+walStanza, "archive-get")
+			return w.watch(res, "fetch", "pgbackrest", rep, func() (measurement, error) {
+				return w.recovery(ctx, restoreDir, burstSegs, env, "pgbackrest", "--stanza="+walStanza, "archive-get")
+			})
 		}},
 		{label: "barman-cloud-wal-restore", target: 1.2, clean: w.restoreCleaner(restoreDir), run: func(ctx context.Context, rep int) (measurement, error) {
-			return w.recovery(ctx, restoreDir, burstSegs, w.barmanEnv(), "barman-cloud-wal-restore", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID)
+			return w.watch(res, "fetch", "barman", rep, func() (measurement, error) {
+				return w.recovery(ctx, restoreDir, burstSegs, w.barmanEnv(), "barman-cloud-wal-restore", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID)
+			})
 		}},
 	}
 	fetch.refs = append(fetch.refs, &contender{label: "pipe (prefetch 8, in restore_command)", clean: w.restoreCleaner(restoreDir), run: func(ctx context.Context, rep int) (measurement, error) {
-		return w.recovery(ctx, restoreDir, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "fetch", pipeInCmd)
+		return w.watch(res, "fetch", "pipe-incommand", rep, func() (measurement, error) {
+			return w.recovery(ctx, restoreDir, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "fetch", pipeInCmd)
+		})
 	}})
 	fetch.notes = append(fetch.notes, "the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments)")
 	if err := fetch.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
@@ -618,6 +631,71 @@ func (w *walBench) restoreCleaner(dir string) func() {
 	}
 }
 
+// detachedPeak is the largest RSS of a tool's detached helpers over the
+// runs of a scenario.
+func (r *walResult) detachedPeak(scenario, tool string) int64 {
+	var peak int64
+	for _, ph := range r.phases {
+		if ph.scenario == scenario && ph.tool == tool {
+			peak = max(peak, ph.mon.detachedPeakRSS)
+		}
+	}
+	return peak
+}
+
+// whereTimeGoes writes, per scenario and tool, the medians of the
+// monitored runs: the commands PostgreSQL would run (exact), the tool's
+// detached helpers and MinIO (sampled), and the machine's busy time.
+func (r *walResult) whereTimeGoes(w func(string, ...any)) {
+	if len(r.phases) == 0 {
+		return
+	}
+	w("\n### Where the time goes\n\nMedians over the runs. *commands* is the CPU of every archive_command or restore_command (rusage, exact); *detached* is the tool's helpers that outlive them (pipe's background pusher or prefetcher, pgBackRest's async process), *MinIO* the store's; both sampled from /proc every 100 ms; *busy* is all the machine's CPU time (2 CPUs: 2 × wall is all there is). Peak RSS: the largest command, and the detached helpers' sum.\n\n")
+	w("| scenario | tool | runs | wall | commands CPU | detached CPU | MinIO CPU | busy | peak RSS, command | peak RSS, detached |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	labels := map[string]string{"pipe": "pipe, background", "pipe-incommand": "pipe, in the command", "pgbackrest": "pgBackRest", "barman": "barman-cloud"}
+	for _, sc := range []string{"burst", "fetch"} {
+		for _, tool := range []string{"pipe", "pgbackrest", "barman", "pipe-incommand"} {
+			var wall, cmd, det, minio, busy []time.Duration
+			var cmdRSS, detRSS int64
+			for _, ph := range r.phases {
+				if ph.scenario != sc || ph.tool != tool {
+					continue
+				}
+				wall, cmd, det = append(wall, ph.m.wall), append(cmd, ph.m.cpu), append(det, ph.mon.detachedCPU)
+				minio, busy = append(minio, ph.mon.minioCPU), append(busy, ph.mon.busy)
+				cmdRSS, detRSS = max(cmdRSS, ph.m.maxRSS), max(detRSS, ph.mon.detachedPeakRSS)
+			}
+			if len(wall) == 0 {
+				continue
+			}
+			w("| %s | %s | %d | %.2f s | %.1f s | %.1f s | %.1f s | %.1f s | %s | %s |\n", sc, labels[tool], len(wall), median(wall).Seconds(), median(cmd).Seconds(),
+				median(det).Seconds(), median(minio).Seconds(), median(busy).Seconds(), mib(cmdRSS), mib(detRSS))
+		}
+	}
+}
+
+// walPhase is one monitored run of the burst or the fetch.
+type walPhase struct {
+	scenario, tool string // burst or fetch; pipe, pipe-incommand, pgbackrest, barman
+	rep            int
+	m              measurement
+	mon            monitorTotals
+}
+
+// watch runs one measured run under a monitor and then, untimed, waits
+// for the tool's detached helpers (pipe's background pusher or
+// prefetcher, pgBackRest's async process) to exit: their CPU and memory
+// are the run's, and the next run starts without them.
+func (w *walBench) watch(res *walResult, scenario, tool string, rep int, run func() (measurement, error)) (measurement, error) {
+	mon := startMonitor(w.watched(), false)
+	m, err := run()
+	if !mon.waitDetached(time.Minute) {
+		logf("  %s, %s: a detached helper still runs a minute after the run", scenario, tool)
+	}
+	res.phases = append(res.phases, walPhase{scenario: scenario, tool: tool, rep: rep, m: m, mon: mon.stop()})
+	return m, err
+}
+
 // archiver plays PostgreSQL's archiver over segs: argv plus the segment's
 // path, in order, each waited for, then .ready renamed to .done. maxRSS is
 // the largest peak of one command.
@@ -650,6 +728,7 @@ func (w *walBench) recovery(ctx context.Context, dir string, segs []string, env 
 	for i, s := range segs {
 		m, err := w.runIn(ctx, dir, env, append(argv[:len(argv):len(argv)], s, "pg_wal/RECOVERYXLOG")...)
 		total.cpu += m.cpu
+		total.maxRSS = max(total.maxRSS, m.maxRSS)
 		if err != nil {
 			return total, err
 		}
@@ -724,8 +803,11 @@ func (r *walResult) markdown(w func(string, ...any)) {
 	row(r.fetch.name+", background prefetcher", r.fetch, r.fetch.pipe, true, 1.2, "≥ 1.2×")
 	row("the burst, pushed ahead by archive_command itself (background = \"never\")", r.burst, r.burst.refs[2], true, 1.2, "≥ 1.2×")
 	row("the fetch, prefetched by restore_command itself (background = \"never\")", r.fetch, r.fetch.refs[2], true, 1.2, "≥ 1.2×")
-	w("\nPeak RSS of one pipe wal push during the burst in archive_command (async, 4 segments in flight): %s; the budget `pipe plan` prints: %s (%s). The background pusher holds as many segments; it is detached and not sampled, as pgBackRest's async process is not.\n",
-		mib(r.pipeRSS), mib(r.budget), yesNo(r.pipeRSS <= r.budget))
+	w("\nPeak RSS of one pipe wal push during the burst in archive_command (async, 4 segments in flight): %s; of pipe's background pusher (4 segments in flight): %s; of its prefetcher (8): %s; the budget `pipe plan` prints for any one of them: %s (%s). pgBackRest's async archive-push process: %s; its async archive-get: %s.\n",
+		mib(r.pipeRSS), mib(r.detachedPeak("burst", "pipe")), mib(r.detachedPeak("fetch", "pipe")), mib(r.budget),
+		yesNo(max(r.pipeRSS, r.detachedPeak("burst", "pipe"), r.detachedPeak("fetch", "pipe")) <= r.budget),
+		mib(r.detachedPeak("burst", "pgbackrest")), mib(r.detachedPeak("fetch", "pgbackrest")))
+	r.whereTimeGoes(w)
 	if len(r.compressed) > 0 {
 		w("\nStored after the burst (%s of WAL): pipe %s, pgBackRest %s, barman-cloud %s.\n", mib(int64(r.segments)*r.segSize),
 			mib(r.compressed["pipe"]), mib(r.compressed["pgbackrest"]), mib(r.compressed["barman"]))
