@@ -346,6 +346,24 @@ func (a *Archive) readStored(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", key, err)
 	}
 	defer rc.Close()
+	if n := storedSize(rc); n >= 0 && n <= MaxFile {
+		// One buffer of the object's size (and a byte to see it is not
+		// longer): io.ReadAll's growing chunks and final copy take twice
+		// the object and, in a process that does not collect, fresh pages.
+		stored := make([]byte, n+1)
+		k, err := io.ReadFull(rc, stored)
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("reading %s: the store sent more than the %d bytes it said the object has", key, n)
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			if int64(k) != n {
+				return nil, fmt.Errorf("reading %s: the object ended after %d of its %d bytes", key, k, n)
+			}
+			return stored[:n], nil
+		default:
+			return nil, fmt.Errorf("reading %s: %w", key, err)
+		}
+	}
 	stored, err := io.ReadAll(io.LimitReader(rc, MaxFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", key, err)
@@ -354,6 +372,26 @@ func (a *Archive) readStored(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than any WAL file", key)
 	}
 	return stored, nil
+}
+
+// storedSize is the size of the object rc reads, when its store knows it
+// (the object stores' ranged reader, a file), else -1.
+func storedSize(rc io.Reader) int64 {
+	var f *os.File
+	switch r := rc.(type) {
+	case interface{ Size() int64 }:
+		return r.Size()
+	case *os.File:
+		f = r
+	case sdk.FileReader:
+		f = r.File()
+	default:
+		return -1
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		return fi.Size()
+	}
+	return -1
 }
 
 // decrypt opens an encrypted object's stored bytes; it returns them and

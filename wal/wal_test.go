@@ -679,6 +679,62 @@ func TestReadBounded(t *testing.T) {
 	}
 }
 
+// An object whose store says its size is read into one buffer of that
+// size, and a store that says one size and sends another is caught.
+func TestReadSized(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	data := segment(testSysID, 1, 9)
+	r, err := a.Push(ctx, c.write(t, name(1, 9), data))
+	must(t, err)
+	rc, err := a.Store.Open(ctx, r.Key)
+	must(t, err)
+	n := storedSize(rc)
+	rc.Close()
+	if n != r.Stored {
+		t.Fatalf("the fs store's reader: size %d, the object has %d bytes", n, r.Stored)
+	}
+	got, err := a.FetchData(ctx, name(1, 9))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetched %d bytes, %v", len(got), err)
+	}
+	body := []byte("0123456789")
+	for _, tc := range []struct {
+		claim int64
+		want  string // "" for the body back
+	}{
+		{10, ""}, {9, "more than the 9 bytes"}, {11, "ended after 10 of its 11 bytes"}, {-1, ""}, {MaxFile + 5, ""},
+	} {
+		a.Store = sizedStore{a.Store, body, tc.claim}
+		got, err := a.readStored(ctx, "x")
+		switch {
+		case tc.want == "" && (err != nil || !bytes.Equal(got, body)):
+			t.Errorf("size %d: %q, %v", tc.claim, got, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("size %d: %v, want an error saying %q", tc.claim, err, tc.want)
+		}
+	}
+}
+
+// sizedStore's objects are body, and say they have size bytes.
+type sizedStore struct {
+	Store
+	body []byte
+	size int64
+}
+
+func (s sizedStore) Open(context.Context, string) (io.ReadCloser, error) {
+	return sizedReader{io.NopCloser(bytes.NewReader(s.body)), s.size}, nil
+}
+
+type sizedReader struct {
+	io.ReadCloser
+	size int64
+}
+
+func (r sizedReader) Size() int64 { return r.size }
+
 type hugeStore struct{ Store }
 
 func (hugeStore) Open(context.Context, string) (io.ReadCloser, error) {

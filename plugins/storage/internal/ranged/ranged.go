@@ -187,6 +187,9 @@ type part struct {
 	err    error
 }
 
+// Size is the object's size, known from the opening request.
+func (r *Reader) Size() int64 { return r.size }
+
 // start requests the next part, if there is one, into a free buffer (a
 // new one while fewer than Concurrency exist).
 func (r *Reader) start() {
