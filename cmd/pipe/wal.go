@@ -131,8 +131,11 @@ func longLived(percent int) { debug.SetGCPercent(percent) }
 // WAL bench's burst, where pgBackRest's async process held 74 MiB). At 25
 // it held 261 MiB and used 1.2 s less CPU over the burst's 4 GiB (fewer
 // fresh pages to fault in). The prefetcher's live heap is small; it keeps
-// 100.
-const pusherGC = 25
+// prefetcherGC.
+const (
+	pusherGC     = 25
+	prefetcherGC = 100
+)
 
 // openStore opens the archive's store.
 func (a *app) openStore(ctx context.Context, pa *plan.Archive, f *walFlags) (*wal.Archive, func(), error) {
@@ -418,7 +421,7 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 	defer mx.close()
 	pf := &wal.Prefetch{Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, SegmentSize: uint32(pa.SegmentSize), Log: a.log}
 	if prefetchAfter != "" {
-		longLived(100)
+		longLived(prefetcherGC)
 		// Exit 0 whatever happens: in a container the postmaster is
 		// often PID 1 and reaps this orphan, and it restarts the server
 		// when a child it does not know exits with another status than
