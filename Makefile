@@ -16,7 +16,7 @@ export GOFLAGS += -tags=$(TAGS)
 .PHONY: help build run lint lint-install test test-short fuzz bench proto docs clean
 
 help:
-	@echo "make build        build $(BIN)"
+	@echo "make build        build $(BIN) and $(BIN)-wal (archive_command's quick start)"
 	@echo "make run          quickstart: back up examples/data through zstd+age, restore it, compare"
 	@echo "make lint         go vet and golangci-lint (installs the pinned version into bin/tools)"
 	@echo "make lint-install install the pinned golangci-lint into bin/tools"
@@ -31,6 +31,7 @@ help:
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)-wal ./cmd/pipe-wal
 
 run: build
 	$(GO) run ./examples/sampledata -out examples/data

@@ -40,8 +40,9 @@ const (
 	toxiproxyImage = "ghcr.io/shopify/toxiproxy:2.12.0"
 )
 
-// pipeBin is the pipe binary under test, built once.
-var pipeBin string
+// pipeBin is the pipe binary under test, built once; pipeWALBin is
+// pipe-wal, beside it.
+var pipeBin, pipeWALBin string
 
 func TestMain(m *testing.M) {
 	// conformance.Remote runs the built-ins through the protocol with this
@@ -61,11 +62,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	pipeBin = filepath.Join(dir, "pipe")
+	pipeBin, pipeWALBin = filepath.Join(dir, "pipe"), filepath.Join(dir, "pipe-wal")
 	// With the build tags of GOFLAGS, which make test sets as make build does.
-	if out, err := exec.Command("go", "build", "-o", pipeBin, "../cmd/pipe").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building pipe: %v\n%s", err, out)
-		os.Exit(1)
+	for bin, pkg := range map[string]string{pipeBin: "../cmd/pipe", pipeWALBin: "../cmd/pipe-wal"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

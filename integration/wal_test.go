@@ -77,6 +77,11 @@ func (b *s3Bench) inside(bucket string) map[string]string {
 	}
 }
 
+// archiveCommand is PostgreSQL's archive_command, sync and async: the
+// async cluster runs pipe-wal, which in the official image (PostgreSQL is
+// PID 1: no background pusher) hands every push to pipe.
+var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p", true: "pipe-wal push /etc/pipe/pg.hcl %p"}
+
 // startWALCluster starts postgres:15 with 1 MiB segments, archive_mode on
 // and pipe (the binary under test, copied in) as archive_command, writing
 // to MinIO on the Docker network.
@@ -90,11 +95,12 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 		testcontainers.WithEnv(env),
 		testcontainers.WithFiles(
 			testcontainers.ContainerFile{HostFilePath: pipeBin, ContainerFilePath: "/usr/local/bin/pipe", FileMode: 0o755},
+			testcontainers.ContainerFile{HostFilePath: pipeWALBin, ContainerFilePath: "/usr/local/bin/pipe-wal", FileMode: 0o755},
 			testcontainers.ContainerFile{Reader: strings.NewReader(file), ContainerFilePath: "/etc/pipe/pg.hcl", FileMode: 0o644},
 			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "wal.pub"), ContainerFilePath: "/etc/pipe/wal.pub", FileMode: 0o644},
 			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "wal.key"), ContainerFilePath: "/etc/pipe/wal.key", FileMode: 0o644},
 		),
-		testcontainers.WithCmdArgs("-c", "archive_mode=on", "-c", "archive_command=pipe wal push /etc/pipe/pg.hcl %p",
+		testcontainers.WithCmdArgs("-c", "archive_mode=on", "-c", "archive_command="+archiveCommand[async],
 			"-c", "wal_keep_size=4GB", "-c", "max_wal_size=4GB"),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 256 << 20 }))
 	testcontainers.CleanupContainer(t, c)

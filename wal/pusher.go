@@ -25,35 +25,66 @@ const (
 
 // wait waits until the background pusher archived the file, starting a
 // pusher whenever none runs, for at most Wait.
-func (ah *Ahead) wait(ctx context.Context, name, p string) (*PushResult, error) {
+func (ah *Ahead) wait(ctx context.Context, name, p string) (r *PushResult, err error) {
 	deadline := time.Now().Add(ah.Wait)
-	tick := 2 * time.Millisecond
-	for {
-		if r := Marked(ah.Spool, name, p); r != nil {
-			return r, nil
+	perr := poll(ctx, func() bool {
+		if r = Marked(ah.Spool, name, p); r != nil {
+			return true
 		}
-		if err := ah.failed(name); err != nil {
-			return nil, err
+		if err = ah.failed(name); err != nil {
+			return true
 		}
 		if !locked(ah.Spool, pusherLock) {
 			// None runs: it may have just finished this file.
-			if r := Marked(ah.Spool, name, p); r != nil {
-				return r, nil
+			if r = Marked(ah.Spool, name, p); r != nil {
+				return true
 			}
-			if err := ah.Spawn(); err != nil {
-				return nil, fmt.Errorf("starting the background pusher: %w", err)
+			if err = ah.Spawn(); err != nil {
+				err = fmt.Errorf("starting the background pusher: %w", err)
+				return true
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s: the background pusher did not archive it within %s; PostgreSQL will try again", name, ah.Wait)
+			err = fmt.Errorf("%s: the background pusher did not archive it within %s; PostgreSQL will try again", name, ah.Wait)
+			return true
 		}
+		return false
+	})
+	if perr != nil {
+		return nil, perr
+	}
+	return r, err
+}
+
+// WaitNoted waits, at most wait, for a running background pusher to note
+// the file name at p archived. It needs no store and starts nothing: it
+// returns nil, for Push to decide, as soon as no pusher runs, the pusher
+// noted a failure of the file (which Push reports), or wait ran out. It is
+// pipe-wal's answer to an archive_command, without the start of a program
+// that links the stores.
+func WaitNoted(ctx context.Context, spool, name, p string, wait time.Duration) *PushResult {
+	deadline := time.Now().Add(wait)
+	var r *PushResult
+	_ = poll(ctx, func() bool {
+		r = Marked(spool, name, p)
+		return r != nil || exists(filepath.Join(spool, name+errorExt)) || !locked(spool, pusherLock) || time.Now().After(deadline)
+	})
+	return r
+}
+
+// poll calls done, every 2 ms and then less often, up to every 50 ms,
+// until it returns true or ctx ends.
+func poll(ctx context.Context, done func() bool) error {
+	tick := 2 * time.Millisecond
+	for !done() {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(tick):
 		}
 		tick = min(tick*2, 50*time.Millisecond)
 	}
+	return nil
 }
 
 // failed reports the pusher's failure to push name, and forgets it: the

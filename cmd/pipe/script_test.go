@@ -16,14 +16,17 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/pipebackup/pipe/wal/quickpush"
 )
 
-// TestMain lets the scripts run `pipe` as a command: the test binary turns
-// into pipe when called by that name.
+// TestMain lets the scripts run `pipe` and `pipe-wal` as commands: the
+// test binary turns into either when called by its name.
 func TestMain(m *testing.M) {
 	maybeServePlugins() // the test binary is also the built-in plugin
 	testscript.Main(m, map[string]func(){
-		"pipe": func() { os.Exit(execute(os.Stdout, os.Stderr, os.Args[1:])) },
+		"pipe":     func() { os.Exit(execute(os.Stdout, os.Stderr, os.Args[1:])) },
+		"pipe-wal": func() { os.Exit(quickpush.Main(os.Args[1:])) },
 	})
 }
 

@@ -87,6 +87,18 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	forbid(t, "pipefile", "engine", "stages/compress", "stages/encrypt", "stages/checksum", "plan", "runner")
+	// pipe-wal starts once per WAL segment, and its start is most of its
+	// cost: it links no store, plugin host or runner, and no cloud SDK.
+	forbid(t, "wal/quickpush", "plugins/storage", "plugins/all", "plugins/host", "plugins/command", "plugins/database", "plugins/sdk/plugin", "runner", "plan", "cmd")
+	out, err = exec.Command("go", "list", "-deps", mod+"cmd/pipe-wal").Output()
+	if err != nil {
+		t.Fatalf("go list -deps cmd/pipe-wal: %v", err)
+	}
+	for _, sdk := range []string{"github.com/aws/", "cloud.google.com/", "github.com/Azure/", "google.golang.org/grpc"} {
+		if strings.Contains(string(out), sdk) {
+			t.Errorf("cmd/pipe-wal links %s…; it must start without any store's SDK", sdk)
+		}
+	}
 	// Built-in plugins import the SDK only, the storage plugins the
 	// helpers they share (the ranged reader, the bulk transport), which
 	// import nothing of pipe at all but the buffer allocator, and the

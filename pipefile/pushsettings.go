@@ -1,0 +1,82 @@
+package pipefile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// PushSettings are what archive_command needs of an archive to answer
+// for a file a background pusher archived already: where the pusher's
+// notes are and how long to wait for one. pipe-wal reads them with
+// ReadPushSettings, without the stores' schemas, the plugins or the
+// variables that loading the whole file takes.
+type PushSettings struct {
+	Archive    string
+	Background string
+	Async      bool
+	Spool      string
+	Timeout    time.Duration
+}
+
+// ErrNotLiteral is ReadPushSettings' error for a file whose push settings
+// need more than the file's text to be known: a variable, a function, an
+// archive that must be chosen. The caller loads the file in full.
+var ErrNotLiteral = errors.New("the push settings are not literal")
+
+// ReadPushSettings reads the push settings of the archive called name
+// (the only one when name is "") from the pipeline file at path, with the
+// defaults and types of a full load. Every setting read must be a literal;
+// whatever else the file holds is not looked at.
+func ReadPushSettings(path, name string) (*PushSettings, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if d := checkLimits(path, src); d.HasErrors() {
+		return nil, d
+	}
+	hf, diags := hclparse.NewParser().ParseHCL(src, path)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	content, _, diags := hf.Body.PartialContent(rootSchema)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var found []*hcl.Block
+	for _, b := range content.Blocks {
+		if b.Type == "archive" && (name == "" || b.Labels[0] == name) {
+			found = append(found, b)
+		}
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("%s: %d archives named %q: %w", path, len(found), name, ErrNotLiteral)
+	}
+	b := found[0]
+	f := &File{Path: path, secrets: map[string]bool{}, unset: map[string]*Variable{}}
+	archive, _, diags := b.Body.PartialContent(&hcl.BodySchema{
+		Attributes: attributeSchema(archiveAttrs, ""),
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "push"}},
+	})
+	attrs, d := f.decodeAttributes("archive", b.DefRange, archive.Attributes, archiveAttrs, "", nil, src)
+	diags = append(diags, d...)
+	push := defaults(archivePushAttrs, "push", b.DefRange)
+	for _, pb := range archive.Blocks {
+		c, d := pb.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(archivePushAttrs, "")})
+		diags = append(diags, d...)
+		push, d = f.decodeAttributes("push", pb.DefRange, c.Attributes, archivePushAttrs, "", nil, src)
+		diags = append(diags, d...)
+	}
+	if diags.HasErrors() || len(archive.Blocks) > 1 || len(attrs.Unknown) > 0 || len(push.Unknown) > 0 {
+		return nil, fmt.Errorf("%s: archive %q: %w", path, b.Labels[0], ErrNotLiteral)
+	}
+	s := &PushSettings{Archive: b.Labels[0], Background: attrs.String("background"), Spool: push.String("spool")}
+	s.Async, _ = push.Values["async"].(bool)
+	s.Timeout, _ = push.Values["timeout"].(time.Duration)
+	return s, nil
+}

@@ -1,0 +1,92 @@
+package pipefile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestReadPushSettings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(src string) string {
+		p := filepath.Join(dir, "pg.hcl")
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The defaults are a full load's.
+	p := write(`variable "secret" { sensitive = true }
+archive "pg" {
+  store "s3" {
+    bucket            = "b"
+    secret_access_key = var.secret
+  }
+}`)
+	s, err := ReadPushSettings(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PushSettings{Archive: "pg", Background: "auto", Async: false, Spool: "pg_wal/pipe-spool/push", Timeout: 60 * time.Second}
+	if *s != want {
+		t.Errorf("defaults: %+v, want %+v", *s, want)
+	}
+
+	// Literal settings, of the archive named among several; what the
+	// file holds beyond them (a store, a stage pipe-wal does not know) is
+	// not read.
+	p = write(`archive "a" {
+  store "fs" { path = "/a/" }
+}
+archive "b" {
+  store "nope" { whatever = upper("x") }
+  compress { codec = "zstd" }
+  background = "always"
+  push {
+    async   = true
+    spool   = "/var/spool/pipe"
+    timeout = "90s"
+    workers = 8
+  }
+}`)
+	s, err = ReadPushSettings(p, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = PushSettings{Archive: "b", Background: "always", Async: true, Spool: "/var/spool/pipe", Timeout: 90 * time.Second}
+	if *s != want {
+		t.Errorf("archive b: %+v, want %+v", *s, want)
+	}
+	// Two archives and none named, or a name not there: pipe decides.
+	for _, name := range []string{"", "c"} {
+		if _, err := ReadPushSettings(p, name); !errors.Is(err, ErrNotLiteral) {
+			t.Errorf("archive %q: %v, want ErrNotLiteral", name, err)
+		}
+	}
+
+	// A setting that uses a variable or a function, or has the wrong
+	// type: not read, pipe loads the file.
+	for _, push := range []string{
+		`spool = var.spool`,
+		`spool = lower("X")`,
+		`async = "maybe"`,
+		`timeout = "soon"`,
+		`nope = 1`,
+	} {
+		p = write(`variable "spool" { default = "/s" }
+archive "pg" {
+  store "fs" { path = "/a/" }
+  push {
+    ` + push + `
+  }
+}`)
+		if _, err := ReadPushSettings(p, ""); err == nil {
+			t.Errorf("push { %s }: read, want an error", push)
+		}
+	}
+	if _, err := ReadPushSettings(filepath.Join(dir, "missing.hcl"), ""); err == nil {
+		t.Error("a missing file: read")
+	}
+}

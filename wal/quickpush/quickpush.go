@@ -1,0 +1,138 @@
+// Package quickpush is pipe-wal: pipe wal push for archive_command, quick
+// to start. With push { async = true } and a background pusher, most of
+// the commands PostgreSQL starts, one per segment, only find their file
+// archived already (the pusher's note in the spool) or wait for it; pipe,
+// which links every store's SDK, spends 10-17 ms of CPU starting up for
+// that, and on a server writing WAL in a burst those starts compete with
+// the pusher for the same CPUs. This package links no store: it reads the
+// archive's push settings from the file's text, answers for a file the
+// pusher noted (or notes while it waits), and otherwise hands the command
+// to pipe wal with the same arguments (exec: PostgreSQL sees one process
+// and pipe's exit status). Everything it does not answer for itself, pipe
+// does: starting the pusher, a failure the pusher noted, a synchronous
+// push, flags other than --archive, --pgdata and --var, and every other
+// pipe wal command.
+package quickpush
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/wal"
+)
+
+// Main runs pipe-wal with args (without the program's name) and returns
+// its exit status, unless it handed the command to pipe.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if answered(ctx, args) {
+		return 0
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "Error: pipe-wal: interrupted; PostgreSQL will try again")
+		return 1
+	}
+	stop()
+	delegate(args)
+	return 1
+}
+
+// push is a pipe wal push's arguments, when pipe-wal may answer it.
+type push struct {
+	file, path, archive, pgdata string
+}
+
+// parsePush returns args as a push pipe-wal may answer, or false.
+func parsePush(args []string) (push, bool) {
+	p := push{pgdata: "."}
+	if len(args) == 0 || args[0] != "push" {
+		return p, false
+	}
+	var pos []string
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		name, value, inline := strings.Cut(a, "=")
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+			continue
+		case !strings.HasPrefix(a, "-") || a == "-":
+			pos = append(pos, a)
+			continue
+		case !slices.Contains([]string{"--archive", "--pgdata", "-D", "--var"}, name):
+			return p, false
+		case !inline:
+			if i+1 == len(args) {
+				return p, false
+			}
+			i++
+			value = args[i]
+		}
+		switch name {
+		case "--archive":
+			p.archive = value
+		case "--pgdata", "-D":
+			p.pgdata = value
+		}
+	}
+	if len(pos) != 2 {
+		return p, false
+	}
+	p.file, p.path = pos[0], pos[1]
+	return p, true
+}
+
+// answered reports whether args are a push of a file the background
+// pusher has archived, which pipe-wal then answers (exit 0).
+func answered(ctx context.Context, args []string) bool {
+	p, ok := parsePush(args)
+	if !ok {
+		return false
+	}
+	name := filepath.Base(p.path)
+	if _, err := wal.ParseName(name); err != nil {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(p.path), "archive_status", name+".ready")); err != nil {
+		return false // not a file PostgreSQL archives: pipe pushes it itself
+	}
+	s, err := pipefile.ReadPushSettings(p.file, p.archive)
+	if err != nil || !s.Async || !slices.Contains(wal.BackgroundModes, s.Background) {
+		return false
+	}
+	if bg, _ := wal.Background(s.Background); !bg {
+		return false
+	}
+	spool := s.Spool
+	if !filepath.IsAbs(spool) {
+		spool = filepath.Join(p.pgdata, spool)
+	}
+	return wal.WaitNoted(ctx, spool, name, p.path, s.Timeout) != nil
+}
+
+// delegate replaces this process with pipe wal and args: the pipe beside
+// this program, else the one on PATH. It returns only when it could not.
+func delegate(args []string) {
+	pipe := ""
+	if self, err := os.Executable(); err == nil {
+		pipe = filepath.Join(filepath.Dir(self), "pipe")
+	}
+	if _, err := os.Stat(pipe); err != nil {
+		if pipe, err = exec.LookPath("pipe"); err != nil {
+			fmt.Fprintln(os.Stderr, "Error: pipe-wal: pipe is neither beside pipe-wal nor on PATH: install both (make build writes bin/pipe and bin/pipe-wal)")
+			return
+		}
+	}
+	err := syscall.Exec(pipe, append([]string{pipe, "wal"}, args...), os.Environ())
+	fmt.Fprintf(os.Stderr, "Error: pipe-wal: starting %s: %v\n", pipe, err)
+}

@@ -1,0 +1,34 @@
+package quickpush
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParsePush(t *testing.T) {
+	for _, c := range []struct {
+		args string
+		ok   bool
+		want push
+	}{
+		{"push /etc/pg.hcl pg_wal/000000010000000000000001", true, push{file: "/etc/pg.hcl", path: "pg_wal/000000010000000000000001", pgdata: "."}},
+		{"push --archive main -D /data --var a=b pg.hcl p", true, push{file: "pg.hcl", path: "p", archive: "main", pgdata: "/data"}},
+		{"push pg.hcl --archive=main --pgdata=/data p --var=a=b", true, push{file: "pg.hcl", path: "p", archive: "main", pgdata: "/data"}},
+		{"push pg.hcl -- -p", true, push{file: "pg.hcl", path: "-p", pgdata: "."}},
+		// pipe's to answer: other commands and flags, missing values,
+		// a wrong number of arguments.
+		{"fetch pg.hcl 000000010000000000000001 p", false, push{}},
+		{"push pg.hcl p --log-level info", false, push{}},
+		{"push pg.hcl p --metrics-textfile m.prom", false, push{}},
+		{"push --background pg.hcl", false, push{}},
+		{"push pg.hcl p --archive", false, push{}},
+		{"push pg.hcl", false, push{}},
+		{"push pg.hcl p q", false, push{}},
+		{"", false, push{}},
+	} {
+		got, ok := parsePush(strings.Fields(c.args))
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("%q: %+v %v, want %+v %v", c.args, got, ok, c.want, c.ok)
+		}
+	}
+}
