@@ -2,8 +2,6 @@ package wal
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -98,11 +96,6 @@ type PushResult struct {
 	Bytes    int64
 	Stored   int64
 	SystemID uint64
-}
-
-func digest(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // systemID is the cluster's system identifier for a file: the configured
@@ -202,7 +195,7 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	}()
 	go func() {
 		defer wg.Done()
-		sum = digest(data)
+		sum = fileDigest(data)
 	}()
 	stored, done, encErr := a.encode(data)
 	defer done()
@@ -211,18 +204,18 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, findErr)
 	}
 	for i, o := range objs {
-		if o.FileSum == sum {
+		if isFile(o.FileSum, data, sum) {
 			res.Key, res.Already = keys[i], true
 			return res, nil
 		}
 	}
 	if len(objs) > 0 {
-		return nil, fmt.Errorf("%s: %w (sha256 %s, this file is %s); the archive keeps the original: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", f.Name, ErrConflict, objs[0].FileSum, sum, a.Root, dir)
+		return nil, fmt.Errorf("%s: %w (its file digest %s, this file's %s); the archive keeps the original: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", f.Name, ErrConflict, objs[0].FileSum, sum, a.Root, dir)
 	}
 	if encErr != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	}
-	res.Key = a.Root + dir + ObjectName(f.Name, sum, digest(stored), a.ext())
+	res.Key = a.Root + dir + ObjectName(f.Name, sum, objectDigest(stored), a.ext())
 	res.Stored = int64(len(stored))
 	if err := a.put(ctx, res.Key, f.Name, stored); err != nil {
 		return nil, err
@@ -415,14 +408,14 @@ func (a *Archive) decrypt(o Object, key string, stored []byte) ([]byte, string, 
 // against the file's digest: what w received is good only without an
 // error.
 func (a *Archive) decodeTo(ctx context.Context, o Object, key string, stored []byte, w io.Writer) error {
-	if digest(stored) != o.StoredSum {
+	if objectDigest(stored) != o.StoredSum {
 		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
 	}
 	data, ext, err := a.decrypt(o, key, stored)
 	if err != nil {
 		return err
 	}
-	h := sha256.New()
+	h := newFileHasher(o.FileSum)
 	out := io.MultiWriter(w, h)
 	if ext == "" {
 		_, err = out.Write(data)
@@ -434,8 +427,8 @@ func (a *Archive) decodeTo(ctx context.Context, o Object, key string, stored []b
 	if err != nil {
 		return err
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.FileSum {
-		return fmt.Errorf("%s decodes to other bytes than were archived (sha256 %s): the object is corrupt or was tampered with", key, sum)
+	if sum := h.digest(); sum != o.FileSum {
+		return fmt.Errorf("%s decodes to other bytes than were archived (file digest %s): the object is corrupt or was tampered with", key, sum)
 	}
 	return nil
 }

@@ -174,7 +174,7 @@ func (ah *Ahead) mark(name, p string, r *PushResult) {
 // Marked returns the result of an earlier push of the file name at p, if
 // a push noted it in the spool and the note still describes the file: the
 // same device, inode, size and modification time, or else the same
-// SHA-256 (read in full). A note left by another copy of the data
+// digest (read in full). A note left by another copy of the data
 // directory, or for a file rewritten since, never passes for this file.
 // It needs no store: archive_command for a file pushed ahead returns
 // without one.
@@ -190,7 +190,7 @@ func Marked(spool, name, p string) *PushResult {
 	if ok {
 		if cur, err := fileID(p); err != nil || cur != id {
 			data, err := readFile(p)
-			ok = err == nil && o.FileSum == digest(data)
+			ok = err == nil && isFile(o.FileSum, data, "")
 			if err == nil {
 				filePool.put(data)
 			}

@@ -228,7 +228,7 @@ func (a *Archive) check(ctx context.Context, e Entry, decode bool) error {
 	if err != nil {
 		return err
 	}
-	if digest(stored) != e.StoredSum {
+	if objectDigest(stored) != e.StoredSum {
 		return fmt.Errorf("does not match the digest in its name: the object is corrupt or was tampered with")
 	}
 	return nil

@@ -794,3 +794,52 @@ func TestBackground(t *testing.T) {
 		}
 	}
 }
+
+// TestSHA256Named: an object archived before BLAKE3 names the file by its
+// SHA-256. A fetch checks what it decodes with that digest, a push of the
+// same file finds it archived, a push of other content is refused, and
+// list and verify take it as any other.
+func TestSHA256Named(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	data := segment(testSysID, 1, 1)
+	p := c.write(t, name(1, 1), data)
+	r, err := a.Push(ctx, p)
+	must(t, err)
+	o, err := ParseObject(filepath.Base(r.Key))
+	must(t, err)
+	if !isBLAKE3(o.FileSum) || o.FileSum != fileDigest(data) {
+		t.Fatalf("a new object's file digest is %s, want BLAKE3's %s", o.FileSum, fileDigest(data))
+	}
+	old := filepath.Join(filepath.Dir(r.Key), ObjectName(o.Name, objectDigest(data), o.StoredSum, o.Ext))
+	must(t, os.Rename(r.Key, old))
+	if po, err := ParseObject(filepath.Base(old)); err != nil || po.FileSum != objectDigest(data) {
+		t.Fatalf("the SHA-256 named object parses as %+v (%v)", po, err)
+	}
+
+	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
+	must(t, a.Fetch(ctx, name(1, 1), dest))
+	if got, err := os.ReadFile(dest); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetched %d bytes (%v), not the segment", len(got), err)
+	}
+	again, err := a.Push(ctx, p)
+	if err != nil || !again.Already || again.Key != old {
+		t.Errorf("pushing the same file again: %+v %v, want the SHA-256 named object, already", again, err)
+	}
+	if _, err := a.Push(ctx, c.write(t, name(1, 1), segment(testSysID, 1, 2))); !errors.Is(err, ErrConflict) {
+		t.Errorf("pushing other content under its name: %v, want ErrConflict", err)
+	}
+	l, err := a.List(ctx)
+	must(t, err)
+	if len(l.Entries) != 1 || len(l.Duplicates) != 0 {
+		t.Errorf("List: %d entries, duplicates %v", len(l.Entries), l.Duplicates)
+	}
+
+	// The SHA-256 of other bytes in its name: the decoded file is refused.
+	must(t, os.Rename(old, filepath.Join(filepath.Dir(old), ObjectName(o.Name, objectDigest(segment(testSysID, 1, 2)), o.StoredSum, o.Ext))))
+	must(t, os.Remove(dest))
+	if err := a.Fetch(ctx, name(1, 1), dest); err == nil || !strings.Contains(err.Error(), "decodes to other bytes") {
+		t.Errorf("fetching an object whose SHA-256 names other bytes: %v", err)
+	}
+}
