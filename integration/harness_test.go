@@ -65,7 +65,11 @@ func TestMain(m *testing.M) {
 	pipeBin, pipeWALBin = filepath.Join(dir, "pipe"), filepath.Join(dir, "pipe-wal")
 	// With the build tags of GOFLAGS, which make test sets as make build does.
 	for bin, pkg := range map[string]string{pipeBin: "../cmd/pipe", pipeWALBin: "../cmd/pipe-wal"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		if bin == pipeWALBin {
+			build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build does
+		}
+		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
 			os.Exit(1)
 		}

@@ -3,18 +3,18 @@ package pipefile
 import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
-	"github.com/hashicorp/hcl/v2/hclwrite"
 )
 
-// Format returns src in canonical HCL layout. A file with syntax errors is
-// not formatted; the diagnostics say why.
-func Format(path string, src []byte) ([]byte, *hclparse.Parser, hcl.Diagnostics) {
+// ParseSyntax checks that src is HCL within the loader's limits, before
+// pipe fmt rewrites it (hclwrite.Format formats anything, errors and
+// all); the diagnostics say what is wrong. The formatting itself is the
+// caller's: hclwrite stays out of this package, which pipe-wal links and
+// starts once per WAL segment.
+func ParseSyntax(path string, src []byte) (*hclparse.Parser, hcl.Diagnostics) {
 	p := hclparse.NewParser()
 	if diags := checkLimits(path, src); diags.HasErrors() {
-		return nil, p, diags
+		return p, diags
 	}
-	if _, diags := p.ParseHCL(src, path); diags.HasErrors() {
-		return nil, p, diags
-	}
-	return hclwrite.Format(src), p, nil
+	_, diags := p.ParseHCL(src, path)
+	return p, diags
 }

@@ -3,19 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
-	"encoding/json"
-	"fmt"
-	"github.com/pipebackup/pipe/plan"
-	"github.com/pipebackup/pipe/runner"
-	"os"
-
+	"github.com/hashicorp/hcl/v2/hclwrite"
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/profiles"
+	"github.com/pipebackup/pipe/runner"
 )
 
 func (a *app) validateCmd() *cobra.Command {
@@ -151,12 +151,13 @@ func (a *app) fmtCmd() *cobra.Command {
 					code = exitInvalid
 					continue
 				}
-				out, parser, diags := pipefile.Format(path, src)
+				parser, diags := pipefile.ParseSyntax(path, src)
 				if diags.HasErrors() {
 					_ = pipefile.WriteDiagnostics(a.stderr, parser.Files(), diags, a.color)
 					code = exitInvalid
 					continue
 				}
+				out := hclwrite.Format(src)
 				if bytes.Equal(out, src) {
 					continue
 				}
