@@ -42,6 +42,7 @@ require (
 	github.com/testcontainers/testcontainers-go/modules/toxiproxy v0.43.0
 	github.com/vbauerster/mpb/v8 v8.9.3
 	github.com/zclconf/go-cty v1.19.0
+	github.com/zeebo/xxh3 v1.1.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
@@ -50,7 +51,6 @@ require (
 	google.golang.org/api v0.307.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
-	lukechampine.com/blake3 v1.4.1
 )
 
 require (

@@ -230,7 +230,7 @@ func (a *Archive) print(w io.Writer) {
 		if err != nil {
 			root = "${" + st.Key.Attr + "}"
 		}
-		fmt.Fprintf(w, "               objects: %s<system id>/<timeline>/<file>-b3<blake3 of the file>-<sha256 stored>%s\n", root, a.Ext())
+		fmt.Fprintf(w, "               objects: %s<system id>/<timeline>/<file>-<xxh3 of the file>-<sha256 stored>%s\n", root, a.Ext())
 	}
 	codec := "none"
 	if a.Codec != nil {

@@ -6,7 +6,7 @@
 // label, a partial segment) becomes one object, compressed and encrypted in
 // memory, laid out by the cluster's system identifier and timeline:
 //
-//	<root><system id>/<timeline>/<name>-b3<blake3 of the file>-<sha256 of the object><ext>
+//	<root><system id>/<timeline>/<name>-<xxh3 of the file>-<sha256 of the object><ext>
 //
 // The file's digest in the name makes a push idempotent (the same content
 // again is a notice) and refuses to overwrite (other content under an

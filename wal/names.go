@@ -75,7 +75,7 @@ func ObjectName(name, fileSum, storedSum, ext string) string {
 	return name + "-" + fileSum + "-" + storedSum + ext
 }
 
-var objectRE = regexp.MustCompile(`^([0-9A-F]{8}(?:\.history|[0-9A-F]{16}(?:\.[0-9A-F]{8}\.backup|\.partial)?))-((?:b3)?[0-9a-f]{64})-([0-9a-f]{64})((?:\.[a-z0-9]+)*)$`)
+var objectRE = regexp.MustCompile(`^([0-9A-F]{8}(?:\.history|[0-9A-F]{16}(?:\.[0-9A-F]{8}\.backup|\.partial)?))-([0-9a-f]{32}|[0-9a-f]{64})-([0-9a-f]{64})((?:\.[a-z0-9]+)*)$`)
 
 // Object is an archived object's base name, parsed.
 type Object struct {

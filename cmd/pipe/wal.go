@@ -71,7 +71,7 @@ fetch.
   restore_command = 'pipe wal fetch /etc/pipe/pg.hcl %f %p'
 
 Objects are laid out per system identifier and timeline, and named by the
-digests of the file (BLAKE3) and of the stored bytes (SHA-256): a second push of the same
+digests of the file (XXH3-128) and of the stored bytes (SHA-256): a second push of the same
 file writes nothing, a different file under an archived name is refused,
 and list and verify check the archive without a key.`,
 	}
