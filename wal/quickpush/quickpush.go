@@ -16,6 +16,7 @@ package quickpush
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,7 +43,8 @@ func Main(args []string) int {
 		return 1
 	}
 	stop()
-	delegate(args)
+	err := delegate(args)
+	fmt.Fprintln(os.Stderr, "Error: pipe-wal:", err)
 	return 1
 }
 
@@ -122,17 +124,21 @@ func answered(ctx context.Context, args []string) bool {
 
 // delegate replaces this process with pipe wal and args: the pipe beside
 // this program, else the one on PATH. It returns only when it could not.
-func delegate(args []string) {
+func delegate(args []string) error {
+	if len(args) > 0 && args[0] == "wal" {
+		// What pipe-wal hands over starts with wal: this is the hand-over,
+		// and the program named pipe is pipe-wal.
+		return errors.New("the pipe it runs is pipe-wal itself: install pipe beside it (make build writes bin/pipe and bin/pipe-wal)")
+	}
 	pipe := ""
-	if self, err := os.Executable(); err == nil {
-		pipe = filepath.Join(filepath.Dir(self), "pipe")
+	if exe, err := os.Executable(); err == nil {
+		pipe = filepath.Join(filepath.Dir(exe), "pipe")
 	}
 	if _, err := os.Stat(pipe); err != nil {
 		if pipe, err = exec.LookPath("pipe"); err != nil {
-			fmt.Fprintln(os.Stderr, "Error: pipe-wal: pipe is neither beside pipe-wal nor on PATH: install both (make build writes bin/pipe and bin/pipe-wal)")
-			return
+			return errors.New("pipe is neither beside pipe-wal nor on PATH: install both (make build writes bin/pipe and bin/pipe-wal)")
 		}
 	}
 	err := syscall.Exec(pipe, append([]string{pipe, "wal"}, args...), os.Environ())
-	fmt.Fprintf(os.Stderr, "Error: pipe-wal: starting %s: %v\n", pipe, err)
+	return fmt.Errorf("starting %s: %w", pipe, err)
 }

@@ -32,3 +32,17 @@ func TestParsePush(t *testing.T) {
 		}
 	}
 }
+
+// TestDelegate: what pipe-wal cannot hand over is an error, not a loop or
+// a silent exit. (The hand-over itself, an exec, is the script test's.)
+func TestDelegate(t *testing.T) {
+	// Run as pipe by a pipe-wal installed under pipe's name.
+	if err := delegate([]string{"wal", "push", "pg.hcl", "p"}); err == nil || !strings.Contains(err.Error(), "pipe-wal itself") {
+		t.Errorf("handed to itself: %v", err)
+	}
+	// No pipe beside the test binary, none on PATH.
+	t.Setenv("PATH", t.TempDir())
+	if err := delegate([]string{"push", "pg.hcl", "p"}); err == nil || !strings.Contains(err.Error(), "neither beside pipe-wal nor on PATH") {
+		t.Errorf("no pipe: %v", err)
+	}
+}
