@@ -93,6 +93,12 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 			return nil, fmt.Errorf("%s is not installed: apt-get install pgbackrest barman-cli-cloud postgresql-15", tool)
 		}
 	}
+	// With a background pusher, archive_command is pipe-wal, which
+	// answers for a file the pusher noted without starting pipe.
+	pipeWAL := filepath.Join(filepath.Dir(b.cfg.pipe), "pipe-wal")
+	if _, err := os.Stat(pipeWAL); err != nil {
+		return nil, fmt.Errorf("pipe-wal is not beside %s: make build writes both", b.cfg.pipe)
+	}
 	w, err := b.newWALBench(ctx, mc, n+16)
 	if err != nil {
 		return nil, err
@@ -147,12 +153,6 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 	// A burst: n segments ready at once, through the archiver loop.
 	burstSegs := w.segs[16 : 16+n]
 	burst := &scenarioResult{name: fmt.Sprintf("a burst of %d segments (%s of WAL), until all are archived", n, mib(int64(n)*res.segSize)), bytes: int64(n) * res.segSize, noWarmup: true}
-	// With a background pusher, archive_command is pipe-wal, which
-	// answers for a file the pusher noted without starting pipe.
-	pipeWAL := filepath.Join(filepath.Dir(w.b.cfg.pipe), "pipe-wal")
-	if _, err := os.Stat(pipeWAL); err != nil {
-		return nil, fmt.Errorf("pipe-wal is not beside %s: make build writes both", w.b.cfg.pipe)
-	}
 	burst.pipe = &contender{label: "pipe-wal (async, 4 workers, background pusher)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := w.watch(res, "burst", "pipe", rep, func() (measurement, error) {
 			return w.archiver(ctx, burstSegs, w.pipeEnv(), pipeWAL, "push", pipeAsync)

@@ -96,9 +96,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			a.Store = ep
 		case "push", "fetch":
 			attrsOf := map[string][]sdk.Attribute{"push": archivePushAttrs, "fetch": archiveFetchAttrs}[blk.Type]
-			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrsOf, "")})
-			diags = append(diags, d...)
-			bl, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, attrsOf, "", ectx, src)
+			bl, d := f.decodeBlock(blk, blk.Type, attrsOf, "", ectx, src)
 			diags = append(diags, d...)
 			if blk.Type == "push" {
 				a.Push = bl
@@ -112,9 +110,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			fallthrough
 		default:
 			k := stagekind.Lookup(blk.Type)
-			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(k.Attributes, "")})
-			diags = append(diags, d...)
-			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, k.Attributes, "", ectx, src)
+			st, d := f.decodeBlock(blk, blk.Type, k.Attributes, "", ectx, src)
 			diags = append(diags, d...)
 			a.Stages = append(a.Stages, st)
 		}

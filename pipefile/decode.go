@@ -20,6 +20,14 @@ type functionT = function.Function
 // sensitiveMark marks values that came from a sensitive variable.
 const sensitiveMark = "sensitive"
 
+// decodeBlock decodes blk, whose body holds only attributes of schema,
+// as decodeAttributes does; what names it in diagnostics.
+func (f *File) decodeBlock(blk *hcl.Block, what string, schema []sdk.Attribute, keyName string, ectx *hcl.EvalContext, src []byte) (*Block, hcl.Diagnostics) {
+	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(schema, "")})
+	b, d := f.decodeAttributes(what, blk.DefRange, content.Attributes, schema, keyName, ectx, src)
+	return b, append(diags, d...)
+}
+
 // decodeAttributes turns a block's attributes into Go values of the types
 // the schema declares, with defaults, recording positions and secrets.
 // keyName is a sink's key attribute: it is left to the KeyTemplate.

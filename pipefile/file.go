@@ -471,9 +471,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			}
 			stageSeen[blk.Type] = blk.DefRange
 			attrs := stagekind.Lookup(blk.Type).Attributes // the schema allows only kinds' blocks here
-			c, d := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
-			diags = append(diags, d...)
-			st, d := f.decodeAttributes(blk.Type, blk.DefRange, c.Attributes, attrs, "", ectx, src)
+			st, d := f.decodeBlock(blk, blk.Type, attrs, "", ectx, src)
 			diags = append(diags, d...)
 			p.Stages = append(p.Stages, st)
 		}
@@ -609,15 +607,13 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 			}
 		}
 	}
-	content, diags := blk.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(attrs, "")})
-	b, d := f.decodeAttributes(kind+" "+typ, blk.DefRange, content.Attributes, attrs, keyName, ectx, src)
-	diags = append(diags, d...)
+	b, diags := f.decodeBlock(blk, kind+" "+typ, attrs, keyName, ectx, src)
 	ep := &Endpoint{Block: *b, Kind: kind, Schema: schema, TypeRange: blk.LabelRanges[0], Process: o.Schemas.Process(kind, typ)}
 	diags = append(diags, ep.takeRetention()...)
 	diags = append(diags, ep.takeSelection()...)
 	diags = append(diags, ep.takeRate(&ep.RateLimit)...)
 	ep.Type = typ
-	if a, ok := content.Attributes[keyName]; ok && keyName != "" {
+	if a, ok := b.attrs[keyName]; ok && keyName != "" {
 		k, d := f.newKeyTemplate(keyName, a, ectx, src)
 		diags = append(diags, d...)
 		ep.Key = k

@@ -67,9 +67,7 @@ func ReadPushSettings(path, name string) (*PushSettings, error) {
 	diags = append(diags, d...)
 	push := defaults(archivePushAttrs, "push", b.DefRange)
 	for _, pb := range archive.Blocks {
-		c, d := pb.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(archivePushAttrs, "")})
-		diags = append(diags, d...)
-		push, d = f.decodeAttributes("push", pb.DefRange, c.Attributes, archivePushAttrs, "", nil, src)
+		push, d = f.decodeBlock(pb, "push", archivePushAttrs, "", nil, src)
 		diags = append(diags, d...)
 	}
 	if diags.HasErrors() || len(archive.Blocks) > 1 || len(attrs.Unknown) > 0 || len(push.Unknown) > 0 {
