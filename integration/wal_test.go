@@ -151,8 +151,12 @@ func (w *walCluster) archivedThrough(t *testing.T) string {
 // went on when it does not happen in 3 minutes.
 func (w *walCluster) archivedOn(t *testing.T, port int, why func() string) string {
 	t.Helper()
-	w.psql(t, port, "SELECT pg_switch_wal()")
-	want := w.psql(t, port, "SELECT pg_walfile_name(pg_current_wal_lsn() - 1)")
+	// The segment pg_switch_wal completes ends where it returns; with no
+	// WAL since the last switch it completes none and returns the start of
+	// the current one, so the byte before is in the last completed
+	// segment either way. (pg_current_wal_lsn() - 1 named the current
+	// segment when it held only its page header, which is never archived.)
+	want := w.psql(t, port, "SELECT pg_walfile_name(pg_switch_wal() - 1)")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		last := w.psql(t, port, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
