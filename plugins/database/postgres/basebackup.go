@@ -353,7 +353,7 @@ func (s *BaseSource) copy(ctx context.Context) {
 	for {
 		msg, err := s.pc.ReceiveMessage(ctx)
 		if err != nil {
-			fail(fmt.Errorf("reading the base backup: %w", err))
+			fail(fmt.Errorf("reading the base backup: %w", serverGone(err)))
 			return
 		}
 		switch m := msg.(type) {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -21,6 +22,10 @@ type fakeServer struct {
 	archives [][2]string
 	// extra is sent inside the copy after the archives (hostile servers).
 	extra []pgproto3.BackendMessage
+	// dies: after the archives the server is terminated while it sends a
+	// message, as a backend blocked writing is: half the message, then
+	// the connection closes with no error.
+	dies bool
 }
 
 func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
@@ -84,6 +89,10 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 				}
 			}
 			send(f.extra...)
+			if f.dies {
+				_, _ = conn.Write([]byte{'d', 0, 0, 0x10, 0, 'd', 'h', 'a', 'l', 'f'})
+				return
+			}
 			send(&pgproto3.CopyDone{})
 			send(row([]string{"recptr", "tli"}, "0/2000100", "1")...)
 			send(&pgproto3.CommandComplete{CommandTag: []byte("BASE_BACKUP")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
@@ -194,6 +203,25 @@ func TestBaseSourceRefuses(t *testing.T) {
 		if err == nil || len(errs) == 0 {
 			t.Errorf("%s: streams %v, conclude %v: want failures", name, errs, err)
 		}
+	}
+}
+
+// A backend terminated mid-message sends no error: the stream's error
+// says what that means instead of pgx's bare "unexpected EOF".
+func TestBaseSourceServerDies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "the data directory"}}, dies: true})
+	if _, err := s.Streams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.Open(ctx, "base.tar")
+	_, err := io.ReadAll(r)
+	if err == nil || !strings.Contains(err.Error(), "server closed the connection unexpectedly") || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("stream: %v", err)
+	}
+	if _, err := s.Conclude(ctx); err == nil || !strings.Contains(err.Error(), "backend terminated") {
+		t.Errorf("conclude: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os/exec"
 	"regexp"
@@ -16,6 +17,18 @@ import (
 	"github.com/pipebackup/pipe/plugins/internal/command"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
+
+// serverGone explains a connection that ended without the server's
+// error: a backend terminated while it was blocked sending (as a COPY
+// out that fills the socket is) drops its message and closes, and pgx
+// then reports only an (unexpected) EOF. The words are libpq's, which
+// users of psql and pg_dump know.
+func serverGone(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return fmt.Errorf("server closed the connection unexpectedly (%w): the backend terminated (pg_terminate_backend, a restart, a crash or the out-of-memory killer); the server's log says which", err)
+	}
+	return err
+}
 
 // connAttributes are the connection settings sources and sinks share.
 func connAttributes() []sdk.Attribute {

@@ -356,7 +356,7 @@ func (s *Sink) copyIn(ctx context.Context, schema, tbl string) (sdk.ObjectWriter
 	w := &copyWriter{w: pw, done: make(chan struct{}), s: s, table: id}
 	in := &abortable{r: pr, aborted: &w.aborted}
 	go func() {
-		w.err = s.load(ctx, pc, id, in)
+		w.err = serverGone(s.load(ctx, pc, id, in))
 		pr.Close()
 		s.loaders.put(pc)
 		close(w.done) // not deferred: a panic must end the process, not the table's load

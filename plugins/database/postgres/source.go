@@ -506,7 +506,7 @@ func (s *Source) copyOut(ctx context.Context, schema, tbl string) (io.ReadCloser
 			err = bw.Flush()
 		}
 		if err != nil {
-			r.err = fmt.Errorf("copying %s out: %w", id, err)
+			r.err = fmt.Errorf("copying %s out: %w", id, serverGone(err))
 		}
 		pw.Close()
 		s.workers.put(pc)
