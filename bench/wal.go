@@ -93,8 +93,8 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 			return nil, fmt.Errorf("%s is not installed: apt-get install pgbackrest barman-cli-cloud postgresql-15", tool)
 		}
 	}
-	// With a background pusher, archive_command is pipe-wal, which
-	// answers for a file the pusher noted without starting pipe.
+	// archive_command is pipe-wal, which answers for a file the pusher
+	// or an earlier push noted without starting pipe.
 	pipeWAL := filepath.Join(filepath.Dir(b.cfg.pipe), "pipe-wal")
 	if _, err := os.Stat(pipeWAL); err != nil {
 		return nil, fmt.Errorf("pipe-wal is not beside %s: make build writes both", b.cfg.pipe)
@@ -176,14 +176,14 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 			return m, err
 		}},
 	}
-	burst.refs = append(burst.refs, &contender{label: "pipe (async, 4 workers, in archive_command)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
+	burst.refs = append(burst.refs, &contender{label: "pipe-wal (async, 4 workers, in archive_command)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := w.watch(res, "burst", "pipe-incommand", rep, func() (measurement, error) {
-			return w.archiver(ctx, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeInCmd)
+			return w.archiver(ctx, burstSegs, w.pipeEnv(), pipeWAL, "push", pipeInCmd)
 		})
 		res.pipeRSS = max(res.pipeRSS, m.maxRSS)
 		return m, err
 	}})
-	burst.notes = append(burst.notes, "the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode")
+	burst.notes = append(burst.notes, "the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets; archive_command is pipe-wal push, which answers for the files an earlier command sent); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode")
 	if err := burst.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
 		return nil, err
 	}

@@ -79,7 +79,8 @@ func (b *s3Bench) inside(bucket string) map[string]string {
 
 // archiveCommand is PostgreSQL's archive_command, sync and async: the
 // async cluster runs pipe-wal, which in the official image (PostgreSQL is
-// PID 1: no background pusher) hands every push to pipe.
+// PID 1: no background pusher) answers for the files an earlier push sent
+// ahead and hands the other pushes to pipe.
 var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p", true: "pipe-wal push /etc/pipe/pg.hcl %p"}
 
 // startWALCluster starts postgres:15 with 1 MiB segments, archive_mode on

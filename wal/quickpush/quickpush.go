@@ -8,10 +8,13 @@
 // archive's push settings from the file's text, answers for a file the
 // pusher noted (or notes while it waits), and otherwise hands the command
 // to pipe wal with the same arguments (exec: PostgreSQL sees one process
-// and pipe's exit status). Everything it does not answer for itself, pipe
-// does: starting the pusher, a failure the pusher noted, a synchronous
-// push, flags other than --archive, --pgdata and --var, and every other
-// pipe wal command.
+// and pipe's exit status). Without a background pusher (background =
+// "never", or PostgreSQL as PID 1) each archive_command that starts a
+// store sends the next ready files with its own and notes them: pipe-wal
+// answers for those too. Everything it does not answer for itself, pipe
+// does: starting the pusher, a failure the pusher noted, a file no push
+// sent ahead, a synchronous push, flags other than --archive, --pgdata
+// and --var, and every other pipe wal command.
 package quickpush
 
 import (
@@ -95,7 +98,8 @@ func parsePush(args []string) (push, bool) {
 }
 
 // answered reports whether args are a push of a file the background
-// pusher has archived, which pipe-wal then answers (exit 0).
+// pusher, or an earlier push, has archived, which pipe-wal then answers
+// (exit 0).
 func answered(ctx context.Context, args []string) bool {
 	p, ok := parsePush(args)
 	if !ok {
@@ -112,12 +116,15 @@ func answered(ctx context.Context, args []string) bool {
 	if err != nil || !s.Async || !slices.Contains(wal.BackgroundModes, s.Background) {
 		return false
 	}
-	if bg, _ := wal.Background(s.Background); !bg {
-		return false
-	}
 	spool := s.Spool
 	if !filepath.IsAbs(spool) {
 		spool = filepath.Join(p.pgdata, spool)
+	}
+	if bg, _ := wal.Background(s.Background); !bg {
+		// No pusher to wait for: an earlier push sent the file ahead
+		// (PostgreSQL runs one archive_command at a time), or pipe
+		// pushes it, as pipe wal push does.
+		return wal.Marked(spool, name, p.path) != nil
 	}
 	return wal.WaitNoted(ctx, spool, name, p.path, s.Timeout) != nil
 }
