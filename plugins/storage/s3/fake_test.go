@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type fakeS3 struct {
 	mu         sync.Mutex
 	objects    map[string][]byte
 	uploads    map[string]map[int][]byte // by upload id
+	uploadKeys map[string]string         // the key of each upload id
 	nextID     int
 	requests   []string               // "METHOD key?query range"
 	putHeaders map[string]http.Header // of the last PutObject of each key
@@ -37,6 +39,9 @@ type fakeS3 struct {
 	// hooks, called with mu unlocked; return true when they answered.
 	onPart func(w http.ResponseWriter, r *http.Request, num int) bool
 	onGet  func(w http.ResponseWriter, r *http.Request, rng string, body []byte) bool
+	// onCreate is called before a CreateMultipartUpload is done; start
+	// does it and returns the new upload's id.
+	onCreate func(w http.ResponseWriter, r *http.Request, start func() string) bool
 }
 
 func newFake(t *testing.T) *fakeS3 {
@@ -47,7 +52,7 @@ func newFake(t *testing.T) *fakeS3 {
 
 // unstartedFake is a fake whose server the caller starts (with TLS, say).
 func unstartedFake(t *testing.T) *fakeS3 {
-	f := &fakeS3{t: t, objects: map[string][]byte{}, uploads: map[string]map[int][]byte{}}
+	f := &fakeS3{t: t, objects: map[string][]byte{}, uploads: map[string]map[int][]byte{}, uploadKeys: map[string]string{}}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -80,6 +85,19 @@ func (f *fakeS3) count(prefix string) int {
 	n := 0
 	for _, r := range f.requests {
 		if strings.HasPrefix(r, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// listings counts the ListMultipartUploads requests.
+func (f *fakeS3) listings() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if q, ok := strings.CutPrefix(r, "GET ?"); ok && slices.Contains(strings.Split(q, "&"), "uploads=") {
 			n++
 		}
 	}
@@ -147,12 +165,35 @@ func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprint(w, "</ListBucketResult>")
 		f.mu.Unlock()
-	case r.Method == "POST" && q.Has("uploads"):
+	case r.Method == "GET" && q.Has("uploads"):
 		f.mu.Lock()
-		f.nextID++
-		id := fmt.Sprintf("up%d", f.nextID)
-		f.uploads[id] = map[int][]byte{}
+		var ids []string
+		for id, k := range f.uploadKeys {
+			if _, open := f.uploads[id]; open && strings.HasPrefix(k, q.Get("prefix")) {
+				ids = append(ids, id)
+			}
+		}
+		sort.Strings(ids)
+		fmt.Fprint(w, "<ListMultipartUploadsResult><Bucket>b</Bucket><IsTruncated>false</IsTruncated>")
+		for _, id := range ids {
+			fmt.Fprintf(w, "<Upload><Key>%s</Key><UploadId>%s</UploadId></Upload>", f.uploadKeys[id], id)
+		}
+		fmt.Fprint(w, "</ListMultipartUploadsResult>")
 		f.mu.Unlock()
+	case r.Method == "POST" && q.Has("uploads"):
+		start := func() string {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.nextID++
+			id := fmt.Sprintf("up%d", f.nextID)
+			f.uploads[id] = map[int][]byte{}
+			f.uploadKeys[id] = key
+			return id
+		}
+		if f.onCreate != nil && f.onCreate(w, r, start) {
+			return
+		}
+		id := start()
 		fmt.Fprintf(w, "<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>%s</Key><UploadId>%s</UploadId></InitiateMultipartUploadResult>", key, id)
 	case r.Method == "PUT" && q.Has("uploadId"):
 		num, _ := strconv.Atoi(q.Get("partNumber"))

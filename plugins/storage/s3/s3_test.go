@@ -558,6 +558,108 @@ func TestS3UploadCancelled(t *testing.T) {
 	}
 }
 
+// lose closes the connection of a request without an answer, as a network
+// that loses the store's answer does.
+func lose(w http.ResponseWriter) {
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+// A CreateMultipartUpload whose answer is lost still started an upload;
+// the SDK's retry starts another. The one pipe never learned the id of is
+// aborted once the object is committed.
+func TestS3CreateAnswerLost(t *testing.T) {
+	f := newFake(t)
+	lost := 0
+	f.onCreate = func(w http.ResponseWriter, r *http.Request, start func() string) bool {
+		if lost > 0 {
+			return false
+		}
+		lost++
+		start()
+		lose(w)
+		return true
+	}
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	data := randBytes(7, int(12*mib))
+	w := written(t, snk, "lost", data, false, 1<<20)
+	if err := w.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.object("lost"); !bytes.Equal(got, data) {
+		t.Fatalf("stored %d bytes, want %d", len(got), len(data))
+	}
+	if n := f.count("POST lost?uploads"); n != 2 {
+		t.Fatalf("%d CreateMultipartUpload requests, want 2 (one answer lost)", n)
+	}
+	if n := f.openUploads(); n != 0 {
+		t.Fatalf("%d multipart uploads left after the commit", n)
+	}
+}
+
+// A start that is never answered fails the object; every upload the
+// attempts started is aborted, including one whose request reaches the
+// store after the attempt gave up.
+func TestS3CreateNeverAnswered(t *testing.T) {
+	f := newFake(t)
+	var late sync.WaitGroup
+	f.onCreate = func(w http.ResponseWriter, r *http.Request, start func() string) bool {
+		lose(w)
+		late.Add(1)
+		go func() {
+			defer late.Done()
+			time.Sleep(300 * time.Millisecond) // held up in the network
+			start()
+		}()
+		return true
+	}
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	w, _ := snk.Create(context.Background(), sdk.Object{Key: "never", Size: -1, MaxSize: -1})
+	err := write(t, w, make([]byte, 12*mib), 1<<20)
+	if err == nil {
+		err = w.Commit(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), "starting the upload of s3://b/never") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := w.Abort(context.Background()); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	late.Wait()
+	if n := f.count("POST never?uploads"); n != 3 {
+		t.Fatalf("%d CreateMultipartUpload requests, want 3 (retries = 2)", n)
+	}
+	if n := f.openUploads(); n != 0 {
+		t.Fatalf("%d multipart uploads left after the abort", n)
+	}
+	if f.listings() == 0 {
+		t.Fatal("no listing of multipart uploads")
+	}
+}
+
+// A start the store refuses started nothing: no listing is made.
+func TestS3CreateRefused(t *testing.T) {
+	f := newFake(t)
+	f.onCreate = func(w http.ResponseWriter, r *http.Request, start func() string) bool {
+		s3err(w, 403, "AccessDenied")
+		return true
+	}
+	snk := newSink(t, f, map[string]any{"part_size": 5 * mib, "concurrency": int64(2)})
+	w, _ := snk.Create(context.Background(), sdk.Object{Key: "refused", Size: -1, MaxSize: -1})
+	if err := write(t, w, make([]byte, 12*mib), 1<<20); err == nil || !strings.Contains(err.Error(), "access denied") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := w.Abort(context.Background()); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	if n := f.listings(); n != 0 {
+		t.Fatalf("%d listings of multipart uploads after a refusal", n)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
@@ -67,6 +68,7 @@ type objectWriter struct {
 	sums     *runningSums // of the first part, as it fills; nil when it needs none or the object is known to be larger
 	written  int64
 	uploadID string
+	strays   bool  // a start of the upload went unanswered: see abortStrays
 	next     int32 // parts started
 	parts    sync.WaitGroup
 
@@ -239,6 +241,11 @@ func (w *objectWriter) create() error {
 	}
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
 	out, err := w.st.client.CreateMultipartUpload(ctx, in)
+	var meta middleware.Metadata
+	if out != nil {
+		meta = out.ResultMetadata
+	}
+	w.strays = w.strays || mayHaveStrays(meta, err)
 	if err != nil {
 		err = w.st.fail("starting the upload of", w.key, err)
 		w.cancel(err)
@@ -445,6 +452,12 @@ func (w *objectWriter) Commit(ctx context.Context) error {
 	w.stopWatch()
 	w.cancel(nil)
 	w.release()
+	if w.strays {
+		// The object is in place; a stray only costs storage.
+		if err := w.abortStrays(w.uploadID, false); err != nil {
+			sdk.Log().Warn("committed, but a stray multipart upload may remain", "endpoint", "s3", "object", w.st.url(w.key), "error", err.Error())
+		}
+	}
 	return nil
 }
 
@@ -523,6 +536,9 @@ func (w *objectWriter) abortLocked() error {
 	w.release()
 	if w.uploadID != "" {
 		w.abortErr = w.abortUpload()
+	}
+	if w.strays {
+		w.abortErr = errors.Join(w.abortErr, w.abortStrays("", w.uploadID == ""))
 	}
 	return w.abortErr
 }
