@@ -23,6 +23,7 @@ const (
 )
 
 type mysqlClusterResult struct {
+	direct          bool // connected past docker-proxy
 	dbs             []string
 	total           int64
 	backup, restore *scenarioResult
@@ -51,12 +52,18 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	if err != nil {
 		return nil, err
 	}
-	port, err := c.MappedPort(ctx, "3306/tcp")
+	mapped, err := c.MappedPort(ctx, "3306/tcp")
 	if err != nil {
 		return nil, err
 	}
+	port := mapped.Port()
+	minioDirect := m.direct(ctx)
+	dHost, dPort, dbDirect := directAddr(ctx, c, "3306/tcp")
+	if dbDirect {
+		host, port = dHost, dPort
+	}
 	cnf := filepath.Join(b.hcl, "root.cnf")
-	if err := os.WriteFile(cnf, fmt.Appendf(nil, "[client]\nuser=root\npassword=%q\nhost=%s\nport=%s\nprotocol=tcp\n", mariadbPassword, host, port.Port()), 0o600); err != nil {
+	if err := os.WriteFile(cnf, fmt.Appendf(nil, "[client]\nuser=root\npassword=%q\nhost=%s\nport=%s\nprotocol=tcp\n", mariadbPassword, host, port), 0o600); err != nil {
 		return nil, err
 	}
 	sql := func(ctx context.Context, q string) (string, error) {
@@ -73,7 +80,7 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	if b.cfg.quick {
 		big, small = 300_000, 30_000
 	}
-	res := &mysqlClusterResult{dbs: pgClusterDBs}
+	res := &mysqlClusterResult{dbs: pgClusterDBs, direct: minioDirect && dbDirect}
 	rows := map[string]string{}
 	for _, db := range pgClusterDBs {
 		n := small
@@ -99,7 +106,7 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	logf("  %d databases loaded, %s in all (the server's estimate)", len(pgClusterDBs), mib(res.total))
 
 	s3 := m.attrs()
-	conn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = \"root\"\n    password = var.dbpass\n", host, port.Port())
+	conn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = \"root\"\n    password = var.dbpass\n", host, port)
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_dbpass=" + mariadbPassword}
 	fBackup, err := writePipeline(b.hcl, "mysql_cluster_backup", fmt.Sprintf("  streams = 2\n  source \"mysql\" {\n%s    databases = [\"*\"]\n    exclude_databases = [\"bench\"]\n  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = \"mcluster/pipe/\"\n  }\n",
 		conn, s3), "secret", "dbpass")
@@ -146,7 +153,7 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 
 func (r *mysqlClusterResult) markdown(w func(string, ...any)) {
 	w("\n## MariaDB: a whole server through MinIO\n\n")
-	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers. The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
-		mariadbImage, runtime.NumCPU(), len(r.dbs), mib(r.total))
+	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers. The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
+		mariadbImage, runtime.NumCPU(), len(r.dbs), mib(r.total), connectionNote(r.direct))
 	clusterMarkdown(w, r.backup, r.restore)
 }

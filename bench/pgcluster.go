@@ -11,6 +11,7 @@ import (
 // and restored in one pipe run, against the loop people script today.
 
 type pgClusterResult struct {
+	direct          bool // connected past docker-proxy
 	dbs             []string
 	sizes           map[string]int64
 	total           int64
@@ -37,12 +38,14 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 		return nil, err
 	}
 	defer pg.stop()
+	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}}
+	minioDirect, pgDirect := m.direct(ctx), pg.direct(ctx)
+	res.direct = minioDirect && pgDirect
 	// Accounts in multiples of 100,000 (pgbench's branches), events.
 	big, bigEvents, small, smallEvents := 2_000_000, 1_200_000, 100_000, 100_000
 	if b.cfg.quick {
 		big, bigEvents = 300_000, 200_000
 	}
-	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}}
 	admin, err := pg.connect(ctx, "postgres")
 	if err != nil {
 		return nil, err
@@ -152,7 +155,7 @@ func (r *pgClusterResult) markdown(w func(string, ...any)) {
 	for _, db := range r.dbs {
 		sizes = append(sizes, fmt.Sprintf("%s %s", db, mib(r.sizes[db])))
 	}
-	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. pipe table by table: the same with `jobs = 2` (each database read two tables at once on a snapshot of its own, restored two tables at once and `pg_restore --jobs 2` for its indexes). The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
-		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "))
+	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. pipe table by table: the same with `jobs = 2` (each database read two tables at once on a snapshot of its own, restored two tables at once and `pg_restore --jobs 2` for its indexes). The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
+		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "), connectionNote(r.direct))
 	clusterMarkdown(w, r.backup, r.restore)
 }

@@ -265,6 +265,21 @@ func startPG(ctx context.Context) (*pgServer, error) {
 	return s, nil
 }
 
+// direct connects to the container's own address, bypassing docker-proxy
+// (see directAddr), when the host can reach it.
+func (s *pgServer) direct(ctx context.Context) bool {
+	host, port, ok := directAddr(ctx, s.c, "5432/tcp")
+	if ok {
+		s.host, s.port = host, fixedPort(port)
+	}
+	return ok
+}
+
+// fixedPort is a port known as a string.
+type fixedPort string
+
+func (p fixedPort) Port() string { return string(p) }
+
 func (s *pgServer) stop() {
 	if s.c != nil {
 		_ = testcontainers.TerminateContainer(s.c)

@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,6 +278,24 @@ type minio struct {
 	endpoint string   // http://host:port
 	mcEnv    []string // mc's environment: the server as mcAlias
 	stop     func()
+	c        testcontainers.Container
+	config   string // mc's configuration folder
+}
+
+// at points pipe and mc at MinIO's host:port.
+func (m *minio) at(hostPort string) {
+	m.endpoint = "http://" + hostPort
+	m.mcEnv = []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + m.config}
+}
+
+// direct points pipe and mc at the container's own address, bypassing
+// docker-proxy (see directAddr), when the host can reach it.
+func (m *minio) direct(ctx context.Context) bool {
+	host, port, ok := directAddr(ctx, m.c, "9000/tcp")
+	if ok {
+		m.at(net.JoinHostPort(host, port))
+	}
+	return ok
 }
 
 // emptier returns a contender's clean: it removes what the bench bucket
@@ -308,8 +327,8 @@ func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
 		stop()
 		return nil, err
 	}
-	m := &minio{endpoint: "http://" + hostPort, stop: stop,
-		mcEnv: []string{"MC_HOST_" + mcAlias + "=http://" + minioUser + ":" + minioSecret + "@" + hostPort, "MC_CONFIG_DIR=" + filepath.Join(b.work, "mc-config")}}
+	m := &minio{stop: stop, c: c, config: filepath.Join(b.work, "mc-config")}
+	m.at(hostPort)
 	if _, err := timeCommand(ctx, []string{mc, "mb", mcAlias + "/" + s3Bucket}, m.mcEnv...); err != nil {
 		stop()
 		return nil, err

@@ -4,7 +4,10 @@
 # postgres:15 and MinIO under Docker (ports 15432, 19000), loads the
 # pgcluster scenario's 8 databases, then runs pipe's cluster backup and the
 # pg_dump | zstd | mc loop, printing for each the wall time, the machine's
-# busy CPU-seconds (/proc/stat) and the containers' (cgroup v1 cpuacct).
+# busy CPU-seconds (/proc/stat), the containers' (cgroup v1 cpuacct) and
+# docker-proxy's (/proc/<pid>/stat): first through the ports Docker maps
+# ("proxy"), then to the containers' own addresses ("direct"), as the
+# benchmark's cluster scenarios connect where they can.
 # Needs docker, psql, pg_dump, zstd, bin/pipe (make build) and mc
 # (bench/results/tools/mc). Usage: bench/scripts/pgcluster-cpu.sh [runs]
 set -euo pipefail
@@ -46,11 +49,14 @@ cat > "$work/backup.hcl" <<'HCL'
 variable "secret" {
   sensitive = true
 }
+variable "host" {}
+variable "port" {}
+variable "endpoint" {}
 pipeline "backup" {
   streams = 2
   source "postgres" {
-    host      = "localhost"
-    port      = 15432
+    host      = var.host
+    port      = var.port
     user      = "postgres"
     sslmode   = "disable"
     databases = ["*"]
@@ -62,7 +68,7 @@ pipeline "backup" {
   }
   sink "s3" {
     bucket            = "lab"
-    endpoint          = "http://localhost:19000"
+    endpoint          = var.endpoint
     region            = "us-east-1"
     path_style        = true
     access_key_id     = "minioadmin"
@@ -72,22 +78,36 @@ pipeline "backup" {
 }
 HCL
 
-busy() { awk '/^cpu /{print $2+$3+$4}' /proc/stat; }
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+proxy() { # docker-proxy's CPU ticks
+  local t=0 p
+  for p in $(pgrep -x docker-proxy); do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
+  echo $t
+}
 usage() { cat "/sys/fs/cgroup/cpuacct/docker/$(docker inspect -f '{{.Id}}' "$1")/cpuacct.usage"; }
 measure() { # label command...
-  local b0 p0 m0 t0 t1
-  b0=$(busy) p0=$(usage cpu-pg) m0=$(usage cpu-minio) t0=$(date +%s.%N)
+  local b0 p0 m0 x0 t0 t1
+  b0=$(busy) p0=$(usage cpu-pg) m0=$(usage cpu-minio) x0=$(proxy) t0=$(date +%s.%N)
   "${@:2}" >"$work/out" 2>&1 || { cat "$work/out"; return 1; }
   t1=$(date +%s.%N)
-  awk -v l="$1" -v w="$(echo "$t1 - $t0" | bc)" -v b="$(( $(busy) - b0 ))" -v p="$(( $(usage cpu-pg) - p0 ))" -v m="$(( $(usage cpu-minio) - m0 ))" \
-    'BEGIN { printf "%-5s wall %.2f s  busy %.2f CPU-s  PostgreSQL %.2f  MinIO %.2f\n", l, w, b / 100, p / 1e9, m / 1e9 }'
+  awk -v l="$1" -v w="$(echo "$t1 - $t0" | bc)" -v b="$(( $(busy) - b0 ))" -v p="$(( $(usage cpu-pg) - p0 ))" -v m="$(( $(usage cpu-minio) - m0 ))" -v x="$(( $(proxy) - x0 ))" \
+    'BEGIN { printf "%-12s wall %.2f s  busy %.2f CPU-s  PostgreSQL %.2f  MinIO %.2f  docker-proxy %.2f\n", l, w, b / 100, p / 1e9, m / 1e9, x / 100 }'
 }
-loop() {
+loop() { # host port
   for db in $dbs; do
-    pg_dump -Fc -Z0 -h localhost -p 15432 -U postgres "$db" | zstd -q -3 -T2 | "$mc" pipe "lab/lab/loop/$db.dump.zst" >/dev/null
+    pg_dump -Fc -Z0 -h "$1" -p "$2" -U postgres "$db" | zstd -q -3 -T2 | "$mc" pipe "lab/lab/loop/$db.dump.zst" >/dev/null
   done
 }
-for _ in $(seq "$runs"); do
-  measure pipe env PIPE_VAR_secret=minioadmin PGPASSWORD=pw "$pipe" run "$work/backup.hcl"
-  measure loop loop
+ip() { docker inspect -f '{{.NetworkSettings.IPAddress}}' "$1"; }
+for way in proxy direct; do
+  if [ $way = proxy ]; then
+    host=localhost port=15432 endpoint=http://localhost:19000
+  else
+    host=$(ip cpu-pg) port=5432 endpoint=http://$(ip cpu-minio):9000
+  fi
+  export MC_HOST_lab=http://minioadmin:minioadmin@${endpoint#http://}
+  for _ in $(seq "$runs"); do
+    measure "pipe $way" env PIPE_VAR_host="$host" PIPE_VAR_port="$port" PIPE_VAR_endpoint="$endpoint" "$pipe" run "$work/backup.hcl"
+    measure "loop $way" loop "$host" "$port"
+  done
 done
