@@ -100,6 +100,7 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 			return nil, d
 		}
 	}
+	c.PgRestore, c.Psql = resolveTool(c.PgRestore), resolveTool(c.Psql)
 	sk := &Sink{c: c, conn: cn, preDone: make(chan struct{})}
 	if len(c.Databases) > 0 {
 		sk.cluster = &clusterSink{include: c.Databases}

@@ -130,10 +130,12 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	if d := lookTool("pg_dump", c.PgDump); d != nil {
 		return nil, d
 	}
+	c.PgDump = resolveTool(c.PgDump)
 	if c.Globals {
 		if d := lookTool("pg_dumpall", c.PgDumpAll); d != nil {
 			return nil, d
 		}
+		c.PgDumpAll = resolveTool(c.PgDumpAll)
 	}
 	return &Source{c: c, conn: cn}, nil
 }
