@@ -9,15 +9,15 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
-// The cluster scenarios put the database server, MinIO and both
+// The database scenarios put the database server, MinIO and both
 // contenders on the same CPUs. Through a port Docker maps, every byte also
 // passes through docker-proxy, Docker's userland TCP forwarder, one more
 // process copying it on those CPUs (0.9-1.5 CPU-s of a 5-second run,
-// bench/reports/2026-11-27-pgcluster-direct.md); a deployment has no such
-// process between a client and its database or store. So these scenarios
-// connect to the containers' own addresses when the host can reach them
-// (Linux's bridge network), both contenders alike, and their reports say
-// which way they went.
+// bench/reports/2026-11-27-cluster-direct.md); a deployment has no such
+// process between a client and its database or store. So the postgres,
+// pgcluster and mysqlcluster scenarios connect to the containers' own
+// addresses when the host can reach them (Linux's bridge network), both
+// contenders alike, and their reports say which way they went.
 
 // directAddr is where the host reaches port (e.g. "5432/tcp") of c without
 // docker-proxy: the container's IP and the port itself. ok is false when
