@@ -84,7 +84,7 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 	logf("  %d databases loaded, %s in all", len(pgClusterDBs), mib(res.total))
 
 	s3 := m.attrs()
-	pgConn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = %q\n    password = var.pgpass\n    sslmode  = \"disable\"\n", pg.host, pg.port.Port(), pgUser)
+	pgConn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = %q\n    password = var.pgpass\n    sslmode  = \"disable\"\n", pg.host, pg.port, pgUser)
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
 	// streams = 2: two databases at once on 2 CPUs, as the loop's -T2
 	// gives zstd two threads. The second pair reads and restores each

@@ -107,7 +107,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
     user     = %q
     password = var.pgpass
     sslmode  = "disable"
-`, pgHost, pgPort.Port(), pgUser)
+`, pgHost, pgPort, pgUser)
 	pipeFile := func(name, body string) (string, error) { return writePipeline(b.hcl, name, body, "secret", "pgpass") }
 	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
 	// head is what opens a pipeline's body: a profile, a compression
@@ -238,7 +238,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 // pgServer is the benchmark's PostgreSQL container.
 type pgServer struct {
 	host string
-	port interface{ Port() string }
+	port string
 	c    testcontainers.Container
 }
 
@@ -263,7 +263,7 @@ func startPG(ctx context.Context) (*pgServer, error) {
 		s.stop()
 		return nil, err
 	}
-	s.port = port
+	s.port = port.Port()
 	return s, nil
 }
 
@@ -272,15 +272,10 @@ func startPG(ctx context.Context) (*pgServer, error) {
 func (s *pgServer) direct(ctx context.Context) bool {
 	host, port, ok := directAddr(ctx, s.c, "5432/tcp")
 	if ok {
-		s.host, s.port = host, fixedPort(port)
+		s.host, s.port = host, port
 	}
 	return ok
 }
-
-// fixedPort is a port known as a string.
-type fixedPort string
-
-func (p fixedPort) Port() string { return string(p) }
 
 func (s *pgServer) stop() {
 	if s.c != nil {
@@ -291,7 +286,7 @@ func (s *pgServer) stop() {
 // url is a libpq URL for db, without the password (the tools get it in
 // env).
 func (s *pgServer) url(db string) string {
-	return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", pgUser, s.host, s.port.Port(), db)
+	return fmt.Sprintf("postgres://%s@%s:%s/%s?sslmode=disable", pgUser, s.host, s.port, db)
 }
 
 func (s *pgServer) connect(ctx context.Context, db string) (*pgx.Conn, error) {

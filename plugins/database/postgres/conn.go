@@ -337,12 +337,14 @@ func toolMajor(ctx context.Context, path string) (int, string, error) {
 	return major, out, nil
 }
 
-// lookTool checks that a PostgreSQL program can run.
-func lookTool(attr, path string) sdk.Diagnostics {
-	if _, err := exec.LookPath(path); err != nil {
-		return sdk.AttrError(attr, fmt.Sprintf("cannot run %q", path), "it is not an executable file and not found in PATH: install the PostgreSQL client tools (Debian: postgresql-client) or give the program's full path in "+attr)
+// lookTool checks that a PostgreSQL program can run, and returns the
+// program to run for it (see resolveTool).
+func lookTool(attr, path string) (string, sdk.Diagnostics) {
+	found, err := exec.LookPath(path)
+	if err != nil {
+		return "", sdk.AttrError(attr, fmt.Sprintf("cannot run %q", path), "it is not an executable file and not found in PATH: install the PostgreSQL client tools (Debian: postgresql-client) or give the program's full path in "+attr)
 	}
-	return nil
+	return resolveTool(path, found), nil
 }
 
 // quoteIdent quotes an SQL identifier.

@@ -95,12 +95,15 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if c.Settings == nil {
 		c.Settings = defaultSettings
 	}
-	for _, t := range []struct{ attr, path string }{{"pg_restore", c.PgRestore}, {"psql", c.Psql}} {
-		if d := lookTool(t.attr, t.path); d != nil {
+	for _, t := range []struct {
+		attr string
+		path *string
+	}{{"pg_restore", &c.PgRestore}, {"psql", &c.Psql}} {
+		var d sdk.Diagnostics
+		if *t.path, d = lookTool(t.attr, *t.path); d != nil {
 			return nil, d
 		}
 	}
-	c.PgRestore, c.Psql = resolveTool(c.PgRestore), resolveTool(c.Psql)
 	sk := &Sink{c: c, conn: cn, preDone: make(chan struct{})}
 	if len(c.Databases) > 0 {
 		sk.cluster = &clusterSink{include: c.Databases}

@@ -127,15 +127,14 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	if c.Jobs > 1 && c.Format != "custom" {
 		return nil, sdk.AttrError("jobs", "parallel mode needs the custom format", `with jobs > 1 the schema is dumped in custom format (pg_restore builds its indexes in parallel): remove format = "plain" or set jobs = 1`)
 	}
-	if d := lookTool("pg_dump", c.PgDump); d != nil {
+	var d sdk.Diagnostics
+	if c.PgDump, d = lookTool("pg_dump", c.PgDump); d != nil {
 		return nil, d
 	}
-	c.PgDump = resolveTool(c.PgDump)
 	if c.Globals {
-		if d := lookTool("pg_dumpall", c.PgDumpAll); d != nil {
+		if c.PgDumpAll, d = lookTool("pg_dumpall", c.PgDumpAll); d != nil {
 			return nil, d
 		}
-		c.PgDumpAll = resolveTool(c.PgDumpAll)
 	}
 	return &Source{c: c, conn: cn}, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,13 +23,10 @@ import (
 // charge.
 
 // resolveTool returns the program pg_wrapper would run for program (a
-// name in PATH or a path), or program itself when it is not the wrapper.
-func resolveTool(program string) string {
+// name in PATH or a path), found where PATH has it, or program itself when
+// it is not the wrapper.
+func resolveTool(program, found string) string {
 	if os.Getenv("PGCLUSTER") != "" {
-		return program
-	}
-	found, err := exec.LookPath(program)
-	if err != nil {
 		return program
 	}
 	target, err := filepath.EvalSymlinks(found)

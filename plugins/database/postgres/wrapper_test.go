@@ -45,14 +45,16 @@ func TestResolveTool(t *testing.T) {
 		{"pg_dumpall", lib("13/bin/pg_dumpall")}, // the newest that has it
 		{"pg_restore", "pg_restore"},             // no version has it: the wrapper says why
 		{"mytool", "mytool"},                     // not the wrapper
-		{"missing", "missing"},
 	} {
-		if got := resolveTool(c.program); got != c.want {
-			t.Errorf("resolveTool(%q) = %q, want %q", c.program, got, c.want)
+		if got, d := lookTool("pg_dump", c.program); d != nil || got != c.want {
+			t.Errorf("lookTool(%q) = %q, %v; want %q", c.program, got, d, c.want)
 		}
 	}
+	if got, d := lookTool("pg_dump", "missing"); d == nil {
+		t.Errorf("lookTool(missing) = %q, want an error", got)
+	}
 	t.Setenv("PGCLUSTER", "13/main")
-	if got := resolveTool("pg_dump"); got != "pg_dump" {
-		t.Errorf("with PGCLUSTER set, resolveTool(pg_dump) = %q, want the wrapper", got)
+	if got, _ := lookTool("pg_dump", "pg_dump"); got != "pg_dump" {
+		t.Errorf("with PGCLUSTER set, lookTool(pg_dump) = %q, want the wrapper", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
@@ -25,14 +24,15 @@ import (
 // index is smaller than a part, one PutObject), so every upload of the
 // key but the writer's own is one.
 
-// strayWait is how long the listing must stay empty after a create that
-// failed: its lost request may still be on its way to the store.
+// strayWait is how long after a listing that aborted strays (or after the
+// first) a failed create's uploads are listed again: its lost request may
+// still be on its way to the store.
 const strayWait = time.Second
 
 // mayHaveStrays reports whether the create that returned out and err may
 // have left an upload behind: it failed other than by the store's refusal,
 // or it took more than one attempt.
-func mayHaveStrays(meta middleware.Metadata, err error) bool {
+func mayHaveStrays(out *s3.CreateMultipartUploadOutput, err error) bool {
 	if err != nil {
 		var re *awshttp.ResponseError
 		if errors.As(err, &re) {
@@ -41,59 +41,57 @@ func mayHaveStrays(meta middleware.Metadata, err error) bool {
 		}
 		return true
 	}
-	r, ok := retry.GetAttemptResults(meta)
+	r, ok := retry.GetAttemptResults(out.ResultMetadata)
 	return ok && len(r.Results) > 1
 }
 
 // abortStrays aborts every multipart upload of the key but keep (the
 // writer's own, committed; "" after it was aborted). With settle, it
-// lists again until a listing strayWait after the last abort finds none,
-// for a request still in flight. It retries for abortTimeout while the
-// store is out of reach.
+// lists again every strayWait until a listing finds none, for a request
+// still in flight. Each listing is retried while the store is out of
+// reach; all of it ends after abortTimeout.
 func (w *objectWriter) abortStrays(keep string, settle bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
 	defer cancel()
-	wait := 200 * time.Millisecond
-	quiet := time.Time{} // when the listing was last found empty after an abort
-	for {
-		ids, err := w.uploadsOf(ctx)
-		if err == nil {
-			for _, id := range ids {
-				if id == keep {
-					continue
-				}
-				_, aerr := w.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: aws.String(id)})
-				if aerr != nil && !isCode(aerr, "NoSuchUpload") {
-					err = w.st.fail("aborting the stray multipart upload "+id+" of", w.key, aerr)
-					break
-				}
-				sdk.Log().Info("aborted a multipart upload whose start was not answered", "endpoint", "s3", "object", w.st.url(w.key), "upload_id", id)
-				quiet = time.Time{}
-			}
+	for first := true; ; first = false {
+		aborted := 0
+		err := retryCleanup(ctx, func() (err error) {
+			aborted, err = w.abortOthers(ctx, keep)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w; a multipart upload whose start was not answered may stay in the bucket: add a lifecycle rule that aborts incomplete multipart uploads after a day", err)
 		}
-		if err == nil {
-			if !settle {
-				return nil
-			}
-			if quiet.IsZero() {
-				quiet = time.Now()
-			} else if time.Since(quiet) >= strayWait {
-				return nil
-			}
-			wait = strayWait
+		if !settle || (!first && aborted == 0) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
-				return nil
-			}
-			return fmt.Errorf("%w; a multipart upload whose start was not answered may stay in the bucket: add a lifecycle rule that aborts incomplete multipart uploads after a day", err)
-		case <-time.After(wait):
-		}
-		if err != nil {
-			wait = min(2*wait, 5*time.Second)
+			return nil
+		case <-time.After(strayWait):
 		}
 	}
+}
+
+// abortOthers lists the key's multipart uploads and aborts those but keep;
+// it returns how many it aborted.
+func (w *objectWriter) abortOthers(ctx context.Context, keep string) (int, error) {
+	ids, err := w.uploadsOf(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		if id == keep {
+			continue
+		}
+		if err := w.abortID(ctx, id); err != nil {
+			return n, w.st.fail("aborting the stray multipart upload "+id+" of", w.key, err)
+		}
+		sdk.Log().Info("aborted a multipart upload whose start was not answered", "endpoint", "s3", "object", w.st.url(w.key), "upload_id", id)
+		n++
+	}
+	return n, nil
 }
 
 // uploadsOf lists the ids of the key's multipart uploads.

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go/middleware"
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
@@ -241,11 +241,7 @@ func (w *objectWriter) create() error {
 	}
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
 	out, err := w.st.client.CreateMultipartUpload(ctx, in)
-	var meta middleware.Metadata
-	if out != nil {
-		meta = out.ResultMetadata
-	}
-	w.strays = w.strays || mayHaveStrays(meta, err)
+	w.strays = w.strays || mayHaveStrays(out, err)
 	if err != nil {
 		err = w.st.fail("starting the upload of", w.key, err)
 		w.cancel(err)
@@ -548,20 +544,35 @@ func (w *objectWriter) abortLocked() error {
 func (w *objectWriter) abortUpload() error {
 	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
 	defer cancel()
-	wait := 200 * time.Millisecond
-	for {
-		_, err := w.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID})
-		if err == nil || isCode(err, "NoSuchUpload") {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w; its parts stay in the bucket until removed: add a lifecycle rule that aborts incomplete multipart uploads after a day",
-				w.st.fail("aborting the multipart upload "+w.uploadID+" of", w.key, err))
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
+	if err := retryCleanup(ctx, func() error { return w.abortID(ctx, w.uploadID) }); err != nil {
+		return fmt.Errorf("%w; its parts stay in the bucket until removed: add a lifecycle rule that aborts incomplete multipart uploads after a day",
+			w.st.fail("aborting the multipart upload "+w.uploadID+" of", w.key, err))
 	}
+	return nil
+}
+
+// abortID aborts the key's multipart upload id; one already gone is no
+// error.
+func (w *objectWriter) abortID(ctx context.Context, id string) error {
+	_, err := w.st.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: aws.String(id)})
+	if isCode(err, "NoSuchUpload") {
+		return nil
+	}
+	return err
+}
+
+// retryCleanup runs op, a clean-up after a failure (an abort, a listing),
+// until it succeeds or ctx ends, 200 ms apart, doubling to at most 5 s; it
+// returns op's last error.
+func retryCleanup(ctx context.Context, op func() error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.Multiplier, b.RandomizationFactor = 200*time.Millisecond, 2, 0
+	b.MaxInterval, b.MaxElapsedTime = 5*time.Second, 0 // ctx bounds it
+	var last error
+	if backoff.Retry(func() error { last = op(); return last }, backoff.WithContext(b, ctx)) == nil {
+		return nil
+	}
+	return last
 }
 
 // release gives the part buffers back for other objects.
