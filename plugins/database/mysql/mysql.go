@@ -271,7 +271,7 @@ var _ sdk.SourceType = SourceType{}
 
 func (SourceType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump), each as a stream of SQL: one consistent snapshot of InnoDB tables per database (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick), binary strings in hex (--hex-blob, so no character set conversion can touch them), routines and triggers with the tables. The stream is DATABASE.sql. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
+		Description: "Dumps MariaDB or MySQL databases with mariadb-dump (or mysqldump), each as a stream of SQL: one consistent snapshot of InnoDB tables per database (--single-transaction, which locks nothing: MyISAM and other non-transactional tables may change while they are read), rows streamed as they are read (--quick) as the server stores them (from MariaDB, --default-character-set=binary: no character set conversion either way; from MySQL, whose JSON columns refuse binary strings, utf8mb4 with binary strings in hex, --hex-blob), routines and triggers with the tables. The stream is DATABASE.sql. The run's manifest records the server's version, the databases and their size as the server estimates it (the sum of information_schema's data_length and index_length).",
 		Attributes: append(connAttributes("The database to dump (or databases for several)."),
 			sdk.Attribute{Name: "databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: the server's databases to dump, by name or pattern (["*"]: all but mysql, information_schema, performance_schema and sys; ["shop", "app_*"]), each into a stream of its own (DATABASE.sql, which creates and selects its database when restored), largest first, several at once (the pipeline's streams), each on its own snapshot. Databases stand alone: one that fails does not stop the others, which are stored; the run then fails and its manifest names the failed ones. Not with database.`},
 			sdk.Attribute{Name: "exclude_databases", Type: sdk.StringList, Public: true, Description: `Cluster mode: databases to leave out, by name or pattern (["test_*"]).`},
@@ -368,6 +368,9 @@ type Source struct {
 	// from Streams.
 	streams map[string]string
 	facts   map[string]string
+
+	mu      sync.Mutex
+	version string // the server's VERSION(), once asked (Streams, Describe or Open)
 }
 
 var (
@@ -398,6 +401,7 @@ func (s *Source) clusterStreams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if len(rows) == 0 || len(rows[0]) != 1 {
 		return nil, fmt.Errorf("listing the server's databases: %s printed no version", filepath.Base(s.client))
 	}
+	s.setVersion(rows[0][0])
 	var names []string
 	sizes := map[string]int64{}
 	for _, r := range rows[1:] {
@@ -460,6 +464,7 @@ func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
 	if len(rows) == 0 || len(rows[0]) != 2 {
 		return nil, fmt.Errorf("asking the server about %s: %s printed no version and size", strings.Join(s.dbs, ", "), filepath.Base(s.client))
 	}
+	s.setVersion(rows[0][0])
 	if len(rows) > 1 { // the first database the server does not know
 		i, err := strconv.Atoi(rows[1][0])
 		if err != nil || i < 0 || i >= len(s.dbs) {
@@ -474,11 +479,50 @@ func (s *Source) Describe(ctx context.Context) (map[string]string, error) {
 	return map[string]string{"server_version": rows[0][0], "database": strings.Join(s.dbs, ","), "size_bytes": rows[0][1]}, nil
 }
 
-// args is the dump's command line for dbs; file is the option file. One
-// database of a cluster backup is dumped with CREATE DATABASE and USE
-// (--databases); one database named by database without, so that it can be
-// restored under any name.
-func (s *Source) args(file string, dbs []string, create bool) []string {
+func (s *Source) setVersion(v string) {
+	s.mu.Lock()
+	s.version = v
+	s.mu.Unlock()
+}
+
+// serverVersion is the server's VERSION(), asked once, or "" if the
+// client could not tell: the dump then writes what suits every server, and
+// says itself what is wrong with the server.
+func (s *Source) serverVersion(ctx context.Context) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.version == "" {
+		rows, err := s.c.query(ctx, s.client, "SELECT VERSION();\n")
+		if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
+			sdk.Log().Debug("the server's version is unknown: dumping in utf8mb4, binary strings in hex", "error", err)
+			return ""
+		}
+		s.version = rows[0][0]
+	}
+	return s.version
+}
+
+// charsetArgs say how the dump writes rows. From MariaDB as the server
+// stores them: with the binary character set nothing is converted, on the
+// way out or back in (the restore's SET NAMES binary), and mariadb-dump,
+// escaping single bytes instead of checking every byte for a multibyte
+// character, takes 30 % less CPU (1.15 against 1.65 CPU-s for a 232 MB
+// table). Not from MySQL: its JSON columns refuse a binary string
+// ("Cannot create a JSON value from a string with CHARACTER SET
+// 'binary'"), so utf8mb4, and binary strings in hex, which no conversion
+// can touch.
+func charsetArgs(version string) []string {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return []string{"--default-character-set=binary"}
+	}
+	return []string{"--hex-blob", "--default-character-set=utf8mb4"}
+}
+
+// args is the dump's command line for dbs; file is the option file,
+// version the server's. One database of a cluster backup is dumped with
+// CREATE DATABASE and USE (--databases); one database named by database
+// without, so that it can be restored under any name.
+func (s *Source) args(file, version string, dbs []string, create bool) []string {
 	flag := func(on bool, name string) string {
 		if on {
 			return "--" + name
@@ -486,9 +530,10 @@ func (s *Source) args(file string, dbs []string, create bool) []string {
 		return "--skip-" + name
 	}
 	argv := []string{s.dump, "--defaults-extra-file=" + file,
-		"--single-transaction", "--quick", "--hex-blob", "--no-tablespaces",
-		"--default-character-set=utf8mb4", maxPacket,
-		flag(s.c.Routines, "routines"), flag(s.c.Triggers, "triggers"), flag(s.c.Events, "events")}
+		"--single-transaction", "--quick", "--no-tablespaces"}
+	argv = append(argv, charsetArgs(version)...)
+	argv = append(argv, maxPacket,
+		flag(s.c.Routines, "routines"), flag(s.c.Triggers, "triggers"), flag(s.c.Events, "events"))
 	argv = append(argv, s.c.DumpArgs...)
 	if create {
 		argv = append(argv, "--databases")
@@ -517,7 +562,7 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	// The option file goes when the dump ends.
-	return command.Read(ctx, command.Spec{Argv: s.args(file, dbs, create), Secrets: s.c.secrets(), Cleanup: remove})
+	return command.Read(ctx, command.Spec{Argv: s.args(file, s.serverVersion(ctx), dbs, create), Secrets: s.c.secrets(), Cleanup: remove})
 }
 
 // SinkType is the "mysql" sink.
