@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,6 +254,27 @@ func (m *mariaServer) sameDatabase(t *testing.T, want, got string) {
 	}
 }
 
+// mariaIntl is a database whose names, comments, defaults and data go
+// beyond ASCII: every byte value in a BLOB, quotes, backslashes and
+// control characters in VARBINARY and TEXT, a latin1 column, JSON,
+// GEOMETRY and BIT; a trigger (which must not fire while the rows are
+// restored: log2 stays empty), a view and a procedure.
+const mariaIntl = `
+CREATE DATABASE intl; USE intl;
+CREATE TABLE ` + "`tæble_ß`" + ` (id INT PRIMARY KEY, ` + "`nämé`" + ` VARCHAR(100) COMMENT 'Kommentar ü 山田', t TEXT,
+  l VARCHAR(50) CHARACTER SET latin1, b BLOB, vb VARBINARY(300), j JSON, g GEOMETRY, bt BIT(10),
+  e ENUM('ä', 'b', '山'), d VARCHAR(10) DEFAULT 'déf') COMMENT = 'table ü';
+INSERT INTO ` + "`tæble_ß`" + ` (id, ` + "`nämé`" + `, t, l, b, vb, j, g, bt, e) VALUES
+  (1, 'Ølstrøm-Żółć 山田 😀', CONCAT('quote '' dq " bs \\ nl \n cr \r tab \t nul ', CHAR(0), ' z ', CHAR(26), ' end'), 'café é',
+   (SELECT GROUP_CONCAT(CHAR(seq) SEPARATOR '') FROM seq_0_to_255), UNHEX('00FF5C27220A0D1A80C3A9'),
+   '{"k": "vä😀", "n": [1, 2]}', ST_GeomFromText('POINT(1 2)'), b'1010101010', 'ä'),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '山');
+CREATE TABLE log2 (msg VARCHAR(100));
+CREATE TRIGGER ` + "`trïg`" + ` AFTER INSERT ON ` + "`tæble_ß`" + ` FOR EACH ROW INSERT INTO log2 VALUES (CONCAT('neu ✓ ', NEW.id));
+CREATE VIEW ` + "`vïew`" + ` AS SELECT id, ` + "`nämé`" + ` AS ` + "`näme2`" + ` FROM ` + "`tæble_ß`" + ` WHERE e = 'ä';
+CREATE PROCEDURE ` + "`pröc`" + `() SELECT 'grüß 山' AS x;
+`
+
 // withoutAutoIncrement drops the AUTO_INCREMENT counter from a table's
 // definition, and folds its white space (the counter is not data: a
 // restore sets it from the dump, InnoDB may set it higher).
@@ -425,6 +447,65 @@ pipeline "restore" {
 		r = keep(runPipe(t, dir, mariaEnv(b, bucket, m.Host, m.Port, "broken"), "run", "broken.hcl"))
 		if r.Err == nil || !strings.Contains(r.Stderr, "ERROR 1064 (42000) at line 2: You have an error in your SQL syntax") {
 			t.Errorf("the broken dump: %v\n%s", r.Err, r.Stderr)
+		}
+	})
+
+	// Names, comments and defaults outside ASCII, every byte value in a
+	// BLOB, a latin1 column, JSON, GEOMETRY and BIT: a MariaDB dump in
+	// the binary character set gives each column its stored bytes back,
+	// and the definitions their text.
+	t.Run("character sets", func(t *testing.T) {
+		m.sql(t, mariaIntl)
+		writeFile(t, filepath.Join(dir, "intl.hcl"), []byte(`
+variable "db_host" {}
+variable "db_port" {}
+variable "root_password" { sensitive = true }
+pipeline "backup" {
+  source "mysql" {
+    host     = var.db_host
+    port     = var.db_port
+    user     = "root"
+    password = var.root_password
+    database = "intl"
+  }
+  sink "fs" { path = "intl/${run.id}/" }
+}
+pipeline "restore" {
+  source "fs" { path = "intl" }
+  sink "mysql" {
+    host            = var.db_host
+    port            = var.db_port
+    user            = "root"
+    password        = var.root_password
+    database        = "intl_copy"
+    create_database = true
+  }
+}
+`))
+		env := []string{"PIPE_VAR_db_host=" + m.Host, "PIPE_VAR_db_port=" + m.Port, "PIPE_VAR_root_password=" + mariaRootPassword}
+		keep(mustPipe(t, dir, env, "run", "intl.hcl", "--pipeline", "backup"))
+		dumps, _ := filepath.Glob(filepath.Join(dir, "intl", "*", "intl.sql"))
+		if len(dumps) != 1 {
+			t.Fatalf("dumps %v", dumps)
+		}
+		if dump, _ := os.ReadFile(dumps[0]); !bytes.Contains(dump, []byte("SET NAMES binary")) {
+			t.Errorf("the dump of a MariaDB server is not in the binary character set")
+		}
+		keep(mustPipe(t, dir, env, "run", "intl.hcl", "--pipeline", "restore"))
+		describe := func(db string) string {
+			out := m.sql(t, strings.ReplaceAll(`CHECKSUM TABLE DB.`+"`tæble_ß`"+`;
+SELECT MD5(GROUP_CONCAT(CONCAT_WS(',', id, HEX(`+"`nämé`"+`), HEX(t), HEX(l), HEX(b), HEX(vb), HEX(j), HEX(g), bt+0, e, d) ORDER BY id)) FROM DB.`+"`tæble_ß`"+`;
+SHOW CREATE TABLE DB.`+"`tæble_ß`"+`;
+SHOW CREATE VIEW DB.`+"`vïew`"+`;
+SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = 'DB';
+SELECT routine_name, routine_definition FROM information_schema.routines WHERE routine_schema = 'DB';
+SELECT COUNT(*) FROM DB.log2;`, "DB", db))
+			return regexp.MustCompile(`\b`+db+`\b`).ReplaceAllString(out, "DB")
+		}
+		if want, got := describe("intl"), describe("intl_copy"); want != got {
+			t.Errorf("the copy differs:\n%s\n---\n%s", want, got)
+		} else if !strings.Contains(got, "Kommentar ü 山田") || !strings.Contains(got, "grüß 山") {
+			t.Errorf("the comparison misses the names:\n%s", got)
 		}
 	})
 

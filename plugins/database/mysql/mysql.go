@@ -25,7 +25,7 @@ import (
 
 // maxPacket is the largest statement the dump writes and the client sends,
 // for both programs the most they allow. Their default (16 MiB) fails on a
-// row whose BLOB, written in hex, is larger; the server's own
+// row whose BLOB, written escaped or in hex, is larger; the server's own
 // max_allowed_packet still applies.
 const maxPacket = "--max-allowed-packet=1073741824"
 
