@@ -261,18 +261,18 @@ func (m *mariaServer) sameDatabase(t *testing.T, want, got string) {
 // restored: log2 stays empty), a view and a procedure.
 const mariaIntl = `
 CREATE DATABASE intl; USE intl;
-CREATE TABLE ` + "`tæble_ß`" + ` (id INT PRIMARY KEY, ` + "`nämé`" + ` VARCHAR(100) COMMENT 'Kommentar ü 山田', t TEXT,
+CREATE TABLE tæble_ß (id INT PRIMARY KEY, nämé VARCHAR(100) COMMENT 'Kommentar ü 山田', t TEXT,
   l VARCHAR(50) CHARACTER SET latin1, b BLOB, vb VARBINARY(300), j JSON, g GEOMETRY, bt BIT(10),
   e ENUM('ä', 'b', '山'), d VARCHAR(10) DEFAULT 'déf') COMMENT = 'table ü';
-INSERT INTO ` + "`tæble_ß`" + ` (id, ` + "`nämé`" + `, t, l, b, vb, j, g, bt, e) VALUES
+INSERT INTO tæble_ß (id, nämé, t, l, b, vb, j, g, bt, e) VALUES
   (1, 'Ølstrøm-Żółć 山田 😀', CONCAT('quote '' dq " bs \\ nl \n cr \r tab \t nul ', CHAR(0), ' z ', CHAR(26), ' end'), 'café é',
    (SELECT GROUP_CONCAT(CHAR(seq) SEPARATOR '') FROM seq_0_to_255), UNHEX('00FF5C27220A0D1A80C3A9'),
    '{"k": "vä😀", "n": [1, 2]}', ST_GeomFromText('POINT(1 2)'), b'1010101010', 'ä'),
   (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '山');
 CREATE TABLE log2 (msg VARCHAR(100));
-CREATE TRIGGER ` + "`trïg`" + ` AFTER INSERT ON ` + "`tæble_ß`" + ` FOR EACH ROW INSERT INTO log2 VALUES (CONCAT('neu ✓ ', NEW.id));
-CREATE VIEW ` + "`vïew`" + ` AS SELECT id, ` + "`nämé`" + ` AS ` + "`näme2`" + ` FROM ` + "`tæble_ß`" + ` WHERE e = 'ä';
-CREATE PROCEDURE ` + "`pröc`" + `() SELECT 'grüß 山' AS x;
+CREATE TRIGGER trïg AFTER INSERT ON tæble_ß FOR EACH ROW INSERT INTO log2 VALUES (CONCAT('neu ✓ ', NEW.id));
+CREATE VIEW vïew AS SELECT id, nämé AS näme2 FROM tæble_ß WHERE e = 'ä';
+CREATE PROCEDURE pröc() SELECT 'grüß 山' AS x;
 `
 
 // withoutAutoIncrement drops the AUTO_INCREMENT counter from a table's
@@ -493,10 +493,10 @@ pipeline "restore" {
 		}
 		keep(mustPipe(t, dir, env, "run", "intl.hcl", "--pipeline", "restore"))
 		describe := func(db string) string {
-			out := m.sql(t, strings.ReplaceAll(`CHECKSUM TABLE DB.`+"`tæble_ß`"+`;
-SELECT MD5(GROUP_CONCAT(CONCAT_WS(',', id, HEX(`+"`nämé`"+`), HEX(t), HEX(l), HEX(b), HEX(vb), HEX(j), HEX(g), bt+0, e, d) ORDER BY id)) FROM DB.`+"`tæble_ß`"+`;
-SHOW CREATE TABLE DB.`+"`tæble_ß`"+`;
-SHOW CREATE VIEW DB.`+"`vïew`"+`;
+			out := m.sql(t, strings.ReplaceAll(`CHECKSUM TABLE DB.tæble_ß;
+SELECT MD5(GROUP_CONCAT(CONCAT_WS(',', id, HEX(nämé), HEX(t), HEX(l), HEX(b), HEX(vb), HEX(j), HEX(g), bt+0, e, d) ORDER BY id)) FROM DB.tæble_ß;
+SHOW CREATE TABLE DB.tæble_ß;
+SHOW CREATE VIEW DB.vïew;
 SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = 'DB';
 SELECT routine_name, routine_definition FROM information_schema.routines WHERE routine_schema = 'DB';
 SELECT COUNT(*) FROM DB.log2;`, "DB", db))

@@ -493,7 +493,10 @@ func (s *Source) serverVersion(ctx context.Context) string {
 	defer s.mu.Unlock()
 	if s.version == "" {
 		rows, err := s.c.query(ctx, s.client, "SELECT VERSION();\n")
-		if err != nil || len(rows) != 1 || len(rows[0]) != 1 {
+		if err == nil && (len(rows) != 1 || len(rows[0]) != 1) {
+			err = fmt.Errorf("%s printed no version", filepath.Base(s.client))
+		}
+		if err != nil {
 			sdk.Log().Debug("the server's version is unknown: dumping in utf8mb4, binary strings in hex", "error", err)
 			return ""
 		}
