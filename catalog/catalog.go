@@ -285,7 +285,7 @@ func (c *Catalog) Select(sel Selection) (*Run, error) {
 				return r, nil
 			}
 		}
-		return nil, fmt.Errorf("no complete run finished before %s (%w); %s", sel.Before.Format(time.RFC3339), ErrNoRun, c.oldestText(runs))
+		return nil, fmt.Errorf("no complete run finished before %s (%w); %s", TimeText(sel.Before), ErrNoRun, c.oldestText(runs))
 	case len(runs) == 0:
 		return nil, ErrNoRun
 	}
@@ -329,5 +329,5 @@ func (c *Catalog) oldestText(runs []*Run) string {
 		return c.pipelinesText()
 	}
 	o := runs[len(runs)-1].Manifest
-	return fmt.Sprintf("the oldest, %s, finished at %s", o.RunID, o.FinishedAt.Format(time.RFC3339))
+	return fmt.Sprintf("the oldest, %s, finished at %s", o.RunID, TimeText(o.FinishedAt))
 }

@@ -599,7 +599,7 @@ func noRun(src *endpoint, cat *catalog.Catalog) error {
 		if g.RunID == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, g.Started.Format(time.RFC3339), plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size))
+		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, catalog.TimeText(g.Started), plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size))
 	}
 	first := cat.Objects[0].Key
 	return fmt.Errorf("%s. pipe restores only runs whose manifest it finds (%w). To read one object on purpose, name it in the source (path = \"…/%s\" for fs; key = \"%s\" for s3, gcs and azure): nothing will verify it", b.String(), catalog.ErrNoRun, first, first)

@@ -84,9 +84,9 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 	sum := catalog.Summarize(m)
 	fmt.Fprintf(w, "run %s of pipeline %q\n", m.RunID, m.Pipeline)
 	fmt.Fprintf(w, "  store       %s, manifest %s\n", s.Where(), r.Key)
-	fmt.Fprintf(w, "  started     %s\n  finished    %s (took %s)\n", m.StartedAt.UTC().Format(time.RFC3339), m.FinishedAt.UTC().Format(time.RFC3339), took(m.FinishedAt.Sub(m.StartedAt)))
+	fmt.Fprintf(w, "  started     %s\n  finished    %s (took %s)\n", catalog.TimeText(m.StartedAt), catalog.TimeText(m.FinishedAt), took(m.FinishedAt.Sub(m.StartedAt)))
 	if !m.CopiedAt.IsZero() {
-		fmt.Fprintf(w, "  copied      %s\n", m.CopiedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "  copied      %s\n", catalog.TimeText(m.CopiedAt))
 	}
 	fmt.Fprintf(w, "  encryption  %s\n", encryption(sum))
 	if m.RunKey != nil {
@@ -221,7 +221,7 @@ delete and deletes nothing.`,
 			} else {
 				fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
 				for _, r := range rp.Drop {
-					fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, r.Manifest.FinishedAt.UTC().Format(time.RFC3339))
+					fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
 				}
 				for _, o := range rp.Garbage {
 					fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
