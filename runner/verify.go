@@ -287,7 +287,7 @@ func decodeJob(ctx context.Context, s *Store, r *catalog.Run, dp *plan.Pipeline)
 	encrypted := m.Objects[0].Encryption != ""
 	switch {
 	case encrypted && dec == nil:
-		return nil, fmt.Errorf("run %s is encrypted, and pipeline %q has no decrypt stage to decode it with", m.RunID, dp.Name)
+		return nil, fmt.Errorf("run %s is encrypted (to %s), and pipeline %q, which --decrypt decodes with, has no decrypt stage: add decrypt { identities = [file(\"keys/backup.key\")] } with the key of one of those recipients before its decompress, or give the file that restores these backups", m.RunID, strings.Join(m.Objects[0].Recipients, ", "), dp.Name)
 	case !encrypted && dec != nil:
 		return nil, fmt.Errorf("run %s is not encrypted, and pipeline %q decrypts: verify it without --decrypt", m.RunID, dp.Name)
 	}
@@ -299,7 +299,7 @@ func decodeJob(ctx context.Context, s *Store, r *catalog.Run, dp *plan.Pipeline)
 				return nil, err
 			}
 		} else if !anyShared(dec.Keys.Fingerprints, m.Objects[0].Recipients) {
-			return nil, fmt.Errorf("wrong key: run %s was encrypted to %v, and pipeline %q decrypts with %v", m.RunID, m.Objects[0].Recipients, dp.Name, dec.Keys.Fingerprints)
+			return nil, fmt.Errorf("wrong key: run %s was encrypted to %s, and pipeline %q decrypts with %s: give its decrypt block the identity of one of those recipients (identities = [file(\"keys/backup.key\")]), or give the file whose restore pipeline holds it", m.RunID, strings.Join(m.Objects[0].Recipients, ", "), dp.Name, strings.Join(dec.Keys.Fingerprints, ", "))
 		}
 		return dp.Job(m.Objects[0].Codec, int(m.FrameSize))
 	}

@@ -72,7 +72,7 @@ metrics flags export pipe_verify_* as pipe run exports its own.`,
 			}
 			o := runner.VerifyOptions{RunID: runID, Last: last, All: all, Sample: sample, Plan: pipelineNamed(p, s.Pipeline)}
 			if decrypt {
-				dp, err := decoder(p)
+				dp, err := decoder(p, s.Pipeline)
 				if err != nil {
 					fmt.Fprintln(a.stderr, "Error:", err)
 					return &exitError{exitInvalid}
@@ -149,8 +149,10 @@ func pipelineNamed(p *plan.Plan, name string) *plan.Pipeline {
 
 // decoder is the file's restore pipeline whose stages --decrypt decodes
 // with: the one with a decrypt stage (or, for backups without encryption,
-// a decompress stage).
-func decoder(p *plan.Plan) (*plan.Pipeline, error) {
+// a decompress stage), the store's own pipeline first. A file that only
+// backs up has none: it holds the recipients, never the private key, and
+// the error says to give the file that restores.
+func decoder(p *plan.Plan, store string) (*plan.Pipeline, error) {
 	var withDecrypt, withDecompress []*plan.Pipeline
 	for _, pp := range p.Pipelines {
 		switch {
@@ -160,13 +162,18 @@ func decoder(p *plan.Plan) (*plan.Pipeline, error) {
 			withDecompress = append(withDecompress, pp)
 		}
 	}
-	if len(withDecrypt) > 0 {
-		return withDecrypt[0], nil
+	for _, pps := range [][]*plan.Pipeline{withDecrypt, withDecompress} {
+		for _, pp := range pps {
+			if pp.Name == store {
+				return pp, nil
+			}
+		}
+		if len(pps) > 0 {
+			return pps[0], nil
+		}
 	}
-	if len(withDecompress) > 0 {
-		return withDecompress[0], nil
-	}
-	return nil, fmt.Errorf("--decrypt decodes with the file's restore pipeline (decrypt { identities = … }, decompress {}), and %s has none", p.File.Path)
+	return nil, fmt.Errorf("--decrypt decodes with a pipeline that restores (decrypt { identities = [file(\"keys/backup.key\")] }, decompress {}), and %[1]s has none: it only backs up, and holds no private key. "+
+		"Give the file that restores these backups, whose decrypt block holds the key: pipe verify RESTORE.hcl --decrypt; or add such a pipeline to %[1]s. Without --decrypt, verify checks sizes and SHA-256 with no key", p.File.Path)
 }
 
 func printVerify(a *app, rep *runner.VerifyReport) {
