@@ -256,10 +256,14 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			var kept []*catalog.Run
 			rep.Retention, kept = applyRetention(ctx, pipeline, runID, started, sinks, manifests, o.Warn)
 			if o.WALArchive != nil && len(rep.Retention) > 0 && !failedRetention(rep.Retention) {
-				w, err := PruneWAL(ctx, o.WALArchive, o.Registry, kept, false)
+				deleted := 0
+				for _, r := range rep.Retention {
+					deleted += len(r.DeletedRuns)
+				}
+				w, err := PruneWAL(ctx, o.WALArchive, o.Registry, kept, deleted, false)
 				if err != nil {
 					w.Error = err.Error()
-					o.Warn(fmt.Sprintf("archive %q: removing the WAL only deleted base backups needed: %v; the backup itself is complete", o.WALArchive.Name, err))
+					o.Warn(fmt.Sprintf("archive %q: removing the WAL archived before the oldest base backup kept: %v; the backup itself is complete", o.WALArchive.Name, err))
 				}
 				rep.WALRetention = w
 			}

@@ -13,19 +13,61 @@ import (
 	"github.com/pipebackup/pipe/wal"
 )
 
-// WALPrune is what retention removed from a WAL archive.
+// WALPrune is what retention removed from a WAL archive: per cluster,
+// every WAL file archived before the first segment of the oldest base
+// backup kept, whether or not retention deleted a backup this time (the
+// first base backup of a cluster removes the WAL archived before it).
 type WALPrune struct {
 	Archive string `json:"archive"`
-	// Kept names, per cluster, the first segment kept: the oldest kept
-	// base backup's first.
-	Kept    map[string]string `json:"kept_from,omitempty"`
+	// Kept names, per cluster (by system identifier), the first segment
+	// kept: the oldest kept base backup's first.
+	Kept map[string]string `json:"kept_from,omitempty"`
+	// Oldest names, per cluster, the run of that base backup.
+	Oldest  map[string]string `json:"oldest_kept_run,omitempty"`
 	Removed int               `json:"removed_files"`
-	Error   string            `json:"error,omitempty"`
+	// DeletedBackups counts the base backups the same retention deleted
+	// (or, in a dry run, would delete): with none, the files removed
+	// were archived before every base backup kept, and no backup went.
+	DeletedBackups int    `json:"deleted_base_backups"`
+	Error          string `json:"error,omitempty"`
 }
 
 // KeptFrom names the first segment kept of each cluster, sorted.
 func (w *WALPrune) KeptFrom() string {
 	return strings.Join(slices.Sorted(maps.Values(w.Kept)), ", ")
+}
+
+// Describe says what the prune removed, or would remove with dryRun,
+// after a verb the caller writes ("removed", "would delete"): which
+// files, before which segment of which run, and whether a base backup
+// went with them. Without files to remove it says where the WAL kept
+// starts, with no verb needed.
+func (w *WALPrune) Describe(dryRun bool) string {
+	ids := slices.Sorted(maps.Keys(w.Kept))
+	var from []string
+	for _, id := range ids {
+		f := fmt.Sprintf("%s, the first segment of the oldest base backup kept (run %s)", w.Kept[id], w.Oldest[id])
+		if len(ids) > 1 {
+			f = fmt.Sprintf("%s, the first segment of the oldest base backup kept of cluster %s (run %s)", w.Kept[id], id, w.Oldest[id])
+		}
+		from = append(from, f)
+	}
+	before := strings.Join(from, "; and before ")
+	if w.Removed == 0 {
+		return fmt.Sprintf("archive %q holds no WAL archived before %s", w.Archive, before)
+	}
+	var backups string
+	switch {
+	case w.DeletedBackups == 0 && dryRun:
+		backups = "no base backup would be deleted: these files are older than every base backup kept"
+	case w.DeletedBackups == 0:
+		backups = "no base backup was deleted: these files are older than every base backup kept"
+	case dryRun:
+		backups = fmt.Sprintf("retention would delete %s too", plural(w.DeletedBackups, "base backup"))
+	default:
+		backups = fmt.Sprintf("retention deleted %s too", plural(w.DeletedBackups, "base backup"))
+	}
+	return fmt.Sprintf("%s of archive %q archived before %s; %s", plural(w.Removed, "WAL file"), w.Archive, before, backups)
 }
 
 // failedRetention reports whether any sink's retention failed: then no
@@ -39,21 +81,24 @@ func failedRetention(reps []RetentionReport) bool {
 	return false
 }
 
-// PruneWAL removes from the archive the WAL that only base backups no
-// longer kept needed: per cluster, every segment (and .partial and .backup
-// file) before the first segment of the oldest kept base backup. A cluster
-// without a kept base backup keeps all its WAL, and history files always
-// stay. With dryRun it only counts.
-func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*catalog.Run, dryRun bool) (*WALPrune, error) {
-	rep := &WALPrune{Archive: a.Name, Kept: map[string]string{}}
+// PruneWAL removes from the archive the WAL that no kept base backup
+// can replay: per cluster, every segment (and .partial and .backup file)
+// before the first segment of the oldest kept base backup, as pgBackRest's
+// expire does. That includes WAL archived before the cluster's first base
+// backup, when deleted (the base backups the same retention deleted) is
+// 0. A cluster without a kept base backup keeps all its WAL, and history
+// files always stay. With dryRun it only counts.
+func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*catalog.Run, deleted int, dryRun bool) (*WALPrune, error) {
+	rep := &WALPrune{Archive: a.Name, Kept: map[string]string{}, Oldest: map[string]string{}, DeletedBackups: deleted}
 	oldest := map[uint64]wal.Range{}
+	oldestRun := map[uint64]string{}
 	for _, r := range kept {
 		rg, ok, err := wal.BackupRange(r.Manifest.Source)
 		if !ok || err != nil || !rg.Complete() {
 			continue
 		}
 		if o, seen := oldest[rg.SystemID]; !seen || rg.Start < o.Start {
-			oldest[rg.SystemID] = rg
+			oldest[rg.SystemID], oldestRun[rg.SystemID] = rg, r.Manifest.RunID
 		}
 	}
 	if len(oldest) == 0 {
@@ -71,7 +116,7 @@ func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*
 	for id, rg := range oldest {
 		first, _ := rg.Segments()
 		name, _ := rg.Names()
-		rep.Kept[fmt.Sprint(id)] = name
+		rep.Kept[fmt.Sprint(id)], rep.Oldest[fmt.Sprint(id)] = name, oldestRun[id]
 		for _, e := range l.Before(id, first, rg.SegmentSize) {
 			if !dryRun {
 				if err := ar.Store.Remove(ctx, e.Key); err != nil {

@@ -172,10 +172,12 @@ func (a *app) backupsPruneCmd() *cobra.Command {
 		Long: `prune applies the retention of a pipeline's sink (keep_last, keep_within) now,
 as a run does after it succeeds: the pipeline's runs beyond them are
 deleted, manifest first; objects of runs that did not finish go once they
-are 24 hours old. For base backups, the WAL archive loses what only the
-deleted runs needed: every file before the oldest kept backup's first
-segment (history files stay). --dry-run lists exactly what prune would
-delete and deletes nothing.`,
+are 24 hours old. For base backups, the WAL archive loses every file
+archived before the first segment of the oldest base backup kept (history
+files stay), as pgBackRest's expire does: no kept backup can replay it,
+whether or not a backup is deleted now (the WAL archived before a
+cluster's first base backup goes too). --dry-run lists exactly what prune
+would delete and deletes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
@@ -197,7 +199,7 @@ delete and deletes nothing.`,
 					return lerr
 				}
 				if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
-					walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, dryRun)
+					walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, len(rp.Drop), dryRun)
 				}
 			}
 			verb := "deleted"
@@ -227,8 +229,11 @@ delete and deletes nothing.`,
 					fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
 				}
 				if w := walPrune; w != nil && len(w.Kept) > 0 {
-					fmt.Fprintf(a.stdout, "%s %s of archive %q before %s, which only deleted base backups needed\n", verb, plan.Plural(w.Removed, "WAL file"),
-						w.Archive, w.KeptFrom())
+					if w.Removed > 0 {
+						fmt.Fprintf(a.stdout, "%s %s\n", verb, w.Describe(dryRun))
+					} else {
+						fmt.Fprintln(a.stdout, w.Describe(dryRun))
+					}
 				}
 				if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
 					fmt.Fprintln(a.stdout, "nothing to delete")

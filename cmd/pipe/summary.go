@@ -141,8 +141,11 @@ func (a *app) printSummary(s runSummary) {
 			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
 	}
 	if w := s.WALRetention; w != nil && w.Error == "" && len(w.Kept) > 0 {
-		fmt.Fprintf(a.stderr, "  %-14s archive %q: removed %s that only deleted base backups needed (kept from %s)\n", "wal retention", w.Archive,
-			plan.Plural(w.Removed, "file"), w.KeptFrom())
+		if w.Removed > 0 {
+			fmt.Fprintf(a.stderr, "  %-14s removed %s\n", "wal retention", w.Describe(false))
+		} else {
+			fmt.Fprintf(a.stderr, "  %-14s %s\n", "wal retention", w.Describe(false))
+		}
 	}
 }
 
