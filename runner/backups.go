@@ -11,6 +11,7 @@ import (
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // ListRuns lists a store's runs, through its index. When the index was
@@ -47,16 +48,95 @@ func ReadRun(ctx context.Context, s *Store, id string) (*catalog.Run, *catalog.C
 	return nil, cat, fmt.Errorf("%s holds no complete run %s (pipe backups lists its runs)", s.Where(), id)
 }
 
-// Deletion is what DeleteRuns did.
+// Deletion is what DeleteRuns did (or, in a dry run, would do).
 type Deletion struct {
 	Runs    []string `json:"deleted_runs"`
 	Objects int      `json:"deleted_leftover_objects,omitempty"`
+	// Last are the runs deleted (or refused) that were the last complete
+	// base backup of their cluster in the store.
+	Last []LastBaseBackup `json:"last_base_backups,omitempty"`
+}
+
+// DeleteOptions say how DeleteRuns deletes.
+type DeleteOptions struct {
+	Now time.Time
+	// Force deletes a cluster's last complete base backup too; without
+	// it DeleteRuns refuses and deletes nothing.
+	Force bool
+	// DryRun decides and checks as a deletion would, and deletes nothing.
+	DryRun bool
+	// Archive names the WAL archive of the store's base backups, for
+	// messages ("" when the file has none).
+	Archive string
+}
+
+// LastBaseBackup is a complete base backup whose deletion leaves its
+// cluster without one in the store: the WAL archived from its first
+// segment on can then recover nothing, since recovery starts from a base
+// backup and replays forward.
+type LastBaseBackup struct {
+	RunID    string `json:"run_id"`
+	SystemID string `json:"system_identifier"`
+	// First is the first segment the backup needs.
+	First string `json:"first_segment"`
+}
+
+// Warning says what deleting l costs, for an archive called archive ("":
+// none in the file).
+func (l LastBaseBackup) Warning(archive string) string {
+	what := "the store then holds no base backup of it to recover from"
+	if archive != "" {
+		what = fmt.Sprintf("without it the WAL of archive %q from %s on can recover nothing (recovery starts from a base backup and replays forward)", archive, l.First)
+	}
+	return fmt.Sprintf("run %s is the last complete base backup of cluster %s: %s", l.RunID, l.SystemID, what)
+}
+
+// lastBaseBackups returns, newest first, the complete base backup of each
+// cluster that deleting drop would leave with none in the store cat
+// lists: the newest of that cluster's that drop holds.
+func lastBaseBackups(cat *catalog.Catalog, drop []*catalog.Run) []*catalog.Run {
+	gone := map[string]bool{}
+	for _, r := range drop {
+		gone[r.Key] = true
+	}
+	stays := map[uint64]bool{}
+	newest := map[uint64]*catalog.Run{}
+	var order []uint64
+	for _, r := range cat.Runs { // newest first
+		rg, ok, err := wal.BackupRange(r.Manifest.Source)
+		if !ok || err != nil || !rg.Complete() {
+			continue
+		}
+		if !gone[r.Key] {
+			stays[rg.SystemID] = true
+		} else if newest[rg.SystemID] == nil {
+			newest[rg.SystemID] = r
+			order = append(order, rg.SystemID)
+		}
+	}
+	var out []*catalog.Run
+	for _, id := range order {
+		if !stays[id] {
+			out = append(out, newest[id])
+		}
+	}
+	return out
+}
+
+// describeLast describes a run lastBaseBackups returned.
+func describeLast(r *catalog.Run) LastBaseBackup {
+	rg, _, _ := wal.BackupRange(r.Manifest.Source)
+	first, _ := rg.Names()
+	return LastBaseBackup{RunID: r.Manifest.RunID, SystemID: fmt.Sprint(rg.SystemID), First: first}
 }
 
 // DeleteRuns deletes runs by id: each complete run's manifest first, then
 // its objects that no other run names; a run that did not finish, its
-// objects, once it is old enough that nothing still writes it.
-func DeleteRuns(ctx context.Context, s *Store, ids []string, now time.Time) (*Deletion, error) {
+// objects, once it is old enough that nothing still writes it. It refuses
+// to delete the last complete base backup of a cluster unless o.Force,
+// as pgBackRest's expire never removes the last full backup: the WAL
+// archive would serve nothing.
+func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*Deletion, error) {
 	if !s.Writable() {
 		return nil, fmt.Errorf("pipeline %q reads %s as a source, which cannot delete: name a pipeline whose sink it is", s.Pipeline, s.Where())
 	}
@@ -76,13 +156,31 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, now time.Time) (*De
 			return nil, fmt.Errorf("%s holds no run %s (pipe backups lists its runs)", s.Where(), id)
 		}
 		g := cat.Incomplete[i]
-		if age := now.Sub(g.Started); age < garbageAge {
+		if age := o.Now.Sub(g.Started); age < garbageAge {
 			return nil, fmt.Errorf("run %s has no manifest and started %s ago: it may still be writing; pipe deletes a run without a manifest once it is %s old", id, age.Round(time.Minute), garbageAge)
 		}
 		leftovers = append(leftovers, g.Objects...)
 	}
-	deleted, n, err := deleteRuns(ctx, s, cat, drop, leftovers)
-	return &Deletion{Runs: deleted, Objects: n}, err
+	d := &Deletion{Runs: []string{}}
+	for _, r := range lastBaseBackups(cat, drop) {
+		d.Last = append(d.Last, describeLast(r))
+	}
+	if len(d.Last) > 0 && !o.Force {
+		var why []string
+		for _, l := range d.Last {
+			why = append(why, l.Warning(o.Archive))
+		}
+		return d, fmt.Errorf("%s; nothing was deleted: take a new base backup first, or pass --force to delete it anyway", strings.Join(why, "; "))
+	}
+	if o.DryRun {
+		for _, r := range drop {
+			d.Runs = append(d.Runs, r.Manifest.RunID)
+		}
+		d.Objects = len(leftovers)
+		return d, nil
+	}
+	d.Runs, d.Objects, err = deleteRuns(ctx, s, cat, drop, leftovers)
+	return d, err
 }
 
 // PruneStore applies a sink's retention now: the runs of the pipeline

@@ -128,6 +128,10 @@ type RetentionPlan struct {
 	// Garbage are objects of runs that did not finish, old enough that no
 	// run still writes them (garbageAge), and temporary files as old.
 	Garbage []sdk.ObjectInfo
+	// Held are runs in Keep that the rule alone would delete: the last
+	// complete base backup of their cluster in the store, which retention
+	// never deletes (pipe backups delete --force does).
+	Held []*catalog.Run
 	// cat is what the plan was made from: objects other runs name are not
 	// deleted with a dropped run.
 	cat *catalog.Catalog
@@ -162,6 +166,26 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 			rp.Keep = append(rp.Keep, r)
 		} else {
 			rp.Drop = append(rp.Drop, r)
+		}
+	}
+	// A cluster's last complete base backup stays, whatever the rule
+	// says (keep_within after a week without backups, say): without it
+	// the WAL archive recovers nothing. pgBackRest's expire keeps the last
+	// full backup likewise.
+	if rp.Held = lastBaseBackups(cat, rp.Drop); len(rp.Held) > 0 {
+		keep := map[string]bool{}
+		for _, r := range append(rp.Keep, rp.Held...) {
+			keep[r.Key] = true
+		}
+		rp.Keep, rp.Drop = nil, nil
+		for _, r := range cat.Runs { // newest first, as before
+			switch {
+			case r.Manifest.Pipeline != k.Pipeline:
+			case keep[r.Key]:
+				rp.Keep = append(rp.Keep, r)
+			default:
+				rp.Drop = append(rp.Drop, r)
+			}
 		}
 	}
 	// Leftovers of failed runs: named by no manifest, and from a run (or a

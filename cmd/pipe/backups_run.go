@@ -116,6 +116,7 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 
 func (a *app) backupsDeleteCmd() *cobra.Command {
 	var f storeFlags
+	var force, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "delete FILE.hcl RUN...",
 		Short: "Delete runs: each one's manifest first, then its objects",
@@ -123,7 +124,10 @@ func (a *app) backupsDeleteCmd() *cobra.Command {
 run's manifest first (a half-deleted run never looks restorable), then its
 objects that no other run names, and keeps the store's index current. A
 run that did not finish (objects without a manifest) is deleted only once
-it is 24 hours old: a younger one may still be writing.`,
+it is 24 hours old: a younger one may still be writing. delete refuses the
+last complete base backup of a PostgreSQL cluster in the store, since the
+WAL archived for it can then recover nothing, unless --force; --dry-run
+says what it would delete, and that, and deletes nothing.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
@@ -133,21 +137,38 @@ it is 24 hours old: a younger one may still be writing.`,
 				return err
 			}
 			defer done()
-			d, err := runner.DeleteRuns(ctx, s, args[1:], time.Now())
+			o := runner.DeleteOptions{Now: time.Now(), Force: force, DryRun: dryRun}
+			if p, lerr := a.load(args[0], &loadFlags{vars: f.vars, profile: f.profile}, ""); lerr == nil {
+				if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
+					o.Archive = pa.Name
+				}
+			}
+			d, err := runner.DeleteRuns(ctx, s, args[1:], o)
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
 			if f.json {
-				out := map[string]any{"store": s.Where(), "deleted": d}
+				out := map[string]any{"store": s.Where(), "dry_run": dryRun, "deleted": d}
 				if err != nil {
 					out["error"] = err.Error()
 				}
 				if jerr := writeJSON(a.stdout, out); jerr != nil {
 					return jerr
 				}
-			} else if d != nil {
+			} else if d != nil && err == nil {
 				for _, id := range d.Runs {
-					fmt.Fprintf(a.stdout, "deleted run %s\n", id)
+					fmt.Fprintf(a.stdout, "%s run %s\n", verb, id)
 				}
 				if d.Objects > 0 {
-					fmt.Fprintf(a.stdout, "deleted %s of runs that did not finish\n", plan.Plural(d.Objects, "object"))
+					fmt.Fprintf(a.stdout, "%s %s of runs that did not finish\n", verb, plan.Plural(d.Objects, "object"))
+				}
+				for _, l := range d.Last {
+					if dryRun {
+						fmt.Fprintf(a.stderr, "Warning: %s; --force would delete it\n", l.Warning(o.Archive))
+					} else {
+						fmt.Fprintf(a.stderr, "Warning: %s; deleted, as --force asked\n", l.Warning(o.Archive))
+					}
 				}
 			}
 			if err != nil {
@@ -160,6 +181,8 @@ it is 24 hours old: a younger one may still be writing.`,
 		},
 	}
 	f.register(cmd, false, true, true)
+	cmd.Flags().BoolVar(&force, "force", false, "delete a cluster's last complete base backup too")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be deleted; delete nothing")
 	return cmd
 }
 
@@ -176,7 +199,8 @@ are 24 hours old. For base backups, the WAL archive loses every file
 archived before the first segment of the oldest base backup kept (history
 files stay), as pgBackRest's expire does: no kept backup can replay it,
 whether or not a backup is deleted now (the WAL archived before a
-cluster's first base backup goes too). --dry-run lists exactly what prune
+cluster's first base backup goes too). A cluster's last complete base
+backup stays whatever the rules say. --dry-run lists exactly what prune
 would delete and deletes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -208,6 +232,9 @@ would delete and deletes nothing.`,
 			}
 			if f.json {
 				out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
+				if len(rp.Held) > 0 {
+					out["kept_last_base_backups"] = runIDs(rp.Held)
+				}
 				if d != nil {
 					out["deleted"] = d
 				}
@@ -222,6 +249,10 @@ would delete and deletes nothing.`,
 				}
 			} else {
 				fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
+				for _, r := range rp.Held {
+					fmt.Fprintf(a.stdout, "keep run %s (finished %s), which the rules alone would delete: the last complete base backup of its cluster in the store, which retention never deletes (pipe backups delete --force does)\n",
+						r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
+				}
 				for _, r := range rp.Drop {
 					fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
 				}
