@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,6 +24,10 @@ type Sink struct {
 	// attribute) whose objects fail; nil when the sink has no secret
 	// attribute.
 	Failing func(t *testing.T, secret string) sdk.Sink
+	// Exclusive is true when the sink's schema says ExclusiveCreate: the
+	// suite then checks that of writers racing for one key with
+	// Object.Exclusive exactly one commits, and the others get ErrExists.
+	Exclusive bool
 }
 
 // Store is where a sink under test writes.
@@ -34,7 +39,11 @@ type Store interface {
 }
 
 func write(ctx context.Context, s sdk.Sink, key string, b []byte) (sdk.ObjectWriter, error) {
-	w, err := s.Create(ctx, sdk.Object{Key: key, Stream: key, Size: int64(len(b))})
+	return writeObject(ctx, s, sdk.Object{Key: key, Stream: key, Size: int64(len(b))}, b)
+}
+
+func writeObject(ctx context.Context, s sdk.Sink, obj sdk.Object, b []byte) (sdk.ObjectWriter, error) {
+	w, err := s.Create(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +122,12 @@ func RunSink(t *testing.T, s Sink) {
 			t.Error(err)
 		}
 	})
+
+	if s.Exclusive {
+		t.Run("exclusive create: one of racing writers commits", func(t *testing.T) {
+			exclusive(t, s)
+		})
+	}
 
 	t.Run("abort mid-stream leaves nothing", func(t *testing.T) {
 		snk, store := s.New(t)
@@ -227,4 +242,67 @@ func RunSink(t *testing.T, s Sink) {
 			}
 		}
 	})
+}
+
+// exclusive races writers of different bytes for one key, each created
+// before any commits: exactly one commits, the others fail with
+// ErrExists, the winner's bytes stay, and a later writer, small or large,
+// fails the same way.
+func exclusive(t *testing.T, s Sink) {
+	snk, store := s.New(t)
+	key := store.Key("claimed")
+	const writers = 4
+	ws := make([]sdk.ObjectWriter, writers)
+	for i := range ws {
+		b := []byte(fmt.Sprintf("writer %d", i))
+		w, err := writeObject(context.Background(), snk, sdk.Object{Key: key, Stream: "claimed", Size: int64(len(b)), MaxSize: int64(len(b)), Exclusive: true}, b)
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+		ws[i] = w
+	}
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = w.Commit(context.Background())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("writers %d and %d both committed %s", winner, i, key)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, sdk.ErrExists):
+			t.Errorf("writer %d lost with %v, not an error wrapping sdk.ErrExists", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no writer committed: %v", errs)
+	}
+	want := fmt.Sprintf("writer %d", winner)
+	if got, ok := store.Read(key); !ok || string(got) != want {
+		t.Fatalf("stored %q (present %v), want the winner's %q", got, ok, want)
+	}
+	for _, size := range []int{3, 7<<20 + 3} {
+		b := data(9, size)
+		w, err := writeObject(context.Background(), snk, sdk.Object{Key: key, Stream: "claimed", Size: int64(size), MaxSize: int64(size), Exclusive: true}, b)
+		if err == nil {
+			err = w.Commit(context.Background())
+		}
+		if !errors.Is(err, sdk.ErrExists) {
+			t.Errorf("a later writer of %d bytes: %v, want an error wrapping sdk.ErrExists", size, err)
+		}
+		if got, _ := store.Read(key); string(got) != want {
+			t.Fatalf("a later writer of %d bytes replaced the object", size)
+		}
+	}
 }

@@ -120,6 +120,11 @@ type Schema struct {
 	// a sink wrote: a restore from a folder or prefix of it reads only runs
 	// whose manifest it finds (see Selection).
 	Storage bool
+	// ExclusiveCreate is true for storage sinks that honour
+	// Object.Exclusive: their Commit creates an object only if none exists
+	// at its key, atomically. A WAL archive needs it, so that of two
+	// servers archiving different files under one name exactly one wins.
+	ExclusiveCreate bool
 }
 
 // Attribute returns the attribute called name, if declared.

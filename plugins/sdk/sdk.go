@@ -50,6 +50,13 @@ type Object struct {
 	// store's index): a sink that refuses to write over existing objects
 	// writes over this one.
 	Replace bool
+	// Exclusive asks Commit to create the object only if no object exists
+	// at Key, decided atomically by the store (an exclusive create, a
+	// conditional write), never by a look first: of two writers racing
+	// for one key exactly one commits, and the other's Commit fails with
+	// an error wrapping ErrExists. pipe sets it only for sinks whose
+	// Schema says ExclusiveCreate.
+	Exclusive bool
 }
 
 // Sink writes streams as objects.
@@ -112,6 +119,26 @@ type Storage interface {
 	// Open reads a committed object; errors wrap ErrNotFound when there is
 	// none at key.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}
+
+// RootChecker is implemented by storage whose objects live in a place that
+// can be missing without being empty: a folder on a disk that is not
+// mounted, or whose path has a typo. CheckRoot returns an error wrapping
+// ErrNotFound when the folder prefix names (a prefix ending in "/") does
+// not exist, so that a reader can tell an unreachable store from an empty
+// one. Object stores need not implement it: a missing bucket fails every
+// request.
+type RootChecker interface {
+	CheckRoot(ctx context.Context, prefix string) error
+}
+
+// AfterLister is implemented by storage that can list from a key on: the
+// objects whose keys start with prefix and sort after after, in key order,
+// at most limit of them. A reader that asks only whether a store holds
+// anything after a key (a WAL fetch that found no segment) then needs one
+// request, not a listing of everything under prefix.
+type AfterLister interface {
+	ListAfter(ctx context.Context, prefix, after string, limit int) ([]ObjectInfo, error)
 }
 
 // ObjectInfo describes a stored object.
@@ -242,3 +269,7 @@ type Plugin struct {
 
 // ErrNotFound is wrapped by Source.Open when the stream does not exist.
 var ErrNotFound = errors.New("not found")
+
+// ErrExists is wrapped by ObjectWriter.Commit when the object was created
+// with Exclusive and an object exists at its key already.
+var ErrExists = errors.New("already exists")

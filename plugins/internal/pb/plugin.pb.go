@@ -498,9 +498,12 @@ type Schema struct {
 	// A sink: it keeps objects a restore reads back. A source: it reads what
 	// such a sink wrote (files, buckets), so a restore from a folder or
 	// prefix of it follows the runs' manifests.
-	Storage       bool `protobuf:"varint,3,opt,name=storage,proto3" json:"storage,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Storage bool `protobuf:"varint,3,opt,name=storage,proto3" json:"storage,omitempty"`
+	// A storage sink that honours Object.exclusive: its commit creates the
+	// object only if none exists at the key, atomically.
+	ExclusiveCreate bool `protobuf:"varint,4,opt,name=exclusive_create,json=exclusiveCreate,proto3" json:"exclusive_create,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Schema) Reset() {
@@ -550,6 +553,13 @@ func (x *Schema) GetAttributes() []*Attribute {
 func (x *Schema) GetStorage() bool {
 	if x != nil {
 		return x.Storage
+	}
+	return false
+}
+
+func (x *Schema) GetExclusiveCreate() bool {
+	if x != nil {
+		return x.ExclusiveCreate
 	}
 	return false
 }
@@ -1243,7 +1253,12 @@ type Object struct {
 	MaxSize int64                  `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"` // bound of size when size is -1; -1: unknown
 	// The host replaces an object it keeps current (a store's index): the
 	// sink writes over what is there whatever its own settings say.
-	Replace       bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
+	Replace bool `protobuf:"varint,5,opt,name=replace,proto3" json:"replace,omitempty"`
+	// Commit only if no object exists at the key, decided atomically by the
+	// store (an exclusive create, a conditional write): of two writers of
+	// one key exactly one commits; the other's commit fails with the status
+	// ALREADY_EXISTS.
+	Exclusive     bool `protobuf:"varint,6,opt,name=exclusive,proto3" json:"exclusive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1309,6 +1324,13 @@ func (x *Object) GetMaxSize() int64 {
 func (x *Object) GetReplace() bool {
 	if x != nil {
 		return x.Replace
+	}
+	return false
+}
+
+func (x *Object) GetExclusive() bool {
+	if x != nil {
+		return x.Exclusive
 	}
 	return false
 }
@@ -3770,13 +3792,14 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	" \x01(\bR\n" +
 	"streamName\x12\x1a\n" +
 	"\bconsumer\x18\v \x01(\bR\bconsumer\x12\x16\n" +
-	"\x06target\x18\f \x01(\bR\x06target\"\x7f\n" +
+	"\x06target\x18\f \x01(\bR\x06target\"\xaa\x01\n" +
 	"\x06Schema\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x129\n" +
 	"\n" +
 	"attributes\x18\x02 \x03(\v2\x19.pipe.plugin.v1.AttributeR\n" +
 	"attributes\x12\x18\n" +
-	"\astorage\x18\x03 \x01(\bR\astorage\"\xd3\x01\n" +
+	"\astorage\x18\x03 \x01(\bR\astorage\x12)\n" +
+	"\x10exclusive_create\x18\x04 \x01(\bR\x0fexclusiveCreate\"\xd3\x01\n" +
 	"\n" +
 	"Diagnostic\x12?\n" +
 	"\bseverity\x18\x01 \x01(\x0e2#.pipe.plugin.v1.Diagnostic.SeverityR\bseverity\x12\x18\n" +
@@ -3908,13 +3931,14 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a \n" +
 	"\bResponse\x12\x14\n" +
-	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"{\n" +
+	"\x05bytes\x18\x01 \x01(\x03R\x05bytes\"\x99\x01\n" +
 	"\x06Object\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x19\n" +
 	"\bmax_size\x18\x04 \x01(\x03R\amaxSize\x12\x18\n" +
-	"\areplace\x18\x05 \x01(\bR\areplace\"\xc0\x02\n" +
+	"\areplace\x18\x05 \x01(\bR\areplace\x12\x1c\n" +
+	"\texclusive\x18\x06 \x01(\bR\texclusive\"\xc0\x02\n" +
 	"\vWriteObject\x1a\x9c\x01\n" +
 	"\aRequest\x126\n" +
 	"\x04open\x18\x01 \x01(\v2 .pipe.plugin.v1.WriteObject.OpenH\x00R\x04open\x12\x14\n" +

@@ -107,7 +107,7 @@ var typeToPB = map[sdk.Type]pb.Type{
 
 // SchemaToPB converts a schema for the wire.
 func SchemaToPB(s sdk.Schema) (*pb.Schema, error) {
-	out := &pb.Schema{Description: s.Description, Storage: s.Storage}
+	out := &pb.Schema{Description: s.Description, Storage: s.Storage, ExclusiveCreate: s.ExclusiveCreate}
 	for _, a := range s.Attributes {
 		pa := &pb.Attribute{Name: a.Name, Type: typeToPB[a.Type], Required: a.Required, Description: a.Description, Secret: a.Secret, Key: a.Key, Profile: a.Profile, Public: a.Public, StreamName: a.StreamName, Consumer: a.Consumer, Target: a.Target}
 		if a.Default != nil {
@@ -124,7 +124,7 @@ func SchemaToPB(s sdk.Schema) (*pb.Schema, error) {
 
 // SchemaFromPB converts a schema from the wire.
 func SchemaFromPB(s *pb.Schema) sdk.Schema {
-	out := sdk.Schema{Description: s.GetDescription(), Storage: s.GetStorage()}
+	out := sdk.Schema{Description: s.GetDescription(), Storage: s.GetStorage(), ExclusiveCreate: s.GetExclusiveCreate()}
 	for _, a := range s.GetAttributes() {
 		var t sdk.Type
 		for k, v := range typeToPB {
@@ -214,7 +214,7 @@ func ConfigFromPB(m map[string]*pb.Value) sdk.Config {
 
 // ObjectToPB is an object as the host sends it.
 func ObjectToPB(o sdk.Object) *pb.Object {
-	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize, Replace: o.Replace}
+	return &pb.Object{Key: o.Key, Stream: o.Stream, Size: o.Size, MaxSize: o.MaxSize, Replace: o.Replace, Exclusive: o.Exclusive}
 }
 
 // ObjectFromPB is an object as the plugin receives it.
@@ -223,7 +223,7 @@ func ObjectFromPB(o *pb.Object) sdk.Object {
 	if max == 0 && o.GetSize() != 0 {
 		max = -1 // sent by a host that did not know MaxSize
 	}
-	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max, Replace: o.GetReplace()}
+	return sdk.Object{Key: o.GetKey(), Stream: o.GetStream(), Size: o.GetSize(), MaxSize: max, Replace: o.GetReplace(), Exclusive: o.GetExclusive()}
 }
 
 // DiagsToPB converts diagnostics for the wire.
@@ -260,6 +260,8 @@ func ToStatus(err error) error {
 		return nil
 	case errors.Is(err, sdk.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, sdk.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -273,6 +275,12 @@ type notFound struct{ msg string }
 
 func (e notFound) Error() string        { return e.msg }
 func (e notFound) Is(target error) bool { return target == sdk.ErrNotFound }
+
+// exists keeps a plugin's message while matching sdk.ErrExists.
+type exists struct{ msg string }
+
+func (e exists) Error() string        { return e.msg }
+func (e exists) Is(target error) bool { return target == sdk.ErrExists }
 
 // kept is a plugin's error that matches a context error (a timeout of the
 // plugin's own, say) with the plugin's message as it was: the message
@@ -298,6 +306,8 @@ func FromStatus(ctx context.Context, err error) error {
 	switch st.Code() {
 	case codes.NotFound:
 		return notFound{st.Message()}
+	case codes.AlreadyExists:
+		return exists{st.Message()}
 	case codes.Canceled:
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -36,9 +36,10 @@ func (SinkType) Schema() sdk.Schema {
 		sdk.Attribute{Name: "access_tier", Type: sdk.String, Default: "", Description: `The access tier the blobs are written in: "Hot", "Cool", "Cold" or "Archive" (an archived blob must be rehydrated before a restore). Empty: the account's default.`},
 	)
 	return sdk.Schema{
-		Description: "Writes each stream to a block blob in an Azure Storage container: blocks of block_size, concurrency of them in flight per object, each checked by the service against its MD5 and retried; the blob appears only when its block list is committed, after the stream ended well. Also lists, reads back and deletes blobs, for manifests and retention.",
-		Storage:     true,
-		Attributes:  attrs,
+		Description:     "Writes each stream to a block blob in an Azure Storage container: blocks of block_size, concurrency of them in flight per object, each checked by the service against its MD5 and retried; the blob appears only when its block list is committed, after the stream ended well. Also lists, reads back and deletes blobs, for manifests and retention.",
+		Storage:         true,
+		ExclusiveCreate: true,
+		Attributes:      attrs,
 	}
 }
 

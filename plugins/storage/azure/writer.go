@@ -15,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -45,12 +46,13 @@ type blockWriter struct {
 	cancel context.CancelCauseFunc
 
 	// Used by Write and Commit only (called one at a time).
-	single bool     // the object may still go up in one Put Blob
-	cur    []byte   // the block being filled
-	held   [][]byte // full blocks held while single
-	total  int64
-	ids    []string // block ids, in order
-	nbuf   int      // buffers allocated
+	exclusive bool     // commit only if no blob is at the name (sdk.Object.Exclusive)
+	single    bool     // the object may still go up in one Put Blob
+	cur       []byte   // the block being filled
+	held      [][]byte // full blocks held while single
+	total     int64
+	ids       []string // block ids, in order
+	nbuf      int      // buffers allocated
 
 	free chan []byte   // buffers whose block was staged
 	sem  chan struct{} // blocks in flight
@@ -71,9 +73,10 @@ func newBlockWriter(ctx context.Context, s *Sink, obj sdk.Object, bs int64) *blo
 		s: s, where: s.blobURL(obj.Key), bb: s.c.NewBlockBlobClient(obj.Key),
 		bs: bs, maxBuf: maxBuf, uploadID: randomID(),
 		ctx: wctx, cancel: cancel,
-		single: obj.Size < 0 || obj.Size <= s.singlePut,
-		free:   make(chan []byte, maxBuf),
-		sem:    make(chan struct{}, s.conc),
+		single:    obj.Size < 0 || obj.Size <= s.singlePut,
+		exclusive: obj.Exclusive,
+		free:      make(chan []byte, maxBuf),
+		sem:       make(chan struct{}, s.conc),
 	}
 	return w
 }
@@ -288,6 +291,11 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 	defer stop()
 
 	meta := map[string]*string{uploadMetaKey: ptr(w.uploadID)}
+	var cond *blob.AccessConditions
+	if w.exclusive {
+		// The service creates the blob only if none has the name.
+		cond = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: ptr(azcore.ETagAny)}}
+	}
 	var err error
 	op := "committing the block list of"
 	if w.single {
@@ -304,6 +312,7 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 			TransactionalValidation: blob.TransferValidationTypeMD5(h.Sum(nil)),
 			Tier:                    w.s.tier,
 			Metadata:                meta,
+			AccessConditions:        cond,
 		})
 	} else {
 		if len(w.cur) > 0 {
@@ -318,7 +327,15 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 			w.abort()
 			return err
 		}
-		_, err = w.bb.CommitBlockList(cctx, w.ids, &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta})
+		_, err = w.bb.CommitBlockList(cctx, w.ids, &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta, AccessConditions: cond})
+	}
+	if err != nil && w.exclusive && bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
+		if _, ours := w.ours(); !ours {
+			w.abort()
+			return fmt.Errorf("%s %w: the service refused to replace it (If-None-Match: *)", w.where, sdk.ErrExists)
+		}
+		// A retry of the commit whose answer was lost: the blob is ours.
+		err = nil
 	}
 	if err != nil {
 		if cause := context.Cause(cctx); cause != nil && !errors.Is(err, cause) {
@@ -346,20 +363,31 @@ func (w *blockWriter) takeBack(err error) {
 	if errors.As(err, &re) && isPermanent(re) {
 		return // the service refused the commit: nothing was committed
 	}
+	etag, ours := w.ours()
+	if !ours {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	bc := w.bb.BlobClient()
-	props, perr := bc.GetProperties(ctx, nil)
-	if perr != nil {
-		return
+	_, _ = w.bb.BlobClient().Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: etag}}})
+}
+
+// ours reports whether the blob at the name carries this writer's id (a
+// commit of it reached the service), and its ETag.
+func (w *blockWriter) ours() (*azcore.ETag, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	props, err := w.bb.BlobClient().GetProperties(ctx, nil)
+	if err != nil {
+		return nil, false
 	}
 	for k, v := range props.Metadata {
 		if strings.EqualFold(k, uploadMetaKey) && v != nil && *v == w.uploadID {
-			_, _ = bc.Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
-				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}}})
-			return
+			return props.ETag, true
 		}
 	}
+	return nil, false
 }
 
 // Abort stops the blocks in flight and commits nothing. Staged blocks stay

@@ -103,6 +103,7 @@ func TestConformance(t *testing.T) {
 				New: func(t *testing.T) (sdk.Sink, conformance.Store) {
 					return configure(t, ty.sink.Configure, map[string]any{"untar": false}), store{t.TempDir()}
 				},
+				Exclusive: true,
 			})
 		})
 	}

@@ -29,8 +29,9 @@ var _ sdk.SinkType = SinkType{}
 
 func (SinkType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Writes each stream to a local file: a temporary file in the target folder, preallocated when the size is known, fsynced once, then renamed into place; folders are fsynced before the manifest is written.",
-		Storage:     true,
+		Description:     "Writes each stream to a local file: a temporary file in the target folder, preallocated when the size is known, fsynced once, then renamed into place; folders are fsynced before the manifest is written.",
+		Storage:         true,
+		ExclusiveCreate: true,
 		Attributes: []sdk.Attribute{
 			{Name: "path", Type: sdk.String, Required: true, Key: true, Description: `Where each stream goes. A path ending in "/" is a folder that receives every stream as ${stream.name}${stream.ext}; a path that mentions ${stream.name} is a template; any other path is one file and the source must yield exactly one stream.`},
 			{Name: "untar", Type: sdk.Bool, Default: false, Consumer: true, Description: "Each stream is a tar archive (from a source with tar = true, or any tar command): extract it into a folder at the path, without the name's .tar (data.tar → data/), instead of writing a file. The folder appears only when the whole archive was extracted; it gets no manifest."},
@@ -82,8 +83,8 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 			return nil, fmt.Errorf("%s is a folder; end the sink path with / to write into it", final)
 		case !fi.IsDir() && s.untar:
 			return nil, fmt.Errorf("%s exists and is not a folder", final)
-		case !s.overwrite && !obj.Replace:
-			return nil, fmt.Errorf("%s already exists: pipe does not write over it unless the sink says overwrite = true (or give each run its own folder, with ${run.id} in path)", final)
+		case obj.Exclusive || (!s.overwrite && !obj.Replace):
+			return nil, existsError(final)
 		}
 	}
 	// The folders and the temporary file (or folder) come to be under the
@@ -110,7 +111,28 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 			return nil, fmt.Errorf("reserving %d bytes for %s: %w", obj.Size, final, advise(err))
 		}
 	}
-	return &fileWriter{ctx: ctx, s: s, f: f, tmp: tmp, final: final}, nil
+	return &fileWriter{ctx: ctx, s: s, f: f, tmp: tmp, final: final, replace: !obj.Exclusive && (s.overwrite || obj.Replace)}, nil
+}
+
+// existsError says that an object is in the way of one that may not
+// replace it.
+func existsError(final string) error {
+	return fmt.Errorf("%s %w: pipe does not write over it unless the sink says overwrite = true (or give each run its own folder, with ${run.id} in path)", final, sdk.ErrExists)
+}
+
+// renameNoReplace renames oldpath to newpath only if nothing is at
+// newpath, atomically: of two renames to one path, exactly one succeeds,
+// and the other fails with EEXIST. A filesystem without RENAME_NOREPLACE
+// gets a hard link (which never replaces either) and an unlink.
+func renameNoReplace(oldpath, newpath string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
+	if err := os.Link(oldpath, newpath); err != nil {
+		return err
+	}
+	return os.Remove(oldpath)
 }
 
 // final is where the object at key ends up: the path, or with untar the
@@ -209,6 +231,7 @@ type fileWriter struct {
 	s          *Sink
 	f          *os.File
 	tmp, final string
+	replace    bool // Commit may write over a file at final
 	done       bool
 	off        int64 // bytes written so far
 	started    int64 // bytes whose writeback has been started
@@ -265,9 +288,16 @@ func (w *fileWriter) Commit(ctx context.Context) error {
 		w.Abort(ctx)
 		return fmt.Errorf("closing %s: %w", w.final, advise(err))
 	}
-	if err := os.Rename(w.tmp, w.final); err != nil {
-		os.Remove(w.tmp)
-		return err
+	rename := os.Rename
+	if !w.replace {
+		rename = renameNoReplace
+	}
+	if err := rename(w.tmp, w.final); err != nil {
+		w.Abort(ctx)
+		if errors.Is(err, iofs.ErrExist) {
+			return existsError(w.final)
+		}
+		return fmt.Errorf("committing %s: %w", w.final, advise(err))
 	}
 	w.done = true
 	w.s.renamed(filepath.Dir(w.final))
@@ -417,6 +447,43 @@ func (s *Sink) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, err
+}
+
+var (
+	_ sdk.RootChecker = (*Sink)(nil)
+	_ sdk.AfterLister = (*Sink)(nil)
+)
+
+// CheckRoot reports a folder that does not exist (a disk not mounted, a
+// typo) as sdk.ErrNotFound, and a path that is not a folder.
+func (s *Sink) CheckRoot(ctx context.Context, prefix string) error {
+	dir := filepath.Clean(prefix)
+	if prefix == "" {
+		dir = "."
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		abs, _ := filepath.Abs(dir)
+		return fmt.Errorf("folder %s does not exist (is its disk mounted? is the path right?): %w", abs, sdk.ErrNotFound)
+	case err != nil:
+		return advise(err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	return nil
+}
+
+// ListAfter lists the files under prefix whose keys sort after after, at
+// most limit.
+func (s *Sink) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	all, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(all), func(i int) bool { return all[i].Key > after })
+	all = all[i:]
+	return all[:min(len(all), limit)], nil
 }
 
 // Open reads a committed file.

@@ -43,9 +43,10 @@ func (SinkType) Schema() sdk.Schema {
 	}
 	attrs = append(attrs, commonAttributes()[1:]...)
 	return sdk.Schema{
-		Description: "Writes each stream as one object of a Google Cloud Storage bucket (or an emulator's) with a resumable upload that is finalized only when the stream ended well; the stored object's size and CRC32C are checked against what was sent. Lists, reads back and deletes objects for manifests and retention.",
-		Storage:     true,
-		Attributes:  attrs,
+		Description:     "Writes each stream as one object of a Google Cloud Storage bucket (or an emulator's) with a resumable upload that is finalized only when the stream ended well; the stored object's size and CRC32C are checked against what was sent. Lists, reads back and deletes objects for manifests and retention.",
+		Storage:         true,
+		ExclusiveCreate: true,
+		Attributes:      attrs,
 	}
 }
 
@@ -183,9 +184,15 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		return nil, err
 	}
 	uctx, cancel := context.WithCancel(ctx)
-	w := &objectWriter{c: s.c, key: obj.Key, id: uploadID(), ctx: uctx, cancel: cancel}
+	w := &objectWriter{c: s.c, key: obj.Key, id: uploadID(), ctx: uctx, cancel: cancel, exclusive: obj.Exclusive}
 	w.attempts.max = int64(s.c.retries)
-	h := s.c.bkt.Object(obj.Key).Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithBackoff(backoff()),
+	h := s.c.bkt.Object(obj.Key)
+	if obj.Exclusive {
+		// The service creates the object only if none is at the key
+		// (ifGenerationMatch=0).
+		h = h.If(storage.Conditions{DoesNotExist: true})
+	}
+	h = h.Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithBackoff(backoff()),
 		storage.WithErrorFunc(w.attempts.retry))
 	sw := h.NewWriter(uctx)
 	sw.ChunkSize = int(chunkFor(s.chunk, obj))
@@ -240,6 +247,9 @@ type objectWriter struct {
 	attempts attempts
 	crc      uint32
 	n        int64
+	// exclusive: the upload creates the object only if none is at the
+	// key (sdk.Object.Exclusive).
+	exclusive bool
 
 	mu    sync.Mutex
 	state int
@@ -284,6 +294,18 @@ func (w *objectWriter) Commit(ctx context.Context) error {
 		return w.c.explain("not committing", w.key, err)
 	}
 	err := w.w.Close()
+	if err != nil && w.exclusive && isPrecondition(err) {
+		if w.landed(ctx) {
+			// A retry of the finishing request whose answer was lost:
+			// the object at the key is this upload's.
+			w.setState(committed)
+			w.cancel()
+			return nil
+		}
+		w.setState(failed)
+		w.cancel()
+		return fmt.Errorf("%s %w: the service refused to replace it (ifGenerationMatch=0)", w.c.url(w.key), sdk.ErrExists)
+	}
 	if err != nil {
 		w.setState(failed)
 		w.cancel()
@@ -309,6 +331,19 @@ func (w *objectWriter) Commit(ctx context.Context) error {
 	w.setState(committed)
 	w.cancel()
 	return nil
+}
+
+// isPrecondition reports whether err is the service's refusal of a
+// condition (412).
+func isPrecondition(err error) bool {
+	var gerr *googleapi.Error
+	return errors.As(err, &gerr) && gerr.Code == 412
+}
+
+// landed reports whether the object at the key is this upload's, whole.
+func (w *objectWriter) landed(ctx context.Context) bool {
+	a, err := w.c.bkt.Object(w.key).Attrs(ctx)
+	return err == nil && a.Metadata[uploadIDKey] == w.id && a.Size == w.n && a.CRC32C == w.crc
 }
 
 // Abort abandons the upload: an upload that was never finalized leaves no
@@ -375,6 +410,33 @@ func (s *Sink) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error
 		}
 		out = append(out, sdk.ObjectInfo{Key: a.Name, Size: a.Size, Modified: a.Updated})
 	}
+}
+
+var _ sdk.AfterLister = (*Sink)(nil)
+
+// ListAfter returns up to limit objects under prefix whose names sort
+// after after, in name order: one listing request from after on.
+func (s *Sink) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	q := &storage.Query{Prefix: prefix, StartOffset: after}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
+		return nil, err
+	}
+	var out []sdk.ObjectInfo
+	it := s.c.bkt.Objects(ctx, q)
+	it.PageInfo().MaxSize = limit + 1
+	for len(out) < limit {
+		a, err := it.Next()
+		if err == iterator.Done {
+			break
+		}
+		if err != nil {
+			return nil, s.c.explain("listing", prefix+"*", err)
+		}
+		if a.Name > after { // StartOffset includes after itself
+			out = append(out, sdk.ObjectInfo{Key: a.Name, Size: a.Size, Modified: a.Updated})
+		}
+	}
+	return out, nil
 }
 
 // Open reads a committed object (a manifest, say).

@@ -42,6 +42,9 @@ type fakeS3 struct {
 	// onCreate is called before a CreateMultipartUpload is done; start
 	// does it and returns the new upload's id.
 	onCreate func(w http.ResponseWriter, r *http.Request, start func() string) bool
+	// onPut is called after a PutObject stored its object, before the
+	// answer.
+	onPut func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newFake(t *testing.T) *fakeS3 {
@@ -276,12 +279,20 @@ func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.mu.Lock()
+		if _, exists := f.objects[key]; exists && r.Header.Get("If-None-Match") == "*" {
+			f.mu.Unlock()
+			s3err(w, 412, "PreconditionFailed")
+			return
+		}
 		f.objects[key] = body
 		if f.putHeaders == nil {
 			f.putHeaders = map[string]http.Header{}
 		}
 		f.putHeaders[key] = r.Header.Clone()
 		f.mu.Unlock()
+		if f.onPut != nil && f.onPut(w, r) {
+			return
+		}
 		w.Header().Set("ETag", `"single"`)
 	case r.Method == "DELETE":
 		f.mu.Lock()
@@ -299,6 +310,13 @@ func (f *fakeS3) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		etag := fmt.Sprintf(`"v%d"`, len(body))
+		f.mu.Lock()
+		for k, v := range f.putHeaders[key] {
+			if strings.HasPrefix(strings.ToLower(k), "x-amz-meta-") {
+				w.Header()[k] = v
+			}
+		}
+		f.mu.Unlock()
 		if m := r.Header.Get("If-Match"); m != "" && m != etag {
 			s3err(w, 412, "PreconditionFailed")
 			return

@@ -600,6 +600,50 @@ func TestS3CreateAnswerLost(t *testing.T) {
 	}
 }
 
+// An exclusive object is put with If-None-Match: *: one at a key that
+// holds an object fails with sdk.ErrExists and leaves that object; one
+// whose answer was lost, retried by the SDK and refused because the first
+// attempt had stored it, is recognised as this writer's by its metadata
+// and commits.
+func TestS3Exclusive(t *testing.T) {
+	f := newFake(t)
+	snk := newSink(t, f, nil)
+	put := func(key string, b []byte) error {
+		w, err := snk.Create(context.Background(), sdk.Object{Key: key, Size: int64(len(b)), MaxSize: int64(len(b)), Exclusive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := write(t, w, b, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		return w.Commit(context.Background())
+	}
+	if err := put("claim", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("claim", []byte("second")); !errors.Is(err, sdk.ErrExists) {
+		t.Fatalf("a second exclusive put: %v, want sdk.ErrExists", err)
+	}
+	if got, _ := f.object("claim"); string(got) != "first" {
+		t.Fatalf("the object holds %q after a refused put", got)
+	}
+	lost := 0
+	f.onPut = func(w http.ResponseWriter, r *http.Request) bool {
+		if lost > 0 {
+			return false
+		}
+		lost++
+		lose(w)
+		return true
+	}
+	if err := put("lost", []byte("mine")); err != nil {
+		t.Fatalf("an exclusive put whose answer was lost: %v", err)
+	}
+	if n := f.count("PUT lost"); n != 2 || lost != 1 {
+		t.Fatalf("%d PutObject requests (%d answers lost), want 2 and 1", n, lost)
+	}
+}
+
 // A start that is never answered fails the object; every upload the
 // attempts started is aborted, including one whose request reaches the
 // store after the attempt gave up.

@@ -40,9 +40,10 @@ func (SinkType) Schema() sdk.Schema {
 		{Name: "sse_kms_key_id", Type: sdk.String, Default: "", Description: `The KMS key for server_side_encryption = "aws:kms"; empty uses the account's default key.`},
 	}
 	return sdk.Schema{
-		Description: "Writes each stream as an object in an S3 bucket (AWS or an S3-compatible store): multipart uploads of parallel parts with checksums the store verifies, completed only when the stream ended well and aborted otherwise, so an object exists only once it is whole.",
-		Storage:     true,
-		Attributes:  withConn(attrs),
+		Description:     "Writes each stream as an object in an S3 bucket (AWS or an S3-compatible store): multipart uploads of parallel parts with checksums the store verifies, completed only when the stream ended well and aborted otherwise, so an object exists only once it is whole.",
+		Storage:         true,
+		ExclusiveCreate: true,
+		Attributes:      withConn(attrs),
 	}
 }
 
@@ -171,6 +172,25 @@ func isNotFound(err error) bool {
 func isCode(err error, code string) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == code
+}
+
+var _ sdk.AfterLister = (*Sink)(nil)
+
+// ListAfter returns up to limit objects under prefix whose keys sort
+// after after: one ListObjectsV2 with StartAfter.
+func (s *Sink) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	out, err := s.st.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.st.bucket, Prefix: aws.String(prefix),
+		StartAfter: aws.String(after), MaxKeys: aws.Int32(int32(min(limit, 1000)))})
+	if err != nil {
+		return nil, s.st.fail("listing", prefix, err)
+	}
+	infos := make([]sdk.ObjectInfo, 0, len(out.Contents))
+	for _, o := range out.Contents {
+		if k := aws.ToString(o.Key); k > after && len(infos) < limit {
+			infos = append(infos, sdk.ObjectInfo{Key: k, Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
+		}
+	}
+	return infos, nil
 }
 
 // list returns the objects under prefix, sorted by key.

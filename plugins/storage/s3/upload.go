@@ -3,6 +3,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,7 +74,12 @@ type objectWriter struct {
 	next     int32 // parts started
 	parts    sync.WaitGroup
 
-	fromFile bool // ReadAtFrom sent every part: Commit only completes
+	fromFile  bool // ReadAtFrom sent every part: Commit only completes
+	exclusive bool // commit only if no object is at key (sdk.Object.Exclusive)
+	// id marks an exclusive object (metadata uploadMetaKey) so that a
+	// commit whose answer was lost, retried and refused is recognised as
+	// this writer's.
+	id string
 
 	mu   sync.Mutex // guards what part uploads report
 	done []types.CompletedPart
@@ -86,7 +93,10 @@ func newObjectWriter(ctx context.Context, s *Sink, obj sdk.Object, partSize int6
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	w := &objectWriter{s: s, st: s.st, key: obj.Key, hint: hint, partSize: partSize,
-		ctx: wctx, cancel: cancel, free: make(chan []byte, s.st.cfg.Concurrency)}
+		ctx: wctx, cancel: cancel, free: make(chan []byte, s.st.cfg.Concurrency), exclusive: obj.Exclusive}
+	if obj.Exclusive {
+		w.id = uploadID()
+	}
 	if obj.Size <= partSize { // unknown (-1) or one part: it may go up in one PutObject
 		w.sums = s.sum.running(s.st.signed)
 	}
@@ -236,6 +246,9 @@ func (w *objectWriter) create() error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), createTimeout)
 	defer cancel()
 	in := &s3.CreateMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key}
+	if w.exclusive {
+		in.Metadata = map[string]string{uploadMetaKey: w.id}
+	}
 	if w.s.sum.enabled() {
 		in.ChecksumAlgorithm = w.s.sum.algo
 	}
@@ -466,10 +479,50 @@ func (w *objectWriter) put(ctx context.Context) error {
 	}
 	opts := sums.put(in)
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
-	if _, err := w.st.client.PutObject(ctx, in, opts...); err != nil {
+	if w.exclusive {
+		in.IfNoneMatch = aws.String("*")
+		in.Metadata = map[string]string{uploadMetaKey: w.id}
+	}
+	err := w.conditional(ctx, func() error {
+		in.Body = bytes.NewReader(w.buf)
+		_, err := w.st.client.PutObject(ctx, in, opts...)
+		return err
+	})
+	if err != nil {
 		return w.st.fail("uploading", w.key, err)
 	}
 	return nil
+}
+
+// conditional runs a request that creates the object (a PutObject, a
+// CompleteMultipartUpload). Without exclusive it runs it once. With it,
+// the request carries If-None-Match: * and the store decides: an object
+// at the key already is sdk.ErrExists, and a conflict with a concurrent
+// conditional request on the key (409 ConditionalRequestConflict, which
+// AWS asks to retry) is tried again, when one of the two has won.
+func (w *objectWriter) conditional(ctx context.Context, req func() error) error {
+	if !w.exclusive {
+		return req()
+	}
+	for attempt := 1; ; attempt++ {
+		err := req()
+		switch {
+		case isCode(err, "PreconditionFailed") && w.ours(ctx):
+			return nil // a retry of a request whose answer was lost: the object is this writer's
+		case isCode(err, "PreconditionFailed"):
+			return fmt.Errorf("an object %w there: the store refused to replace it (If-None-Match: *)", sdk.ErrExists)
+		case isCode(err, "NotImplemented"):
+			return errors.New("the store does not support conditional writes (If-None-Match: *), which pipe needs here so that two writers never store different objects under one name (a WAL archive): use a store that supports them (AWS S3, MinIO, Cloudflare R2, …)")
+		case isCode(err, "ConditionalRequestConflict") && attempt < 5:
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+			}
+			continue
+		}
+		return err
+	}
 }
 
 // complete uploads the last part, waits for all, and completes the upload.
@@ -487,8 +540,18 @@ func (w *objectWriter) complete(ctx context.Context) error {
 	if len(w.done) != int(w.next) {
 		return fmt.Errorf("%s: %d of %d parts uploaded", w.st.url(w.key), len(w.done), w.next)
 	}
-	_, err := w.st.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.done}})
+	in := &s3.CompleteMultipartUploadInput{Bucket: &w.st.bucket, Key: &w.key, UploadId: &w.uploadID,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.done}}
+	if w.exclusive {
+		in.IfNoneMatch = aws.String("*")
+	}
+	err := w.conditional(ctx, func() error {
+		_, err := w.st.client.CompleteMultipartUpload(ctx, in)
+		return err
+	})
+	if errors.Is(err, sdk.ErrExists) {
+		return err
+	}
 	if err != nil && isCode(err, "NoSuchUpload") && w.landed(ctx) {
 		// A retry of a completion whose answer was lost: the first one
 		// did it.
@@ -498,6 +561,23 @@ func (w *objectWriter) complete(ctx context.Context) error {
 		return w.st.fail("completing the upload of", w.key, err)
 	}
 	return nil
+}
+
+// uploadID is a random id that marks one writer's object.
+func uploadID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// uploadMetaKey is the metadata entry that tells an exclusive object's
+// writer from any other.
+const uploadMetaKey = "pipe-upload"
+
+// ours reports whether the object at the key is this writer's, whole.
+func (w *objectWriter) ours(ctx context.Context) bool {
+	out, err := w.st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &w.st.bucket, Key: &w.key})
+	return err == nil && out.Metadata[uploadMetaKey] == w.id && aws.ToInt64(out.ContentLength) == w.written
 }
 
 // landed reports whether the object is in place with every byte written.
