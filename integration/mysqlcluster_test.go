@@ -106,12 +106,21 @@ func TestMySQLCluster(t *testing.T) {
 	}
 
 	// One chosen database, then all of them, into the other server.
-	mustPipe(t, dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "p.hcl", "--pipeline", "restore")
+	r0 := mustPipe(t, dir, append(env, `PIPE_VAR_restore=["crm"]`), "run", "p.hcl", "--pipeline", "restore")
+	if !strings.Contains(r0.Stderr, "not in run     not asked for, and not in the run (each failed in the backup): doomed.sql") {
+		t.Errorf("restoring crm alone does not name doomed.sql as failed in the backup:\n%s", r0.Stderr)
+	}
 	user := "SELECT schema_name FROM information_schema.schemata WHERE schema_name NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys') ORDER BY 1"
 	if got := strings.Fields(target.sql(t, user)); strings.Join(got, " ") != "crm shop" { // shop: the image's own, empty
 		t.Fatalf("after restoring crm alone the server has %v", got)
 	}
-	mustPipe(t, dir, env, "run", "p.hcl", "--pipeline", "restore")
+	// All of them: those the run holds are restored, and the run exits 1
+	// naming doomed, which it lacks.
+	r := runPipe(t, dir, env, "run", "p.hcl", "--pipeline", "restore")
+	if r.Err == nil || !strings.Contains(r.Stderr, "missing        asked for, not in the run (each failed in the backup): doomed.sql") ||
+		!strings.Contains(r.Stderr, "doomed.sql: ") || !strings.Contains(r.Stderr, "Unknown database") {
+		t.Errorf("restoring all of a partial run: %v, want exit 1 naming doomed.sql and its error\n%s", r.Err, r.Stderr)
+	}
 	if got := target.sql(t, user); got != "crm\nodd db\nshop" {
 		t.Fatalf("restored databases %q", got)
 	}

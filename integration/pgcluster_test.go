@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -194,13 +195,32 @@ func TestPostgresCluster(t *testing.T) {
 	if got := pgFingerprint(t, target, "crm"); got != want["crm"] {
 		t.Fatalf("crm differs:\n%s", firstDiff(want["crm"], got))
 	}
+	// The databases the run lacks are named though none was asked for.
+	if rep := onePipeline(t, r.Stdout); len(rep.Missing) != 0 || !failedInBackup(rep, "secret.dump", "doomed.dump") {
+		t.Errorf("restoring crm alone: missing %v, failed in the backup %v; want none missing, secret and doomed named", rep.Missing, rep.FailedInBackup)
+	}
+	// crm and secret, which failed in the backup: crm is restored, and the
+	// run fails naming secret with the backup's error.
+	r = runPipe(t, b.dir, append(env, `PIPE_VAR_restore=["crm", "secret"]`, "PIPE_VAR_clean=true"), "run", "--json", "cluster.hcl", "--pipeline", "restore")
+	if rep := onePipeline(t, r.Stdout); r.Err == nil || strings.Join(rep.Missing, " ") != "secret.dump" || !strings.Contains(r.Stdout, "permission denied") {
+		t.Errorf("restoring crm and secret: %v, missing %v; want exit 1 naming secret.dump and its error\n%s", r.Err, rep.Missing, r.Stdout)
+	}
+	if got := pgDatabases(t, target); strings.Join(got, " ") != "crm" {
+		t.Fatalf("after restoring crm and secret the server has %v", got)
+	}
 	// All of them: crm exists, so without clean the restore fails.
 	if r := runPipe(t, b.dir, env, "run", "cluster.hcl", "--pipeline", "restore"); r.Err == nil || !strings.Contains(r.Stderr, "already exists") {
 		t.Errorf("restoring over an existing database: %v\n%s", r.Err, r.Stderr)
 	}
+	// All of them, with clean: every database the run holds is restored,
+	// and the run exits 1 naming the two it lacks.
 	start = time.Now()
-	mustPipe(t, b.dir, append(env, "PIPE_VAR_clean=true"), "run", "cluster.hcl", "--pipeline", "restore")
+	r = runPipe(t, b.dir, append(env, "PIPE_VAR_clean=true"), "run", "cluster.hcl", "--pipeline", "restore")
 	t.Logf("cluster restore in %s", time.Since(start).Round(time.Millisecond))
+	if r.Err == nil || !regexp.MustCompile(`missing +asked for, not in the run \(each failed in the backup\): (secret|doomed)\.dump, (secret|doomed)\.dump`).MatchString(r.Stderr) ||
+		!strings.Contains(r.Stderr, "2 streams asked for not in run") {
+		t.Errorf("restoring all of a partial run: %v, want exit 1 naming secret.dump and doomed.dump\n%s", r.Err, r.Stderr)
+	}
 	got := pgDatabases(t, target)
 	if strings.Join(got, " ") != "Odd DB/ü app_a big billing_2026 crm owned" {
 		t.Fatalf("restored databases %v", got)
@@ -258,9 +278,15 @@ func TestPostgresCluster(t *testing.T) {
 	for _, db := range pgDatabases(t, target) {
 		target.exec(t, "app", `DROP DATABASE "`+strings.ReplaceAll(db, `"`, `""`)+`" WITH (FORCE)`)
 	}
-	r = mustPipe(t, b.dir, jobs, "run", "--json", "cluster.hcl", "--pipeline", "restore")
-	if s := strings.Join(onePipeline(t, r.Stdout).Incomplete, " "); !strings.Contains(s, "big/pre-data.dump") || strings.Contains(s, "crm") {
+	r = runPipe(t, b.dir, jobs, "run", "--json", "cluster.hcl", "--pipeline", "restore")
+	rep := onePipeline(t, r.Stdout)
+	if s := strings.Join(rep.Incomplete, " "); !strings.Contains(s, "big/pre-data.dump") || strings.Contains(s, "crm") {
 		t.Errorf("incomplete streams %q: want big's, and only big's", s)
+	}
+	// All were asked for: the run exits 1 naming big's failed streams and
+	// secret.dump.
+	if s := strings.Join(rep.Missing, " "); r.Err == nil || !strings.Contains(s, "secret.dump") || !strings.Contains(s, "big/") {
+		t.Errorf("the table-by-table restore: %v, missing %q; want exit 1 naming big's streams and secret.dump", r.Err, s)
 	}
 	got = pgDatabases(t, target)
 	if strings.Join(got, " ") != "Odd DB/ü app_a billing_2026 crm owned" {
@@ -278,9 +304,23 @@ func TestPostgresCluster(t *testing.T) {
 
 // runReport is one pipeline's part of `pipe run --json`.
 type runReport struct {
-	Failed     []struct{ Stream, Error string } `json:"failed_streams"`
-	Skipped    []string                         `json:"skipped_streams"`
-	Incomplete []string                         `json:"incomplete_streams"`
+	Failed         []struct{ Stream, Error string } `json:"failed_streams"`
+	Skipped        []string                         `json:"skipped_streams"`
+	Incomplete     []string                         `json:"incomplete_streams"`
+	FailedInBackup []struct{ Stream, Error string } `json:"failed_in_backup"`
+	Missing        []string                         `json:"missing_streams"`
+}
+
+// failedInBackup reports whether a restore's report names exactly these
+// streams as failed in the backup.
+func failedInBackup(rep runReport, streams ...string) bool {
+	var got []string
+	for _, f := range rep.FailedInBackup {
+		got = append(got, f.Stream)
+	}
+	slices.Sort(got)
+	slices.Sort(streams)
+	return slices.Equal(got, streams)
 }
 
 // onePipeline reads the --json report of a run of one pipeline.

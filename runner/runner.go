@@ -89,6 +89,32 @@ type Report struct {
 	// Failed are the streams that failed in a run whose streams stand
 	// alone (a cluster's databases): the others were stored.
 	Failed []manifest.Failed `json:"failed_streams,omitempty"`
+	// FailedInBackup are, for a restore of a partial run (see
+	// sdk.Independent), the streams that failed in the backup: no object
+	// holds them, and the restore names each.
+	FailedInBackup []manifest.Failed `json:"failed_in_backup,omitempty"`
+	// Missing names those of them the restore asked for (a sink that does
+	// not choose asks for all): the run fails once the rest is restored.
+	Missing []string `json:"missing_streams,omitempty"`
+}
+
+// MissingError is the error of a restore of a partial run that asked for
+// streams the backup failed to store (a cluster's databases): the others
+// were restored.
+type MissingError struct {
+	Pipeline, RunID string
+	Missing         []manifest.Failed
+	Restored        int
+}
+
+func (e *MissingError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pipeline %q: %s asked for not in run %s, which failed in the backup (the other %s restored; pipe backups show names what the run holds):",
+		e.Pipeline, plural(len(e.Missing), "stream"), e.RunID, plural(e.Restored, "stream"))
+	for _, f := range e.Missing {
+		fmt.Fprintf(&b, "\n  %s: %s", f.Stream, f.Error)
+	}
+	return b.String()
 }
 
 // PartialError is the error of a run whose streams stand alone when some
@@ -193,10 +219,15 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			return rep, err
 		}
 	}
+	var failedInBackup []string
 	if rep.Restore && sp.from != nil && sp.from.Manifest.Independent {
 		rep.Incomplete = skipIncomplete(job, sp, sp.from.Manifest.Failed)
+		rep.FailedInBackup = sp.from.Manifest.Failed
+		for _, f := range rep.FailedInBackup {
+			failedInBackup = append(failedInBackup, f.Stream)
+		}
 	}
-	if err := prepare(ctx, sinks, job); err != nil {
+	if rep.Missing, err = prepare(ctx, sinks, job, failedInBackup); err != nil {
 		return rep, err
 	}
 	rep.Skipped = skipDeclined(sinks, job, sp)
@@ -285,11 +316,28 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		rep.Manifests, rep.Failed = nil, nil
 		return rep, fmt.Errorf("pipeline %q: %w", p.Name, err)
 	}
+	var errs []error
 	if len(rep.Failed) > 0 {
 		// No retention after a partial run (see the deferred call).
-		return rep, &PartialError{Pipeline: p.Name, Failed: rep.Failed, Stored: len(res.Streams) - len(rep.Failed)}
+		errs = append(errs, &PartialError{Pipeline: p.Name, Failed: rep.Failed, Stored: len(res.Streams) - len(rep.Failed)})
 	}
-	return rep, nil
+	if len(rep.Missing) > 0 {
+		me := &MissingError{Pipeline: p.Name, RunID: sp.from.Manifest.RunID, Restored: len(res.Streams) - len(rep.Failed)}
+		asked := map[string]bool{}
+		for _, m := range rep.Missing {
+			asked[m] = true
+		}
+		for _, f := range rep.FailedInBackup {
+			if asked[f.Stream] {
+				me.Missing = append(me.Missing, f)
+			}
+		}
+		errs = append(errs, me)
+	}
+	if len(errs) == 1 {
+		return rep, errs[0]
+	}
+	return rep, errors.Join(errs...)
 }
 
 // failedStreams are the streams of an isolated run that failed, by
@@ -1041,22 +1089,37 @@ func joinFacts(facts, more map[string]string) map[string]string {
 	return out
 }
 
-// prepare tells the sinks that want it every object of the run, in order.
-func prepare(ctx context.Context, sinks []*endpoint, job *engine.Job) error {
+// prepare tells the sinks that want it every object of the run, in order,
+// and, for a partial run, the streams that failed in the backup. It
+// returns those of them a sink asked for (see sdk.PartialPreparer): every
+// one that a sink which cannot tell would have restored.
+func prepare(ctx context.Context, sinks []*endpoint, job *engine.Job, failed []string) (missing []string, err error) {
+	wanted := make([]bool, len(failed))
 	for i, s := range sinks {
-		p, ok := s.sink.(sdk.Preparer)
-		if !ok {
-			continue
-		}
 		objs := make([]sdk.Object, 0, len(job.Streams))
 		for _, st := range job.Streams {
 			objs = append(objs, st.Objects[i])
 		}
-		if err := p.Prepare(ctx, objs); err != nil {
-			return fmt.Errorf("sink %s: %w", s.name, err)
+		var w []bool
+		if pp, ok := s.sink.(sdk.PartialPreparer); ok && len(failed) > 0 {
+			if w, err = pp.PreparePartial(ctx, objs, failed); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+		} else if p, ok := s.sink.(sdk.Preparer); ok {
+			if err := p.Prepare(ctx, objs); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+		}
+		for j := range wanted {
+			wanted[j] = wanted[j] || len(w) != len(failed) || w[j]
 		}
 	}
-	return nil
+	for j, f := range failed {
+		if wanted[j] {
+			missing = append(missing, f)
+		}
+	}
+	return missing, nil
 }
 
 func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {

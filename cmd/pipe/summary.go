@@ -15,29 +15,32 @@ import (
 
 // runSummary is what a run reports, as text or JSON.
 type runSummary struct {
-	Pipeline     string                   `json:"pipeline"`
-	RunID        string                   `json:"run_id"`
-	OK           bool                     `json:"ok"`
-	Error        string                   `json:"error,omitempty"`
-	Seconds      float64                  `json:"duration_seconds"`
-	Restore      bool                     `json:"restore"`
-	Streams      int                      `json:"streams"`
-	Failed       []manifest.Failed        `json:"failed_streams,omitempty"`
-	Skipped      []string                 `json:"skipped_streams,omitempty"`
-	Incomplete   []string                 `json:"incomplete_streams,omitempty"`
-	ManifestRead string                   `json:"manifest_read,omitempty"`
-	Manifests    []string                 `json:"manifests_written,omitempty"`
-	BytesRead    int64                    `json:"bytes_read"`
-	BytesWritten int64                    `json:"bytes_written"`
-	Bottleneck   string                   `json:"bottleneck,omitempty"`
-	Stages       []engine.MeterReport     `json:"stages,omitempty"`
-	Retention    []runner.RetentionReport `json:"retention,omitempty"`
-	WALRetention *runner.WALPrune         `json:"wal_retention,omitempty"`
-	Memory       memorySummary            `json:"memory"`
-	Positions    []engine.Position        `json:"-"`
-	Wall         time.Duration            `json:"-"`
-	p            *plan.Pipeline
-	res          *engine.Result
+	Pipeline   string            `json:"pipeline"`
+	RunID      string            `json:"run_id"`
+	OK         bool              `json:"ok"`
+	Error      string            `json:"error,omitempty"`
+	Seconds    float64           `json:"duration_seconds"`
+	Restore    bool              `json:"restore"`
+	Streams    int               `json:"streams"`
+	Failed     []manifest.Failed `json:"failed_streams,omitempty"`
+	Skipped    []string          `json:"skipped_streams,omitempty"`
+	Incomplete []string          `json:"incomplete_streams,omitempty"`
+	// FailedInBackup and Missing: a restore of a partial run.
+	FailedInBackup []manifest.Failed        `json:"failed_in_backup,omitempty"`
+	Missing        []string                 `json:"missing_streams,omitempty"`
+	ManifestRead   string                   `json:"manifest_read,omitempty"`
+	Manifests      []string                 `json:"manifests_written,omitempty"`
+	BytesRead      int64                    `json:"bytes_read"`
+	BytesWritten   int64                    `json:"bytes_written"`
+	Bottleneck     string                   `json:"bottleneck,omitempty"`
+	Stages         []engine.MeterReport     `json:"stages,omitempty"`
+	Retention      []runner.RetentionReport `json:"retention,omitempty"`
+	WALRetention   *runner.WALPrune         `json:"wal_retention,omitempty"`
+	Memory         memorySummary            `json:"memory"`
+	Positions      []engine.Position        `json:"-"`
+	Wall           time.Duration            `json:"-"`
+	p              *plan.Pipeline
+	res            *engine.Result
 }
 
 type memorySummary struct {
@@ -56,6 +59,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
 	s.Retention, s.Failed, s.WALRetention, s.Skipped, s.Incomplete = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped, rep.Incomplete
+	s.FailedInBackup, s.Missing = rep.FailedInBackup, rep.Missing
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -95,6 +99,26 @@ func (a *app) printSummary(s runSummary) {
 	}
 	if len(s.Incomplete) > 0 {
 		fmt.Fprintf(a.stderr, "  %-14s not restored, as part of each failed in the backup: %s\n", "incomplete", strings.Join(groups(s.Incomplete), ", "))
+	}
+	if len(s.FailedInBackup) > 0 {
+		asked := map[string]bool{}
+		for _, m := range s.Missing {
+			asked[m] = true
+		}
+		var missing, other []string
+		for _, f := range s.FailedInBackup {
+			if asked[f.Stream] {
+				missing = append(missing, f.Stream)
+			} else {
+				other = append(other, f.Stream)
+			}
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(a.stderr, "  %-14s asked for, not in the run (each failed in the backup): %s\n", "missing", strings.Join(groups(missing), ", "))
+		}
+		if len(other) > 0 {
+			fmt.Fprintf(a.stderr, "  %-14s not asked for, and not in the run (each failed in the backup): %s\n", "not in run", strings.Join(groups(other), ", "))
+		}
 	}
 	if len(s.Failed) > 0 {
 		names := make([]string, len(s.Failed))

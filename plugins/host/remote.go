@@ -451,9 +451,10 @@ type remoteSink struct {
 }
 
 var (
-	_ sdk.Sink     = (*remoteSink)(nil)
-	_ sdk.Preparer = (*remoteSink)(nil)
-	_ sdk.Chooser  = (*remoteSink)(nil)
+	_ sdk.Sink            = (*remoteSink)(nil)
+	_ sdk.Preparer        = (*remoteSink)(nil)
+	_ sdk.PartialPreparer = (*remoteSink)(nil)
+	_ sdk.Chooser         = (*remoteSink)(nil)
 )
 
 func (s *remoteSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
@@ -585,19 +586,31 @@ func (r remover) Remove(ctx context.Context, key string) error {
 
 // Prepare sends the run's objects to a sink that asked for them.
 func (s *remoteSink) Prepare(ctx context.Context, objs []sdk.Object) error {
+	_, err := s.PreparePartial(ctx, objs, nil)
+	return err
+}
+
+// PreparePartial sends the run's objects and the streams that failed in
+// the backup (see sdk.PartialPreparer) to a sink that asked for them. A
+// plugin that does not answer for the failed streams (one built before
+// the field) leaves wanted nil: every one counts.
+func (s *remoteSink) PreparePartial(ctx context.Context, objs []sdk.Object, failed []string) ([]bool, error) {
 	if !s.preparer {
-		return nil
+		return nil, nil
 	}
-	req := &pb.Prepare_Request{Handle: s.handle}
+	req := &pb.Prepare_Request{Handle: s.handle, Failed: failed}
 	for _, o := range objs {
 		req.Objects = append(req.Objects, wire.ObjectToPB(o))
 	}
 	resp, err := s.proc.rpc.Prepare(ctx, req)
 	if err != nil {
-		return s.proc.wrap(ctx, err)
+		return nil, s.proc.wrap(ctx, err)
 	}
 	s.declined = resp.GetDeclined()
-	return nil
+	if w := resp.GetWanted(); len(w) == len(failed) && len(failed) > 0 {
+		return w, nil
+	}
+	return nil, nil
 }
 
 // Declines says what the plugin declined in its answer to Prepare (see

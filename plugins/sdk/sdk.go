@@ -243,6 +243,20 @@ type Chooser interface {
 	Declines(objects []Object) []bool
 }
 
+// PartialPreparer is implemented by Preparers that restore the runs of an
+// Independent source, which may be partial: some of their streams failed
+// in the backup, and no object holds them. For such a run the host calls
+// PreparePartial instead of Prepare, with the objects and the names of
+// the failed streams as the run's manifest has them (<database>.dump, or
+// <database>/... for a database read table by table). The sink must not
+// refuse a choice that names them (the user may ask for a database the
+// backup lacks) and answers, by position, whether it would have restored
+// each: the host names those as missing, restores the rest, and then
+// fails the run. A sink without it counts as wanting them all.
+type PartialPreparer interface {
+	PreparePartial(ctx context.Context, objects []Object, failed []string) (wanted []bool, err error)
+}
+
 // SourceType is a kind of source (e.g. "fs"): its config schema and a
 // constructor.
 type SourceType interface {

@@ -621,8 +621,9 @@ type Sink struct {
 }
 
 var (
-	_ sdk.Sink     = (*Sink)(nil)
-	_ sdk.Preparer = (*Sink)(nil)
+	_ sdk.Sink            = (*Sink)(nil)
+	_ sdk.Preparer        = (*Sink)(nil)
+	_ sdk.PartialPreparer = (*Sink)(nil)
 )
 
 // Prepare learns what the client can do and creates the database, once
@@ -635,6 +636,19 @@ func (s *Sink) Prepare(ctx context.Context, _ []sdk.Object) error {
 		}
 	}
 	return nil
+}
+
+// PreparePartial prepares the restore of a partial run (see
+// sdk.PartialPreparer): of each stream that failed in the backup, whether
+// the restore asked for its database (every one, outside a cluster
+// restore).
+func (s *Sink) PreparePartial(ctx context.Context, objs []sdk.Object, failed []string) ([]bool, error) {
+	wanted := make([]bool, len(failed))
+	for i, f := range failed {
+		db := streamDatabase(f)
+		wanted[i] = len(s.c.Databases) == 0 || db == "" || s.picks(db)
+	}
+	return wanted, s.Prepare(ctx, objs)
 }
 
 // takesOption reports whether program's --help lists option. (MariaDB's

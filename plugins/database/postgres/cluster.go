@@ -179,6 +179,9 @@ func (s *Source) Independent() bool { return s.databases != nil }
 // maintenance database, after the globals.
 type clusterSink struct {
 	include []string
+	// absent are the databases of the run that failed in the backup (see
+	// PreparePartial): a name may pick one, and the run then fails.
+	absent []string
 	// globalsDone is closed when globals.sql was applied (or failed), if
 	// the run has it; the databases wait for it (their owners are roles).
 	globalsDone chan struct{}
@@ -288,17 +291,48 @@ func (s *Sink) clusterPrepare(ctx context.Context, objs []sdk.Object) error {
 			}
 		}
 	}
+	failed := ""
+	if len(c.absent) > 0 {
+		failed = "; failed in the backup: " + strings.Join(c.absent, ", ")
+	}
 	for _, p := range c.include {
-		if !dbselect.IsPattern(p) && !slices.Contains(dbs, p) {
-			return fmt.Errorf("databases: %q is not in the run (it holds: %s)", p, strings.Join(dbs, ", "))
+		if !dbselect.IsPattern(p) && !slices.Contains(dbs, p) && !slices.Contains(c.absent, p) {
+			return fmt.Errorf("databases: %q is not in the run (it holds: %s%s)", p, strings.Join(dbs, ", "), failed)
 		}
 	}
-	for _, db := range dbs {
+	for _, db := range append(slices.Clip(dbs), c.absent...) {
 		if c.picks(db) {
-			return nil
+			return nil // one that failed in the backup: the host names it and fails the run
 		}
 	}
-	return fmt.Errorf("databases: %s picks none of the run's databases (%s)", strconv.Quote(strings.Join(c.include, `", "`)), strings.Join(dbs, ", "))
+	return fmt.Errorf("databases: %s picks none of the run's databases (%s%s)", strconv.Quote(strings.Join(c.include, `", "`)), strings.Join(dbs, ", "), failed)
+}
+
+// PreparePartial prepares the restore of a partial run (see
+// sdk.PartialPreparer): a name may pick a database that failed in the
+// backup, and the answer says, of each failed stream, whether the
+// restore asked for its database. globals.sql, and every stream of a
+// restore into one database, counts as asked for.
+func (s *Sink) PreparePartial(ctx context.Context, objs []sdk.Object, failed []string) ([]bool, error) {
+	wanted := make([]bool, len(failed))
+	for i, f := range failed {
+		wanted[i] = true
+		if s.cluster == nil {
+			continue
+		}
+		db := streamDatabase(f)
+		if p, _, ok := parallelStream(f); ok {
+			db = p
+		}
+		if db == "" {
+			continue
+		}
+		wanted[i] = s.cluster.picks(db)
+		if !slices.Contains(s.cluster.absent, db) {
+			s.cluster.absent = append(s.cluster.absent, db)
+		}
+	}
+	return wanted, s.Prepare(ctx, objs)
 }
 
 // clusterCreate starts one stream of a cluster restore.

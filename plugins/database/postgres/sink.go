@@ -136,9 +136,10 @@ type Sink struct {
 }
 
 var (
-	_ sdk.Sink     = (*Sink)(nil)
-	_ sdk.Preparer = (*Sink)(nil)
-	_ io.Closer    = (*Sink)(nil)
+	_ sdk.Sink            = (*Sink)(nil)
+	_ sdk.Preparer        = (*Sink)(nil)
+	_ sdk.PartialPreparer = (*Sink)(nil)
+	_ io.Closer           = (*Sink)(nil)
 )
 
 // Prepare creates or cleans the database and learns whether the run has a

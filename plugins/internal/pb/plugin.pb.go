@@ -3336,9 +3336,13 @@ func (*Remove_Response) Descriptor() ([]byte, []int) {
 }
 
 type Prepare_Request struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
-	Objects       []*Object              `protobuf:"bytes,2,rep,name=objects,proto3" json:"objects,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Handle  uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Objects []*Object              `protobuf:"bytes,2,rep,name=objects,proto3" json:"objects,omitempty"`
+	// The streams of a partial run that failed in the backup (a cluster's
+	// databases; see sdk.PartialPreparer): no object holds them, and none
+	// is written. A sink must not refuse a choice that names them.
+	Failed        []string `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3387,11 +3391,22 @@ func (x *Prepare_Request) GetObjects() []*Object {
 	return nil
 }
 
+func (x *Prepare_Request) GetFailed() []string {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
 type Prepare_Response struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The objects the sink declines, by position (a cluster restore of
 	// some databases): the host does not read them. Empty: it wants all.
-	Declined      []bool `protobuf:"varint,1,rep,packed,name=declined,proto3" json:"declined,omitempty"`
+	Declined []bool `protobuf:"varint,1,rep,packed,name=declined,proto3" json:"declined,omitempty"`
+	// Of the failed streams, by position, those the sink would have
+	// restored: the host names them and fails the run once the rest is
+	// restored. Empty: the sink did not say, and every one counts.
+	Wanted        []bool `protobuf:"varint,2,rep,packed,name=wanted,proto3" json:"wanted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3429,6 +3444,13 @@ func (*Prepare_Response) Descriptor() ([]byte, []int) {
 func (x *Prepare_Response) GetDeclined() []bool {
 	if x != nil {
 		return x.Declined
+	}
+	return nil
+}
+
+func (x *Prepare_Response) GetWanted() []bool {
+	if x != nil {
+		return x.Wanted
 	}
 	return nil
 }
@@ -3958,13 +3980,15 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x1a\n" +
 	"\n" +
-	"\bResponse\"\x86\x01\n" +
-	"\aPrepare\x1aS\n" +
+	"\bResponse\"\xb6\x01\n" +
+	"\aPrepare\x1ak\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x120\n" +
-	"\aobjects\x18\x02 \x03(\v2\x16.pipe.plugin.v1.ObjectR\aobjects\x1a&\n" +
+	"\aobjects\x18\x02 \x03(\v2\x16.pipe.plugin.v1.ObjectR\aobjects\x12\x16\n" +
+	"\x06failed\x18\x03 \x03(\tR\x06failed\x1a>\n" +
 	"\bResponse\x12\x1a\n" +
-	"\bdeclined\x18\x01 \x03(\bR\bdeclined\"6\n" +
+	"\bdeclined\x18\x01 \x03(\bR\bdeclined\x12\x16\n" +
+	"\x06wanted\x18\x02 \x03(\bR\x06wanted\"6\n" +
 	"\x05Flush\x1a!\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\n" +

@@ -702,10 +702,16 @@ func (s *server) Prepare(ctx context.Context, req *pb.Prepare_Request) (*pb.Prep
 	for _, o := range req.GetObjects() {
 		objs = append(objs, wire.ObjectFromPB(o))
 	}
-	if err := p.Prepare(ctx, objs); err != nil {
+	resp := &pb.Prepare_Response{}
+	if pp, ok := snk.(sdk.PartialPreparer); ok && len(req.GetFailed()) > 0 {
+		wanted, err := pp.PreparePartial(ctx, objs, req.GetFailed())
+		if err != nil {
+			return nil, s.status(req.GetHandle(), err)
+		}
+		resp.Wanted = wanted
+	} else if err := p.Prepare(ctx, objs); err != nil {
 		return nil, s.status(req.GetHandle(), err)
 	}
-	resp := &pb.Prepare_Response{}
 	if c, ok := snk.(sdk.Chooser); ok {
 		resp.Declined = c.Declines(objs)
 	}
