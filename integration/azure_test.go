@@ -187,6 +187,12 @@ func TestAzureConformance(t *testing.T) {
 		{"in-process", azure.SourceType{}, azure.SinkType{}},
 		{"plugin", rsrc, rsnk},
 	}
+	t.Run("wal archive", func(t *testing.T) {
+		missing, _ := azure.SinkType{}.Configure(context.Background(), sdk.NewConfig(map[string]any{
+			"bucket": "no-such-container", "account_url": env.URL, "account_key": azurite.AccountKey}))
+		cont := env.newContainer(t)
+		walStoreSuite(t, configure(t, azure.SinkType{}.Configure, map[string]any{"bucket": cont, "account_url": env.URL, "account_key": azurite.AccountKey}), "wal/", missing)
+	})
 	for _, b := range boundaries {
 		t.Run(b.name+"/source", func(t *testing.T) {
 			conformance.RunSource(t, conformance.Source{
@@ -228,6 +234,7 @@ func TestAzureConformance(t *testing.T) {
 					cont := env.newContainer(t)
 					return configure(t, b.sink.Configure, map[string]any{"bucket": cont, "account_url": env.URL, "sas_token": badSAS(secret), "retries": int64(1)})
 				},
+				Exclusive: true,
 			})
 		})
 	}

@@ -185,6 +185,12 @@ func TestGCSConformance(t *testing.T) {
 	endless := gcsPrefix() + "big"
 	g.put(t, bucket, endless, randomBytes(9, 16<<20))
 
+	t.Run("wal archive", func(t *testing.T) {
+		vals := base(g.Endpoint)
+		vals["bucket"] = "no-such-bucket"
+		missing, _ := gcs.SinkType{}.Configure(context.Background(), sdk.NewConfig(gcsValues(snkSchema, vals)))
+		walStoreSuite(t, configure(t, gcs.SinkType{}.Configure, gcsValues(snkSchema, base(g.Endpoint))), gcsPrefix(), missing)
+	})
 	for _, k := range kinds {
 		t.Run(k.name+"/source", func(t *testing.T) {
 			conformance.RunSource(t, conformance.Source{
@@ -228,6 +234,7 @@ func TestGCSConformance(t *testing.T) {
 					vals["credentials_json"] = gcsSecretCredentials(secret)
 					return configure(t, k.sink.Configure, gcsValues(snkSchema, vals))
 				},
+				Exclusive: true,
 			})
 		})
 	}

@@ -197,6 +197,10 @@ func TestS3Conformance(t *testing.T) {
 		n++
 		return fmt.Sprintf("%s-%03d/", kind, n)
 	}
+	t.Run("wal archive", func(t *testing.T) {
+		missing, _ := s3plugin.SinkType{}.Configure(context.Background(), sdk.NewConfig(b.config("no-such-bucket", b.m.Endpoint, nil)))
+		walStoreSuite(t, configure(t, s3plugin.SinkType{}.Configure, b.config(bucket, b.m.Endpoint, nil)), fresh("wal"), missing)
+	})
 	for name, ty := range map[string]struct {
 		source sdk.SourceType
 		sink   sdk.SinkType
@@ -229,6 +233,7 @@ func TestS3Conformance(t *testing.T) {
 				Failing: func(t *testing.T, secret string) sdk.Sink {
 					return configure(t, ty.sink.Configure, b.config(bucket, b.m.Endpoint, map[string]any{"secret_access_key": secret}))
 				},
+				Exclusive: true,
 			})
 		})
 	}

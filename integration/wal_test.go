@@ -32,6 +32,8 @@ const walFile = s3Vars + `
 variable "keys" { default = "/etc/pipe" }
 variable "sysid" { default = "" }
 variable "fetch_retries" { default = 5 }
+variable "background" { default = "auto" }
+variable "spool" { default = "pg_wal/pipe-spool/push" }
 archive "pg" {
   ` + `store "s3" {
     bucket            = var.bucket
@@ -48,9 +50,11 @@ archive "pg" {
   decrypt { identities = [file("${var.keys}/wal.key")] }
   segment_size      = "1MiB"
   system_identifier = var.sysid
+  background        = var.background
   push {
     async   = ASYNC
     workers = 4
+    spool   = var.spool
   }
   fetch {
     prefetch = 8
@@ -85,13 +89,13 @@ var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p",
 
 // startWALCluster starts postgres:15 with 1 MiB segments, archive_mode on
 // and pipe (the binary under test, copied in) as archive_command, writing
-// to MinIO on the Docker network.
-func startWALCluster(t *testing.T, name string, async bool, env map[string]string, keys string) *walCluster {
+// to MinIO on the Docker network; more customizes the container further.
+func startWALCluster(t *testing.T, name string, async bool, env map[string]string, keys string, more ...testcontainers.ContainerCustomizer) *walCluster {
 	t.Helper()
 	ctx := context.Background()
 	file := strings.Replace(walFile, "ASYNC", fmt.Sprint(async), 1)
 	env["POSTGRES_INITDB_ARGS"] = "--wal-segsize=1"
-	c, err := tcpostgres.Run(ctx, postgresImage, tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
+	opts := []testcontainers.ContainerCustomizer{tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
 		testcontainers.WithEnv(env),
 		testcontainers.WithFiles(
@@ -103,7 +107,9 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 		),
 		testcontainers.WithCmdArgs("-c", "archive_mode=on", "-c", "archive_command="+archiveCommand[async],
 			"-c", "wal_keep_size=4GB", "-c", "max_wal_size=4GB"),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 256 << 20 }))
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 256 << 20 })}
+	// more comes last: a host config modifier there replaces the one above.
+	c, err := tcpostgres.Run(ctx, postgresImage, append(opts, more...)...)
 	testcontainers.CleanupContainer(t, c)
 	if err != nil {
 		t.Fatal(err)
@@ -504,4 +510,39 @@ archive_mode = off
 restore_command = '%[3]s'
 EOF
 `, dir, port, restoreCommand)
+}
+
+// TestWALSpoolFull archives with a background pusher whose spool is on a
+// disk with no room left (a full tmpfs): no note of a file pushed ahead
+// can be written, so each archive_command pushes its file itself, says
+// why, and archiving keeps up, instead of waiting out its timeout for a
+// note and blaming the pusher.
+func TestWALSpoolFull(t *testing.T) {
+	requireDocker(t)
+	b := newS3Bench(t)
+	bucket := b.bucket(t, "spoolfull")
+	keys := t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "wal")
+	env := b.inside(bucket)
+	env["PIPE_VAR_background"], env["PIPE_VAR_spool"] = "always", "/spool"
+	pg := startWALCluster(t, "spoolfull", true, env, keys, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		hc.ShmSize = 256 << 20
+		hc.Tmpfs = map[string]string{"/spool": "size=64k,uid=999,gid=999,mode=0700"}
+	}))
+	pg.sh(t, "dd if=/dev/zero of=/spool/fill bs=4k 2>/dev/null; df /spool")
+	pg.psql(t, 5432, "CREATE TABLE filler AS SELECT g, repeat('x', 200) AS pad FROM generate_series(1, 20000) g")
+	start := time.Now()
+	last := pg.archivedThrough(t)
+	if d := time.Since(start); d > 50*time.Second {
+		t.Errorf("archiving through %s with a full spool took %s: archive_command waited for notes that could not come", last, d)
+	}
+	if failed := pg.psql(t, 5432, "SELECT failed_count FROM pg_stat_archiver"); failed != "0" {
+		t.Errorf("archive_command failed %s times with a full spool:\n%s", failed, lastLines(pg.logs(t), 30))
+	}
+	if logs := pg.logs(t); !strings.Contains(logs, "pushing the file itself, without the spool") || !strings.Contains(logs, "the disk of /spool is full") {
+		t.Errorf("the log does not say why the pushes went around the spool:\n%s", lastLines(logs, 30))
+	}
+	if n := len(b.keys(t, bucket, "archive/")); n < 4 {
+		t.Errorf("the archive holds %d objects", n)
+	}
 }

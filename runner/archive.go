@@ -25,6 +25,34 @@ func (s *archiveStore) Flush(ctx context.Context) error {
 	return nil
 }
 
+// CheckRoot reports a store folder that does not exist, when the sink
+// can tell (sdk.RootChecker).
+func (s *archiveStore) CheckRoot(ctx context.Context, prefix string) error {
+	if rc, ok := s.Sink.(sdk.RootChecker); ok {
+		return rc.CheckRoot(ctx, prefix)
+	}
+	return nil
+}
+
+// ListAfter lists from a key on: in one request when the sink can
+// (sdk.AfterLister), else by filtering the whole listing.
+func (s *archiveStore) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	if al, ok := s.Sink.(sdk.AfterLister); ok {
+		return al.ListAfter(ctx, prefix, after, limit)
+	}
+	all, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []sdk.ObjectInfo
+	for _, in := range all {
+		if in.Key > after && len(out) < limit {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
 // OpenArchive opens the store of a WAL archive and returns the archive,
 // ready to push and fetch, and a function that lets go of the store.
 // dataDir is where pg_control is read from ("" the working directory).
@@ -55,6 +83,7 @@ func OpenArchive(ctx context.Context, a *plan.Archive, reg *host.Registry, dataD
 		Store: &archiveStore{Sink: ep.sink, Storage: st}, Root: root,
 		Codec: a.Codec, Level: a.Level, Encrypt: a.Encrypt, Decrypt: a.Decrypt,
 		SegmentSize: uint32(a.SegmentSize), DataDir: dataDir, SystemID: a.SystemID,
+		Exclusive: def.Schema.ExclusiveCreate,
 	}
 	return w, done, nil
 }

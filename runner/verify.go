@@ -87,11 +87,16 @@ type WALVerify struct {
 	// them all.
 	Missing      []string `json:"missing,omitempty"`
 	MissingCount uint64   `json:"missing_count,omitempty"`
-	Error        string   `json:"error,omitempty"`
+	// GapsAfter are the segments missing from the archive after the
+	// backup: a recovery to the end of the archive would stop at the
+	// first as if the archive ended there.
+	GapsAfter []wal.TimelineGap `json:"gaps_after,omitempty"`
+	Error     string            `json:"error,omitempty"`
 }
 
-// OK reports whether the backup's WAL is all there (or was not checked).
-func (w *WALVerify) OK() bool { return w.Error == "" && w.MissingCount == 0 }
+// OK reports whether the backup's WAL is all there (or was not checked),
+// and nothing is missing after it.
+func (w *WALVerify) OK() bool { return w.Error == "" && w.MissingCount == 0 && len(w.GapsAfter) == 0 }
 
 // checkWAL checks the archive holds a base backup's WAL; nil when the run
 // is not a base backup.
@@ -118,6 +123,7 @@ func checkWAL(ctx context.Context, m *manifest.Manifest, o VerifyOptions) *WALVe
 	}
 	wv.Checked = true
 	wv.Missing, wv.MissingCount = l.Missing(r, 10)
+	wv.GapsAfter = l.GapsAfter(r)
 	if wv.MissingCount > 0 {
 		wv.Error = fmt.Sprintf("%s of the %s … %s this backup needs missing from %s, first %s: recovery from it cannot reach a consistent state",
 			plan.Plural(int(wv.MissingCount), "segment"), wv.First, wv.Last, o.WALWhere, strings.Join(wv.Missing, ", "))

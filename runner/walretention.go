@@ -125,6 +125,16 @@ func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*
 			}
 			rep.Removed++
 		}
+		if dryRun {
+			continue
+		}
+		// Their names' claims (wal.ClaimExt) go last, once no object of
+		// the name is left to keep the name for.
+		for _, c := range l.ClaimsBefore(id, first, rg.SegmentSize) {
+			if err := ar.Store.Remove(ctx, c.Key); err != nil {
+				return rep, fmt.Errorf("archive %q: removing %s: %w", a.Name, c.Key, err)
+			}
+		}
 	}
 	return rep, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type Archive struct {
 	// DataDir is where pg_control is read from ("": the working
 	// directory, where PostgreSQL runs its commands).
 	DataDir string
+	// Exclusive says the store creates an object only if none is at its
+	// key, atomically (sdk.Schema.ExclusiveCreate): push needs it.
+	Exclusive bool
 
 	// pg_control, read once: a push that sends several files asks for
 	// it for each.
@@ -109,11 +113,11 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 			if id, err = ControlSystemID(b); err != nil {
 				return 0, err
 			}
-		case f.Kind != Segment || data == nil:
+		case !hasHeader(f) || data == nil:
 			return 0, fmt.Errorf("the cluster's system identifier: %w; run pipe in the data directory (as archive_command and restore_command are), or set system_identifier in the archive", err)
 		}
 	}
-	if f.Kind == Segment && data != nil {
+	if hasHeader(f) && data != nil {
 		h, err := ParseHeader(data)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", f.Name, err)
@@ -134,23 +138,31 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 	return id, nil
 }
 
-// find returns the archived objects of a file.
-func (a *Archive) find(ctx context.Context, dir, name string) ([]Object, []string, error) {
-	infos, err := a.Store.List(ctx, a.Root+dir+name+"-")
+// hasHeader reports whether a file starts with a segment's page header:
+// a segment, or a .partial one.
+func hasHeader(f File) bool { return f.Kind == Segment || f.Kind == Partial }
+
+// find returns the archived objects of a file, and whether its name is
+// claimed.
+func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, keys []string, claimed bool, err error) {
+	infos, err := a.Store.List(ctx, a.Root+dir+name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	var objs []Object
-	var keys []string
 	for _, in := range infos {
-		o, err := ParseObject(path.Base(in.Key))
+		base := path.Base(in.Key)
+		if base == name+ClaimExt {
+			claimed = true
+			continue
+		}
+		o, err := ParseObject(base)
 		if err != nil || o.Name != name {
 			continue // a temporary file, or another file's
 		}
 		objs = append(objs, o)
 		keys = append(keys, in.Key)
 	}
-	return objs, keys, nil
+	return objs, keys, claimed, nil
 }
 
 // Push archives the file at p: compressed and encrypted in memory, stored
@@ -169,10 +181,16 @@ func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
 	return a.PushData(ctx, f, data)
 }
 
-// PushData archives the contents of file f.
+// PushData archives the contents of file f. Of two pushes of different
+// content under one name, at any moment, exactly one archives its file:
+// the one whose claim of the name the store created (see ClaimExt); the
+// other returns ErrConflict.
 func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResult, error) {
-	if f.Kind == Segment && a.SegmentSize != 0 && len(data) != int(a.SegmentSize) {
-		return nil, fmt.Errorf("%s has %d bytes, not a whole segment of %d: not archived", f.Name, len(data), a.SegmentSize)
+	if !a.Exclusive {
+		return nil, fmt.Errorf("%s: the archive's store cannot create an object only if none is there (its plugin does not declare exclusive create), so two servers could archive different files under one name: keep the archive in an fs, s3, gcs or azure store", f.Name)
+	}
+	if err := checkContent(f, data, a.SegmentSize); err != nil {
+		return nil, fmt.Errorf("%s is not archived: %w", f.Name, err)
 	}
 	id, err := a.systemID(f, data)
 	if err != nil {
@@ -180,48 +198,117 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	}
 	dir := Dir(id, f.Timeline)
 	res := &PushResult{SystemID: id, Bytes: int64(len(data))}
-	// Three things at once: the listing (a round trip, the connection's
-	// TLS handshake), the file's digest and its compression. A file
-	// archived already wastes its compression; that is a retry's cost.
-	var objs []Object
-	var keys []string
-	var findErr, encErr error
-	var sum string
-	var wg sync.WaitGroup
-	wg.Add(2)
+	// Three things at once: the look at the archive (a listing and, when
+	// nothing is archived under the name, its claim: round trips), the
+	// file's digest and its compression. A file archived already wastes
+	// its compression; that is a retry's cost.
+	sums := make(chan string, 1)
+	go func() { sums <- fileDigest(data) }()
+	var found, sum string
+	var lookErr error
+	looked := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		objs, keys, findErr = a.find(ctx, dir, f.Name)
-	}()
-	go func() {
-		defer wg.Done()
-		sum = fileDigest(data)
+		defer close(looked)
+		found, sum, lookErr = a.claim(ctx, dir, f.Name, data, sums)
 	}()
 	stored, done, encErr := a.encode(data)
 	defer done()
-	wg.Wait()
-	if findErr != nil {
-		return nil, fmt.Errorf("looking for %s in the archive: %w", f.Name, findErr)
-	}
-	for i, o := range objs {
-		if isFile(o.FileSum, data, sum) {
-			res.Key, res.Already = keys[i], true
-			return res, nil
-		}
-	}
-	if len(objs) > 0 {
-		return nil, fmt.Errorf("%s: %w (its file digest %s, this file's %s); the archive keeps the original: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", f.Name, ErrConflict, objs[0].FileSum, sum, a.Root, dir)
-	}
-	if encErr != nil {
+	<-looked
+	switch {
+	case lookErr != nil:
+		return nil, lookErr
+	case found != "":
+		res.Key, res.Already = found, true
+		return res, nil
+	case encErr != nil:
 		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	}
 	res.Key = a.Root + dir + ObjectName(f.Name, sum, objectDigest(stored), a.ext())
 	res.Stored = int64(len(stored))
-	if err := a.put(ctx, res.Key, f.Name, stored); err != nil {
+	if err := a.put(ctx, res.Key, f.Name, stored, false); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
+
+// ClaimExt ends the key of a file's claim, <dir><name>.claim, which holds
+// the file digest of the content archived under the name. A push creates
+// it exclusively (sdk.Object.Exclusive) before it stores the file's
+// object, so the store decides which of two pushes of different content
+// archives its file, and an object is only ever stored for the content
+// its name's claim holds. A claim without an object is a push that has
+// not finished (or was killed before it stored the object: its retry
+// stores it).
+const ClaimExt = ".claim"
+
+// claim looks for the file in the archive (its digest comes from sums)
+// and, if nothing is archived under its name, claims the name for this
+// content. It returns the key of the same content archived already, or ""
+// once the name is claimed for this content and the object is to be
+// stored; and the file's digest. Other content archived or claimed under
+// the name is ErrConflict.
+func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums <-chan string) (found, sum string, err error) {
+	objs, keys, claimed, err := a.find(ctx, dir, name)
+	sum = <-sums
+	if err != nil {
+		return "", sum, fmt.Errorf("looking for %s in the archive: %w", name, err)
+	}
+	for i, o := range objs {
+		if isFile(o.FileSum, data, sum) {
+			return keys[i], sum, nil
+		}
+	}
+	if len(objs) > 0 {
+		return "", sum, a.conflict(name, dir, objs[0].FileSum, sum, "the archive keeps the original")
+	}
+	key := a.Root + dir + name + ClaimExt
+	if !claimed {
+		err = a.put(ctx, key, name+ClaimExt, []byte(sum+"\n"), true)
+		if err == nil {
+			return "", sum, nil
+		}
+		if !errors.Is(err, sdk.ErrExists) {
+			return "", sum, fmt.Errorf("claiming %s in the archive: %w", name, err)
+		}
+	}
+	// Claimed already: by an earlier push of this content that did not
+	// store its object (killed, or the object's upload failed), by one
+	// racing this one, or for other content.
+	held, err := a.readClaim(ctx, key)
+	if err != nil {
+		return "", sum, err
+	}
+	if held != sum {
+		return "", sum, a.conflict(name, dir, held, sum, "another push claimed the name first, for its content; the archive keeps that")
+	}
+	return "", sum, nil
+}
+
+// conflict is the error of a push of other content under an archived
+// (or claimed) name.
+func (a *Archive) conflict(name, dir, theirs, ours, kept string) error {
+	return fmt.Errorf("%s: %w (its file digest %s, this file's %s); %s: is another cluster archiving to %s%s, or was a standby promoted without a new timeline?", name, ErrConflict, theirs, ours, kept, a.Root, dir)
+}
+
+// readClaim reads the file digest a claim holds.
+func (a *Archive) readClaim(ctx context.Context, key string) (string, error) {
+	rc, err := a.Store.Open(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("reading the claim %s: %w", key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 1<<10))
+	if err != nil {
+		return "", fmt.Errorf("reading the claim %s: %w", key, err)
+	}
+	sum := strings.TrimSpace(string(b))
+	if !claimRE.MatchString(sum) {
+		return "", fmt.Errorf("the claim %s holds %q, not a file digest: the archive is damaged; remove the claim only if no object of its file is archived", key, sum)
+	}
+	return sum, nil
+}
+
+var claimRE = regexp.MustCompile(`^[0-9a-f]{32}$|^[0-9a-f]{64}$`)
 
 // encode compresses and encrypts data into pooled buffers; done gives
 // them back, once nothing reads what encode returned.
@@ -244,9 +331,10 @@ func (a *Archive) encode(data []byte) (out []byte, done func(), err error) {
 	return out, done, nil
 }
 
-// put writes one object and makes it durable.
-func (a *Archive) put(ctx context.Context, key, stream string, b []byte) error {
-	w, err := a.Store.Create(ctx, sdk.Object{Key: key, Stream: stream, Size: int64(len(b)), MaxSize: int64(len(b))})
+// put writes one object and makes it durable; exclusive, only if no
+// object is at key (else an error wrapping sdk.ErrExists).
+func (a *Archive) put(ctx context.Context, key, stream string, b []byte, exclusive bool) error {
+	w, err := a.Store.Create(ctx, sdk.Object{Key: key, Stream: stream, Size: int64(len(b)), MaxSize: int64(len(b)), Exclusive: exclusive})
 	if err != nil {
 		return fmt.Errorf("storing %s: %w", key, err)
 	}
@@ -270,8 +358,14 @@ func (a *Archive) put(ctx context.Context, key, stream string, b []byte) error {
 // file beside it, renamed). It checks the stored bytes' digest, decrypts,
 // decompresses and checks the file's digest. A file the archive does not
 // hold is ErrNotArchived.
+//
+// A file it does not find is not archived only if the store is there (an
+// fs archive's folder exists) and, for a segment, the archive holds no
+// later WAL of its timeline: a missing segment before archived ones is
+// ErrHole, which recovery must stop at rather than end there.
 func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
-	if _, err := ParseName(name); err != nil {
+	f, err := ParseName(name)
+	if err != nil {
 		return err
 	}
 	id, err := a.FetchSystemID(ctx)
@@ -280,7 +374,90 @@ func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
 	}
 	// Not fsynced: PostgreSQL reads it now, and after a crash recovery
 	// asks for it again.
-	return a.fetchTo(ctx, id, name, dest, false)
+	err = a.fetchTo(ctx, id, name, dest, false)
+	if !errors.Is(err, ErrNotArchived) {
+		return err
+	}
+	if rerr := a.CheckRoot(ctx); rerr != nil {
+		return rerr
+	}
+	if f.Kind == Segment {
+		if herr := a.hole(ctx, id, f); herr != nil {
+			return herr
+		}
+	}
+	return err
+}
+
+// ErrHole is returned by Fetch for a segment the archive lacks although it
+// holds later WAL of the segment's timeline: a gap, not the end of the
+// archive.
+var ErrHole = errors.New("a gap in the archive")
+
+// CheckRoot returns an error when the archive's store is not there (an fs
+// archive's folder: a disk not mounted, a typo), which must not read as
+// an empty archive.
+func (a *Archive) CheckRoot(ctx context.Context) error {
+	rc, ok := a.Store.(sdk.RootChecker)
+	if !ok {
+		return nil
+	}
+	if err := rc.CheckRoot(ctx, a.Root); err != nil {
+		return fmt.Errorf("the archive's store cannot be read: %w", err)
+	}
+	return nil
+}
+
+// holePage is how many keys after a missing segment hole reads at once.
+const holePage = 64
+
+// hole returns ErrHole, naming the next archived file, when the archive
+// holds WAL of f's timeline after segment f (a later segment, a .partial
+// or a .backup file); nil when f would be the end of it.
+func (a *Archive) hole(ctx context.Context, id uint64, f File) error {
+	n, err := SegmentNumber(f.Name, a.SegmentSize)
+	if err != nil {
+		return err
+	}
+	prefix := a.Root + Dir(id, f.Timeline)
+	// "~" sorts after every character of an archived name: the keys
+	// after it are of later files.
+	after := prefix + f.Name + "~"
+	for {
+		infos, err := a.listAfter(ctx, prefix, after, holePage)
+		if err != nil {
+			return fmt.Errorf("%s is not in the archive, and looking for later WAL of its timeline failed: %w", f.Name, err)
+		}
+		for _, in := range infos {
+			o, err := ParseObject(path.Base(in.Key))
+			if err != nil || o.Kind == History {
+				continue // a claim, or not archived WAL
+			}
+			if k, err := SegmentNumber(o.Name[:24], a.SegmentSize); err == nil && k > n {
+				return fmt.Errorf("%w: the segment is missing while the archive holds later WAL of timeline %d (%s, %s): recovery cannot pass it; bring the segment back (from the old server's pg_wal or another copy) with pipe wal push, or recover to a target before it",
+					ErrHole, f.Timeline, o.Name, in.Key)
+			}
+		}
+		if len(infos) < holePage {
+			return nil
+		}
+		after = infos[len(infos)-1].Key
+	}
+}
+
+// listAfter lists the keys under prefix after after, at most limit: in
+// one request when the store can (sdk.AfterLister).
+func (a *Archive) listAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	if al, ok := a.Store.(sdk.AfterLister); ok {
+		return al.ListAfter(ctx, prefix, after, limit)
+	}
+	all, err := a.Store.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(all), func(i int) bool { return all[i].Key > after })
+	all = all[i:]
+	return all[:min(len(all), limit)], nil
 }
 
 // fetchTo restores the archived file name of cluster id to dest: decoded
@@ -308,7 +485,7 @@ func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, s
 	if err != nil {
 		return Object{}, "", err
 	}
-	objs, keys, err := a.find(ctx, Dir(id, f.Timeline), name)
+	objs, keys, _, err := a.find(ctx, Dir(id, f.Timeline), name)
 	if err != nil {
 		return Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
 	}

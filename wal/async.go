@@ -82,6 +82,9 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 	if r := Marked(ah.Spool, name, p); r != nil {
 		return r, nil
 	}
+	if err := spoolProblem(ah.Spool); err != nil {
+		return nil, err
+	}
 	if ah.Spawn != nil {
 		return ah.wait(ctx, name, p)
 	}

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -137,6 +138,70 @@ func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
 		n, err := SegmentNumber(e.Name[:24], segSize)
 		if err == nil && n < first {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ClaimsBefore lists the claims (see ClaimExt) of the names Before lists:
+// they go after the objects, once no object of their name is left.
+func (l *Listing) ClaimsBefore(sysid uint64, first uint64, segSize uint32) []Claim {
+	var out []Claim
+	for _, c := range l.Claims {
+		if c.SystemID != sysid || c.Kind == History {
+			continue
+		}
+		n, err := SegmentNumber(c.Name[:24], segSize)
+		if err == nil && n < first {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TimelineGap is a run of segments missing from one timeline.
+type TimelineGap struct {
+	Timeline uint32 `json:"timeline"`
+	Gap
+}
+
+// GapsAfter lists the runs of segments missing after a base backup's
+// range: on its stop timeline, from the segment after its last one to
+// the newest archived, and on every later timeline of its cluster, between
+// the segments archived. Recovery to the end of the archive would stop at
+// the first of them as if the archive ended there.
+func (l *Listing) GapsAfter(r Range) []TimelineGap {
+	_, last := r.Segments()
+	segs := map[uint32][]uint64{}
+	for _, e := range l.Entries {
+		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI {
+			continue
+		}
+		if n, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {
+			segs[e.Timeline] = append(segs[e.Timeline], n)
+		}
+	}
+	tlis := make([]uint32, 0, len(segs))
+	for t := range segs {
+		tlis = append(tlis, t)
+	}
+	slices.Sort(tlis)
+	var out []TimelineGap
+	for _, t := range tlis {
+		ns := segs[t]
+		slices.Sort(ns)
+		prev, have := uint64(0), false
+		if t == r.StopTLI {
+			prev, have = last, true
+		}
+		for _, n := range ns {
+			if t == r.StopTLI && n <= last {
+				continue
+			}
+			if have && n > prev+1 {
+				out = append(out, TimelineGap{Timeline: t, Gap: Gap{From: SegmentName(t, prev+1, r.SegmentSize), To: SegmentName(t, n-1, r.SegmentSize), Count: n - prev - 1}})
+			}
+			prev, have = n, true
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,8 +57,12 @@ func TestMissingAndBefore(t *testing.T) {
 	if _, err := a.Push(ctx, c.write(t, name(2, 6), segment(testSysID, 2, 6))); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"00000002.history", name(1, 2) + ".00000028.backup"} {
-		if _, err := a.Push(ctx, c.write(t, f, []byte("text"))); err != nil {
+	seg := uint64(a.SegmentSize)
+	for f, text := range map[string]string{
+		"00000002.history":              "1\t0/" + fmt.Sprintf("%X", 5*seg+100) + "\tno recovery target specified\n",
+		name(1, 2) + ".00000028.backup": backupLabel(1, 2*seg+0x28, 5*seg+100),
+	} {
+		if _, err := a.Push(ctx, c.write(t, f, []byte(text))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +70,6 @@ func TestMissingAndBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seg := uint64(a.SegmentSize)
 	r := Range{SystemID: testSysID, StartTLI: 1, StopTLI: 1, Start: 2*seg + 40, Stop: 5*seg + 100, SegmentSize: a.SegmentSize}
 	if names, n := l.Missing(r, 10); n != 1 || len(names) != 1 || names[0] != name(1, 4) {
 		t.Errorf("missing %v (%d), want %s", names, n, name(1, 4))
@@ -84,5 +88,44 @@ func TestMissingAndBefore(t *testing.T) {
 	}
 	if strings.Join(before, " ") != name(1, 1)+" "+name(1, 2)+" "+name(1, 2)+".00000028.backup" {
 		t.Errorf("before segment 3: %v", before)
+	}
+}
+
+// GapsAfter names what a recovery to the end of the archive would cross
+// after a backup: on its timeline from its last segment on (a run right
+// after it included), and between the segments of later timelines.
+func TestGapsAfter(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	for _, s := range []struct {
+		tli uint32
+		n   uint64
+	}{{1, 1}, {1, 2}, {1, 5}, {1, 6}, {1, 8}, {2, 8}, {2, 11}, {3, 20}} {
+		_, err := a.Push(ctx, c.write(t, name(s.tli, s.n), segment(testSysID, s.tli, s.n)))
+		must(t, err)
+	}
+	l, err := a.List(ctx)
+	must(t, err)
+	seg := uint64(a.SegmentSize)
+	r := Range{SystemID: testSysID, StartTLI: 1, StopTLI: 1, Start: 1*seg + 40, Stop: 2*seg + 100, SegmentSize: a.SegmentSize}
+	got := fmt.Sprint(l.GapsAfter(r))
+	want := fmt.Sprint([]TimelineGap{
+		{1, Gap{name(1, 3), name(1, 4), 2}},
+		{1, Gap{name(1, 7), name(1, 7), 1}},
+		{2, Gap{name(2, 9), name(2, 10), 2}},
+	})
+	if got != want {
+		t.Errorf("gaps after a backup of segments 1-2:\n got %s\nwant %s", got, want)
+	}
+	// A backup on timeline 2 sees nothing of timeline 1's.
+	r = Range{SystemID: testSysID, StartTLI: 2, StopTLI: 2, Start: 8*seg + 40, Stop: 8*seg + 100, SegmentSize: a.SegmentSize}
+	if got := fmt.Sprint(l.GapsAfter(r)); got != fmt.Sprint([]TimelineGap{{2, Gap{name(2, 9), name(2, 10), 2}}}) {
+		t.Errorf("gaps after a backup of segment 8 of timeline 2: %s", got)
+	}
+	// Nothing missing after the last segment.
+	r = Range{SystemID: testSysID, StartTLI: 3, StopTLI: 3, Start: 20*seg + 40, Stop: 20*seg + 100, SegmentSize: a.SegmentSize}
+	if g := l.GapsAfter(r); len(g) != 0 {
+		t.Errorf("gaps after the newest segment: %v", g)
 	}
 }

@@ -11,9 +11,14 @@
 // The file's digest in the name makes a push idempotent (the same content
 // again is a notice) and refuses to overwrite (other content under an
 // archived name is an error); the object's digest lets pipe wal verify
-// check every object without a key; a fetch checks both. Objects are
-// committed whole (a store's commit), so a killed push leaves nothing under
-// a final name, and PostgreSQL retries.
+// check every object without a key; a fetch checks both. Before the object,
+// a push creates the name's claim (<name>.claim, holding the file's
+// digest) with the store's create-only-if-absent, so that of two pushes of
+// different content exactly one archives its file. Objects are committed
+// whole (a store's commit), so a killed push leaves nothing under a final
+// name, and PostgreSQL retries. A fetch tells the end of the archive (exit
+// 1) from a gap before later WAL and from a store that is not there
+// (ErrHole, a failure: recovery stops).
 //
 // It knows stores through the plugin SDK's Sink and Storage interfaces; it
 // must not import the engine's runner or a concrete plugin.

@@ -3,9 +3,9 @@ package wal
 import (
 	"context"
 	"fmt"
-	"io"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +20,13 @@ type Entry struct {
 	SystemID uint64
 	Size     int64
 	Modified time.Time
+}
+
+// Claim is a file name's claim (see ClaimExt).
+type Claim struct {
+	File
+	Key      string
+	SystemID uint64
 }
 
 // Timeline is what the archive holds of one timeline of one cluster.
@@ -57,6 +64,8 @@ type Listing struct {
 	Duplicates []string `json:"duplicates,omitempty"`
 	// Other counts objects under the root that are not archived WAL.
 	Other int `json:"other_objects,omitempty"`
+	// Claims are the claims of names (see ClaimExt).
+	Claims []Claim `json:"-"`
 	// Newest is when the newest segment was archived (zero: none).
 	Newest     time.Time `json:"newest_segment"`
 	NewestName string    `json:"newest_segment_name,omitempty"`
@@ -76,6 +85,9 @@ func (l *Listing) Gaps() uint64 {
 // List reads the archive's contents: per cluster and timeline, the
 // segments, the gaps between them and the other files.
 func (a *Archive) List(ctx context.Context) (*Listing, error) {
+	if err := a.CheckRoot(ctx); err != nil {
+		return nil, err
+	}
 	infos, err := a.Store.List(ctx, a.Root)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", a.where(), err)
@@ -88,8 +100,12 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 	for _, in := range infos {
 		rel := strings.TrimPrefix(in.Key, a.Root)
 		dir, base := path.Split(rel)
-		o, err := ParseObject(base)
 		parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+		if c, ok := parseClaim(base); ok && len(parts) == 2 && Dir(mustSysID(parts[0]), c.Timeline) == dir {
+			l.Claims = append(l.Claims, Claim{File: c, Key: in.Key, SystemID: mustSysID(parts[0])})
+			continue
+		}
+		o, err := ParseObject(base)
 		if err != nil || len(parts) != 2 || Dir(mustSysID(parts[0]), o.Timeline) != dir {
 			l.Other++
 			continue
@@ -157,6 +173,16 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 	return l, nil
 }
 
+// parseClaim parses a claim's base name.
+func parseClaim(base string) (File, bool) {
+	n, ok := strings.CutSuffix(base, ClaimExt)
+	if !ok {
+		return File{}, false
+	}
+	f, err := ParseName(n)
+	return f, err == nil
+}
+
 func mustSysID(s string) uint64 {
 	id, err := parseSysID(s)
 	if err != nil || fmt.Sprint(id) != s {
@@ -184,6 +210,8 @@ type VerifyReport struct {
 	Bytes   int64       `json:"bytes"`
 	Decoded bool        `json:"decoded"`
 	Bad     []BadObject `json:"bad,omitempty"`
+	// Labels are the archived backup labels whose WAL the archive lacks.
+	Labels []LabelGap `json:"backup_labels_missing_wal,omitempty"`
 }
 
 // Verify reads every listed object, workers at once, and checks its
@@ -195,9 +223,10 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 	var mu sync.Mutex
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(workers, 1))
+	labels := map[string]BackupLabel{} // decoded backup labels, by key
 	for _, e := range l.Entries {
 		g.Go(func() error {
-			err := a.check(ctx, e, decode)
+			label, err := a.check(ctx, e, decode)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -209,6 +238,9 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 			} else {
 				rep.Bytes += e.Size
 			}
+			if label != nil {
+				labels[e.Key] = *label
+			}
 			return nil
 		})
 	}
@@ -216,20 +248,65 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 		return rep, err
 	}
 	sort.Slice(rep.Bad, func(i, j int) bool { return rep.Bad[i].Key < rep.Bad[j].Key })
+	rep.Labels = a.labelGaps(l, labels)
 	return rep, nil
 }
 
-// check reads one object and checks it.
-func (a *Archive) check(ctx context.Context, e Entry, decode bool) error {
+// LabelGap is the WAL an archived backup label's base backup needs that
+// the archive lacks.
+type LabelGap struct {
+	Label string `json:"label"`
+	// First and Last name the segments the backup needs: from the label's
+	// name alone (its start) unless it was decoded (its stop too).
+	First string `json:"first"`
+	Last  string `json:"last"`
+	// Missing names the first missing segments; Count counts them.
+	Missing []string `json:"missing"`
+	Count   uint64   `json:"count"`
+}
+
+// labelGaps checks the WAL each archived backup label (.backup file)
+// needs: the segments from its start to its stop, as decoded labels say,
+// else its start segment, which its name gives.
+func (a *Archive) labelGaps(l *Listing, decoded map[string]BackupLabel) []LabelGap {
+	var out []LabelGap
+	for _, e := range l.Entries {
+		if e.Kind != Backup || a.SegmentSize == 0 {
+			continue
+		}
+		n, err := SegmentNumber(e.Name[:24], a.SegmentSize)
+		off, err2 := strconv.ParseUint(e.Name[25:33], 16, 32)
+		if err != nil || err2 != nil {
+			continue
+		}
+		r := Range{SystemID: e.SystemID, StartTLI: e.Timeline, StopTLI: e.Timeline, Start: n*uint64(a.SegmentSize) + off, SegmentSize: a.SegmentSize}
+		if b, ok := decoded[e.Key]; ok {
+			r.Start, r.Stop, r.StopTLI = b.Start, b.Stop, max(b.StopTLI, e.Timeline)
+		}
+		if missing, count := l.Missing(r, 10); count > 0 {
+			first, last := r.Names()
+			out = append(out, LabelGap{Label: e.Name, First: first, Last: last, Missing: missing, Count: count})
+		}
+	}
+	return out
+}
+
+// check reads one object and checks it; decoded, a backup label's also
+// returns what it says.
+func (a *Archive) check(ctx context.Context, e Entry, decode bool) (*BackupLabel, error) {
 	if decode {
-		return a.read(ctx, e.Object, e.Key, io.Discard)
+		cc := &contentCheck{f: e.File, sysid: e.SystemID, segSize: a.SegmentSize}
+		if err := a.read(ctx, e.Object, e.Key, cc); err != nil {
+			return nil, err
+		}
+		return cc.check()
 	}
 	stored, err := a.readStored(ctx, e.Key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if objectDigest(stored) != e.StoredSum {
-		return fmt.Errorf("does not match the digest in its name: the object is corrupt or was tampered with")
+		return nil, fmt.Errorf("does not match the digest in its name: the object is corrupt or was tampered with")
 	}
-	return nil
+	return nil, nil
 }

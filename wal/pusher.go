@@ -34,6 +34,10 @@ func (ah *Ahead) wait(ctx context.Context, name, p string) (r *PushResult, err e
 		if err = ah.failed(name); err != nil {
 			return true
 		}
+		if err = spoolProblem(ah.Spool); err != nil {
+			// The pusher cannot note this file, nor its failure.
+			return true
+		}
 		if !locked(ah.Spool, pusherLock) {
 			// None runs: it may have just finished this file.
 			if r = Marked(ah.Spool, name, p); r != nil {
@@ -59,15 +63,17 @@ func (ah *Ahead) wait(ctx context.Context, name, p string) (r *PushResult, err e
 // WaitNoted waits, at most wait, for a running background pusher to note
 // the file name at p archived. It needs no store and starts nothing: it
 // returns nil, for Push to decide, as soon as no pusher runs, the pusher
-// noted a failure of the file (which Push reports), or wait ran out. It is
-// pipe-wal's answer to an archive_command, without the start of a program
+// noted a failure of the file (which Push reports), the spool's disk is
+// full (no note can come: Push pushes the file itself), or wait ran out.
+// It is pipe-wal's answer to an archive_command, without the start of a program
 // that links the stores.
 func WaitNoted(ctx context.Context, spool, name, p string, wait time.Duration) *PushResult {
 	deadline := time.Now().Add(wait)
 	var r *PushResult
 	_ = poll(ctx, func() bool {
 		r = Marked(spool, name, p)
-		return r != nil || exists(filepath.Join(spool, name+errorExt)) || !locked(spool, pusherLock) || time.Now().After(deadline)
+		return r != nil || exists(filepath.Join(spool, name+errorExt)) || !locked(spool, pusherLock) || time.Now().After(deadline) ||
+			spoolProblem(spool) != nil // no note can come: pipe pushes the file itself
 	})
 	return r
 }

@@ -6,11 +6,42 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // ErrBusy is returned when another process holds a spool's lock: a
 // push or prefetcher is already at work.
 var ErrBusy = errors.New("another pipe process holds the lock")
+
+// ErrSpool is returned by Ahead.Push when the push spool cannot be
+// written (its disk is full, say): nothing can note what was pushed
+// ahead, and the caller pushes its file itself.
+var ErrSpool = errors.New("the push spool cannot be written")
+
+// statfs is unix.Statfs; tests replace it with a full disk.
+var statfs = unix.Statfs
+
+// spoolProblem returns an error wrapping ErrSpool, naming the disk and
+// what to do, when the spool's file system has no room left for a note
+// (no block or no inode a process without root may use), or the spool
+// cannot be made.
+func spoolProblem(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w: %w", ErrSpool, sdk.ExplainIO(err))
+	}
+	var st unix.Statfs_t
+	if err := statfs(dir, &st); err != nil {
+		return nil // no answer: the writes will tell
+	}
+	if st.Bavail == 0 || (st.Files > 0 && st.Ffree == 0) {
+		abs, _ := filepath.Abs(dir)
+		return fmt.Errorf("%w: the disk of %s is full (%d bytes, %d inodes free): free space there, or set push { spool = \"…\" } on another disk", ErrSpool, abs, st.Bavail*uint64(st.Bsize), st.Ffree)
+	}
+	return nil
+}
 
 // lock takes the spool's lock file name without waiting. The lock goes
 // with the process: kill -9 releases it.

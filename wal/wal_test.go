@@ -94,7 +94,7 @@ func newArchive(t *testing.T, root string, c *cluster) *Archive {
 		t.Fatal(diags)
 	}
 	zstd, _ := compress.Lookup("zstd")
-	a := &Archive{Store: fsStore{s.(*fs.Sink)}, Root: root + "/", Codec: zstd, Level: 3, SegmentSize: testSegSize}
+	a := &Archive{Store: fsStore{s.(*fs.Sink)}, Root: root + "/", Codec: zstd, Level: 3, SegmentSize: testSegSize, Exclusive: true}
 	if c != nil {
 		a.DataDir = c.dir
 	}
@@ -195,7 +195,9 @@ func TestPushFetch(t *testing.T) {
 func TestPushRefuses(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	root := filepath.Join(t.TempDir(), "wal")
+	must(t, os.Mkdir(root, 0o700)) // listed empty below: it must be there
+	a := newArchive(t, root, c)
 	// A segment of another cluster (pg_control says testSysID).
 	p := c.write(t, name(1, 1), segment(testSysID+1, 1, 1))
 	if _, err := a.Push(ctx, p); err == nil || !strings.Contains(err.Error(), "another cluster") {
@@ -842,4 +844,12 @@ func TestSHA256Named(t *testing.T) {
 	if err := a.Fetch(ctx, name(1, 1), dest); err == nil || !strings.Contains(err.Error(), "decodes to other bytes") {
 		t.Errorf("fetching an object whose SHA-256 names other bytes: %v", err)
 	}
+}
+
+// backupLabel is a backup history file as pg_backup_stop writes it, for
+// a backup on timeline tli from start to stop.
+func backupLabel(tli uint32, start, stop uint64) string {
+	file := func(lsn uint64) string { return SegmentName(tli, lsn/testSegSize, testSegSize) }
+	return fmt.Sprintf("START WAL LOCATION: %s (file %s)\nSTOP WAL LOCATION: %s (file %s)\nCHECKPOINT LOCATION: %s\nBACKUP METHOD: streamed\nBACKUP FROM: primary\nSTART TIME: 2026-11-28 10:00:00 UTC\nLABEL: pipe\nSTART TIMELINE: %d\nSTOP TIME: 2026-11-28 10:00:01 UTC\nSTOP TIMELINE: %d\n",
+		FormatLSN(start), file(start), FormatLSN(stop), file(stop), FormatLSN(start), tli, tli)
 }

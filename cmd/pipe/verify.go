@@ -197,12 +197,18 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 		}
 		switch w := r.WAL; {
 		case w == nil:
-		case !w.OK():
+		case w.Error != "":
 			fmt.Fprintf(a.stdout, "  BAD WAL: %s\n", w.Error)
 		case !w.Checked:
 			fmt.Fprintf(a.stdout, "  WAL %s … %s not checked: the file has no archive block (or several: set the pipeline's wal_archive)\n", w.First, w.Last)
 		default:
 			fmt.Fprintf(a.stdout, "  WAL %s … %s: all archived\n", w.First, w.Last)
+		}
+		if w := r.WAL; w != nil {
+			for _, g := range w.GapsAfter {
+				fmt.Fprintf(a.stdout, "  BAD WAL after the backup: %s … %s of timeline %d missing (%s): recovery to the end of the archive would stop at %s as if the archive ended there; a recovery target before it is not affected\n",
+					g.From, g.To, g.Timeline, plan.Plural(int(g.Count), "segment"), g.From)
+			}
 		}
 	}
 	what := "sizes and SHA-256"

@@ -270,7 +270,11 @@ the file and tries again.`,
 					if r == nil {
 						r, err = ah.Push(ctx, name, p)
 					}
-					return a.pushed(pa, mx, name, r, err)
+					if !errors.Is(err, wal.ErrSpool) {
+						return a.pushed(pa, mx, name, r, err)
+					}
+					a.spoolUnusable(name, err)
+					async = false
 				}
 			}
 			ar, done, err := a.openStore(ctx, pa, &f)
@@ -282,7 +286,12 @@ the file and tries again.`,
 			if async {
 				ah.Archive = ar
 				r, err = ah.Push(ctx, name, p)
-			} else {
+				if errors.Is(err, wal.ErrSpool) {
+					a.spoolUnusable(name, err)
+					async = false
+				}
+			}
+			if !async {
 				r, err = ar.Push(ctx, p)
 				if err == nil {
 					mx.walPushed(pa.Name, r)
@@ -296,6 +305,12 @@ the file and tries again.`,
 	cmd.Flags().BoolVar(&background, "background", false, "run the background pusher (push starts it)")
 	_ = cmd.Flags().MarkHidden("background") // started by push itself
 	return cmd
+}
+
+// spoolUnusable says why a push that would have been pushed ahead, or
+// waited for the background pusher, pushes its file itself.
+func (a *app) spoolUnusable(name string, err error) {
+	a.log.Warn("pushing the file itself, without the spool: "+err.Error(), "file", name)
 }
 
 // pushed reports how a push went.
@@ -488,6 +503,9 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 		case errors.Is(err, wal.ErrNotArchived):
 			a.log.Info("not in the archive", "file", name)
 			return &exitError{exitNotArchived}
+		case errors.Is(err, wal.ErrHole):
+			fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) at the gap rather than ending it there and losing what follows\n", name, err, exitStopRecovery)
+			return &exitError{exitStopRecovery}
 		case err != nil:
 			fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) rather than ending it early: fix the store and start PostgreSQL again\n", name, err, exitStopRecovery)
 			return &exitError{exitStopRecovery}
@@ -612,7 +630,7 @@ func (a *app) walCheck(cmd *cobra.Command, file string, f *walFlags, mf *metrics
 			return &exitError{exitFailed}
 		}
 	}
-	ok := len(l.Duplicates) == 0 && (rep == nil || (len(rep.Bad) == 0 && l.Gaps() == 0))
+	ok := len(l.Duplicates) == 0 && (rep == nil || (len(rep.Bad) == 0 && l.Gaps() == 0 && len(rep.Labels) == 0))
 	mx.walChecked(pa.Name, l, rep, ok)
 	if f.json {
 		out := map[string]any{"archive": pa.Name, "listing": l}
@@ -671,6 +689,10 @@ func printWAL(a *app, pa *plan.Archive, ar *wal.Archive, l *wal.Listing, rep *wa
 	for _, b := range rep.Bad {
 		fmt.Fprintf(w, "  BAD %s: %s\n", b.Key, b.Error)
 	}
+	for _, g := range rep.Labels {
+		fmt.Fprintf(w, "  MISSING %s of the WAL backup label %s needs (%s … %s), first %s: a recovery from that backup cannot reach a consistent state\n",
+			plan.Plural(int(g.Count), "segment"), g.Label, g.First, g.Last, strings.Join(g.Missing, ", "))
+	}
 	what := "SHA-256 of the stored bytes"
 	if rep.Decoded {
 		what = "decrypted, decompressed, both SHA-256"
@@ -681,6 +703,8 @@ func printWAL(a *app, pa *plan.Archive, ar *wal.Archive, l *wal.Listing, rep *wa
 		verdict = fmt.Sprintf("%d bad", len(rep.Bad))
 	case l.Gaps() > 0:
 		verdict = fmt.Sprintf("%s missing", plan.Plural(int(l.Gaps()), "segment"))
+	case len(rep.Labels) > 0:
+		verdict = fmt.Sprintf("WAL of %s missing", plan.Plural(len(rep.Labels), "backup label"))
 	case len(l.Duplicates) > 0:
 		verdict = "damaged"
 	}
