@@ -252,6 +252,73 @@ type Selection struct {
 	// Pipeline is the pipeline whose runs count ("": the store's only
 	// pipeline; a store with runs of several is ambiguous).
 	Pipeline string
+	// Target, when set, is the point the restore recovers to: without
+	// RunID and Before, the newest run that reaches it is read; a run
+	// they choose that does not is refused, naming the newest that does.
+	Target *Target
+}
+
+// Target is the point a restore recovers to (a sink's Target attribute,
+// see sdk.Attribute). A recovery replays forward from the end of the run
+// it restores, so only a run that ended before the target reaches it:
+// restoring a later one would succeed, and then the server would refuse
+// to start.
+type Target struct {
+	// Attribute and Value say where it was set, for messages.
+	Attribute, Value string
+	// Time, when not zero, is a moment: a run reaches it when it
+	// finished before it.
+	Time time.Time
+	// LSN, when not zero, is a position in PostgreSQL's write-ahead log:
+	// a base backup's run reaches it when it ended (its stop_lsn fact) at
+	// or before it. Runs without the fact are not judged.
+	LSN uint64
+}
+
+// factStopLSN is where a base backup's run ended in the WAL (the
+// postgres_basebackup source's fact; wal.BackupRange reads it too).
+const factStopLSN = "stop_lsn"
+
+func (t *Target) String() string { return fmt.Sprintf("%s = %q", t.Attribute, t.Value) }
+
+// Reaches reports whether a restore of r can recover to t; when it
+// cannot, why.
+func (t *Target) Reaches(r *Run) (bool, string) {
+	m := r.Manifest
+	if !t.Time.IsZero() && !m.FinishedAt.Before(t.Time) {
+		return false, "it finished at " + TimeText(m.FinishedAt)
+	}
+	if s, ok := m.Source[factStopLSN]; ok && t.LSN != 0 {
+		stop, err := sdk.ParseLSN(s)
+		if err != nil {
+			return false, fmt.Sprintf("its manifest's %s %q is not a WAL position", factStopLSN, s)
+		}
+		if stop > t.LSN {
+			return false, "it ended at WAL position " + s
+		}
+	}
+	return true, ""
+}
+
+// reachable returns r, or why a restore of it cannot reach sel.Target,
+// naming the newest of runs that can.
+func (sel Selection) reachable(r *Run, runs []*Run) (*Run, error) {
+	if sel.Target == nil {
+		return r, nil
+	}
+	ok, why := sel.Target.Reaches(r)
+	if ok {
+		return r, nil
+	}
+	what := "no run here can: choose a later target"
+	for _, o := range runs {
+		if ok, _ := sel.Target.Reaches(o); ok {
+			id := o.Manifest.RunID
+			what = fmt.Sprintf("restore run %s, the newest that can (run = %q in the source, or --run %s), or choose a later target", id, id, id)
+			break
+		}
+	}
+	return nil, fmt.Errorf("run %s cannot be recovered to %s: %s, after the target, and a recovery replays forward from the end of the backup it restores (the server would refuse to start); %s", r.Manifest.RunID, sel.Target, why, what)
 }
 
 // Select returns the run sel names. Its errors say what the store holds
@@ -275,19 +342,28 @@ func (c *Catalog) Select(sel Selection) (*Run, error) {
 	case sel.RunID != "":
 		for _, r := range runs {
 			if r.Manifest.RunID == sel.RunID {
-				return r, nil
+				return sel.reachable(r, runs)
 			}
 		}
 		return nil, fmt.Errorf("no complete run %s (%w); %s", sel.RunID, ErrNoRun, c.newestText(runs))
 	case !sel.Before.IsZero():
 		for _, r := range runs {
 			if r.Manifest.FinishedAt.Before(sel.Before) {
-				return r, nil
+				return sel.reachable(r, runs)
 			}
 		}
 		return nil, fmt.Errorf("no complete run finished before %s (%w); %s", TimeText(sel.Before), ErrNoRun, c.oldestText(runs))
 	case len(runs) == 0:
 		return nil, ErrNoRun
+	case sel.Target != nil:
+		for _, r := range runs {
+			if ok, _ := sel.Target.Reaches(r); ok {
+				return r, nil
+			}
+		}
+		oldest := runs[len(runs)-1]
+		_, why := sel.Target.Reaches(oldest)
+		return nil, fmt.Errorf("no complete run can be recovered to %s (%w): the oldest, %s: %s, after the target; choose a later target", sel.Target, ErrNoRun, oldest.Manifest.RunID, why)
 	}
 	return runs[0], nil
 }

@@ -192,3 +192,58 @@ func TestListThroughIndex(t *testing.T) {
 		t.Fatalf("damaged index: %v, %+v", err, l)
 	}
 }
+
+// TestSelectReachesTheTarget: a restore that recovers to a point reads
+// a run that ended before it. Unless a run is named, the newest such run;
+// a run named (by id or --before) that ended after the point is refused
+// before anything is read, naming the newest that can reach it.
+func TestSelectReachesTheTarget(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	run := func(id string, finished time.Time, stopLSN string) *Run {
+		m := &manifest.Manifest{RunID: id, Pipeline: "base", StartedAt: finished.Add(-time.Minute), FinishedAt: finished}
+		if stopLSN != "" {
+			m.Source = map[string]string{"stop_lsn": stopLSN}
+		}
+		return &Run{Key: id + "/" + manifest.FileName, Manifest: m}
+	}
+	c := &Catalog{Runs: []*Run{ // newest first
+		run("20261126T115900Z-cccccc", t0.Add(2*time.Hour), "0/9000100"),
+		run("20261126T105900Z-bbbbbb", t0.Add(time.Hour), "0/5000100"),
+		run("20261126T095900Z-aaaaaa", t0, "0/2000100"),
+	}}
+	atTime := &Target{Attribute: "recovery_target_time", Value: "2026-11-26 10:30:00+00", Time: t0.Add(30 * time.Minute)}
+	atLSN := &Target{Attribute: "recovery_target_lsn", Value: "0/6000000", LSN: 0x6000000}
+	for _, tc := range []struct {
+		name string
+		sel  Selection
+		want string // the run, or the words of the error
+	}{
+		{"time: the newest before it", Selection{Target: atTime}, "20261126T095900Z-aaaaaa"},
+		{"lsn: the newest that ended at or before it", Selection{Target: atLSN}, "20261126T105900Z-bbbbbb"},
+		{"lsn: exactly at the end", Selection{Target: &Target{Attribute: "recovery_target_lsn", Value: "0/5000100", LSN: 0x5000100}}, "20261126T105900Z-bbbbbb"},
+		{"a run named that reaches it", Selection{RunID: "20261126T095900Z-aaaaaa", Target: atLSN}, "20261126T095900Z-aaaaaa"},
+		{"a run named after the time", Selection{RunID: "20261126T105900Z-bbbbbb", Target: atTime},
+			`run 20261126T105900Z-bbbbbb cannot be recovered to recovery_target_time = "2026-11-26 10:30:00+00": it finished at 2026-11-26T11:00:00Z, after the target, and a recovery replays forward from the end of the backup it restores (the server would refuse to start); restore run 20261126T095900Z-aaaaaa, the newest that can (run = "20261126T095900Z-aaaaaa" in the source, or --run 20261126T095900Z-aaaaaa), or choose a later target`},
+		{"a run named after the position", Selection{RunID: "20261126T115900Z-cccccc", Target: atLSN}, "it ended at WAL position 0/9000100, after the target"},
+		{"--before that picks a run after the target", Selection{Before: t0.Add(90 * time.Minute), Target: atTime}, "restore run 20261126T095900Z-aaaaaa"},
+		{"none reaches it", Selection{Target: &Target{Attribute: "recovery_target_lsn", Value: "0/1000000", LSN: 0x1000000}},
+			`no complete run can be recovered to recovery_target_lsn = "0/1000000" (no complete run): the oldest, 20261126T095900Z-aaaaaa: it ended at WAL position 0/2000100, after the target; choose a later target`},
+		{"a run named, none reaches it", Selection{RunID: "20261126T095900Z-aaaaaa", Target: &Target{Attribute: "recovery_target_time", Value: "x", Time: t0.Add(-time.Hour)}}, "no run here can: choose a later target"},
+	} {
+		r, err := c.Select(tc.sel)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = r.Manifest.RunID
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	// A run that is not a base backup is not judged by a WAL position.
+	plain := &Catalog{Runs: []*Run{run("20261126T115900Z-dddddd", t0, "")}}
+	if r, err := plain.Select(Selection{Target: atLSN}); err != nil || r.Manifest.RunID != "20261126T115900Z-dddddd" {
+		t.Errorf("a run without stop_lsn: %v %v", r, err)
+	}
+}

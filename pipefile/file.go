@@ -496,11 +496,12 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 	return p, diags
 }
 
-// targetSelection has a restore that recovers to a point in time (a
-// sink's Target attribute) read the newest run that finished before it,
-// unless the source names a run.
+// targetSelection records the point a restore recovers to (a sink's
+// Target attribute: a time, or a PostgreSQL WAL position): the run it
+// reads must have ended before it, and unless the source names a run it
+// reads the newest that did (see catalog.Target).
 func (p *Pipeline) targetSelection() hcl.Diagnostics {
-	if p.Source == nil || !p.Source.Schema.Storage || p.Source.Selection.RunID != "" || !p.Source.Selection.Before.IsZero() {
+	if p.Source == nil || !p.Source.Schema.Storage {
 		return nil
 	}
 	for _, s := range p.Sinks {
@@ -509,11 +510,17 @@ func (p *Pipeline) targetSelection() hcl.Diagnostics {
 			if !a.Target || v == "" {
 				continue
 			}
+			target := &catalog.Target{Attribute: a.Name, Value: v}
 			t, err := sdk.ParsePointInTime(v)
+			if err == nil {
+				target.Time = t.UTC()
+			} else if strings.Contains(v, "/") {
+				target.LSN, err = sdk.ParseLSN(v)
+			}
 			if err != nil {
 				return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + a.Name, Detail: err.Error() + ".", Subject: s.AttrRange(a.Name).Ptr()}}
 			}
-			p.Source.Selection.Before = t.UTC()
+			p.Source.Selection.Target = target
 			return nil
 		}
 	}

@@ -526,6 +526,11 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		if sel.Pipeline != "" && sel.Pipeline != m.Pipeline {
 			return nil, fmt.Errorf("source %s names a run of pipeline %q, not of %q", src.name, m.Pipeline, sel.Pipeline)
 		}
+		if t := sel.Target; t != nil {
+			if ok, why := t.Reaches(r); !ok {
+				return nil, fmt.Errorf("source %s names run %s, which cannot be recovered to %s: %s, after the target, and a recovery replays forward from the end of the backup it restores (the server would refuse to start); point the source at the folder or prefix of all runs to restore the newest that can (pipe backups lists them), or choose a later target", src.name, m.RunID, t, why)
+			}
+		}
 		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
 			return nil, err
 		}
@@ -554,7 +559,7 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		if err != nil {
 			return nil, fmt.Errorf("source %s (%s): %w", src.name, where(src), err)
 		}
-		if sel.RunID == "" && sel.Before.IsZero() {
+		if sel.RunID == "" && sel.Before.IsZero() && sel.Target == nil {
 			for _, g := range cat.Newer(r.Manifest.StartedAt) {
 				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
 			}

@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,4 +22,18 @@ func ParsePointInTime(s string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf(`%q is not a time with its zone: write e.g. "2026-11-26 10:00:00+00" or "2026-11-26T10:00:00Z"`, s)
+}
+
+// ParseLSN reads a position in PostgreSQL's write-ahead log as the server
+// prints it ("16/B374D848"): the other point a Target attribute may hold,
+// which a base backup's run reaches when its stop_lsn fact is at or
+// before it.
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil || strings.HasPrefix(hi, "+") || strings.HasPrefix(lo, "+") {
+		return 0, fmt.Errorf("%q is not a WAL position: write it as PostgreSQL prints one, e.g. \"0/3000060\"", s)
+	}
+	return h<<32 | l, nil
 }

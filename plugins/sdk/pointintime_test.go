@@ -23,3 +23,16 @@ func TestParsePointInTime(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLSN(t *testing.T) {
+	for s, want := range map[string]uint64{"0/3000060": 0x3000060, "16/B374D848": 0x16_B374D848, "FFFFFFFF/FFFFFFFF": 1<<64 - 1} {
+		if got, err := ParseLSN(s); err != nil || got != want {
+			t.Errorf("%q: %x %v, want %x", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"3000060", "0/", "/1", "0/123456789", "0/+1", "2026-11-26 10:00:00+00"} {
+		if _, err := ParseLSN(s); err == nil {
+			t.Errorf("%q was accepted", s)
+		}
+	}
+}

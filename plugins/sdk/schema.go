@@ -102,10 +102,13 @@ type Attribute struct {
 	// untar extracts archives): it keeps nothing a restore reads back, so
 	// pipe writes it no manifest and applies no retention.
 	Consumer bool
-	// Target marks a string attribute of a sink that holds a point in time
-	// the restored data is recovered to (RFC 3339, or PostgreSQL's
-	// "2026-11-26 10:00:00+00"). Unless the storage source names a run (run
-	// or before), pipe restores the newest run that finished before it.
+	// Target marks a string attribute of a sink that holds the point the
+	// restored data is recovered to: a time (RFC 3339, or PostgreSQL's
+	// "2026-11-26 10:00:00+00") or a position in PostgreSQL's write-ahead
+	// log ("0/3000060", see ParseLSN). A recovery goes forward from the
+	// end of the run it restores, so pipe reads a run that ended before
+	// it: unless the storage source names a run (run or before), the
+	// newest such run; a run named that ended after it is refused.
 	Target bool
 }
 

@@ -45,8 +45,8 @@ func (BaseSinkType) Schema() sdk.Schema {
 		Attributes: []sdk.Attribute{
 			{Name: "data_directory", Type: sdk.String, Required: true, Description: "The data directory to restore into: absent or empty (a restore never writes over a cluster). Created with mode 0700."},
 			{Name: "restore_command", Type: sdk.String, Required: true, Description: `What PostgreSQL runs to fetch archived WAL, written to postgresql.auto.conf: "pipe wal fetch /etc/pipe/pg.hcl %f %p" with the file whose archive block the server pushed to.`},
-			{Name: "recovery_target_time", Type: sdk.String, Target: true, Description: `Recover to this moment ("2026-11-26 10:00:00+00"; the time zone is required) instead of the end of the archive. Unless the source names a run, the newest backup that finished before it is restored.`},
-			{Name: "recovery_target_lsn", Type: sdk.String, Description: `Recover to this WAL position ("0/3000060").`},
+			{Name: "recovery_target_time", Type: sdk.String, Target: true, Description: `Recover to this moment ("2026-11-26 10:00:00+00"; the time zone is required) instead of the end of the archive. Unless the source names a run, the newest backup that finished before it is restored; a run named (run, before, --run, --before) that finished after it is refused.`},
+			{Name: "recovery_target_lsn", Type: sdk.String, Target: true, Description: `Recover to this WAL position ("0/3000060"). Unless the source names a run, the newest backup that ended (stop_lsn) at or before it is restored; a run named that ended after it is refused.`},
 			{Name: "recovery_target_xid", Type: sdk.String, Description: "Recover to the commit of this transaction id."},
 			{Name: "recovery_target_name", Type: sdk.String, Description: "Recover to this restore point (pg_create_restore_point)."},
 			{Name: "recovery_target", Type: sdk.String, Description: `"immediate": stop as soon as the backup is consistent.`},

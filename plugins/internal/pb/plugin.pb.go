@@ -369,9 +369,10 @@ type Attribute struct {
 	// streams (the fs sink's untar): it keeps nothing a restore reads back,
 	// so the host writes it no manifest.
 	Consumer bool `protobuf:"varint,11,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	// A sink's string that holds the point in time a restore recovers to:
-	// the host restores the newest run that finished before it unless the
-	// source names one.
+	// A sink's string that holds the point a restore recovers to (a time,
+	// or a PostgreSQL WAL position): the host restores the newest run that
+	// ended before it unless the source names one, and refuses a run named
+	// that ended after it.
 	Target        bool `protobuf:"varint,12,opt,name=target,proto3" json:"target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
