@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,7 +44,24 @@ const (
 	factVersion   = "server_version"
 	factLabel     = "backup_label"
 	factTablespcs = "tablespaces"
+	// factTablespace+<oid> is where a tablespace was on the server: a
+	// restore's tablespace_map names its new place by OID.
+	factTablespace = "tablespace_"
 )
+
+// printableFact reports whether v can be a fact of the manifest, which
+// holds no control characters (a path could).
+func printableFact(v string) bool {
+	if v == "" || !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
 
 // minBaseVersion is the oldest server whose BASE_BACKUP pipe speaks: 15
 // sends every archive in one COPY stream, tagged.
@@ -272,9 +291,14 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	}
 	var oids []string
 	var streams []sdk.StreamInfo
+	locations := map[string]string{}
 	for _, ts := range start.Tablespaces {
-		oids = append(oids, strconv.Itoa(int(ts.OID)))
-		streams = append(streams, sdk.StreamInfo{Name: oids[len(oids)-1] + tablespaceExt, Size: -1})
+		oid := strconv.Itoa(int(ts.OID))
+		oids = append(oids, oid)
+		streams = append(streams, sdk.StreamInfo{Name: oid + tablespaceExt, Size: -1})
+		if printableFact(ts.Location) {
+			locations[factTablespace+oid] = ts.Location
+		}
 	}
 	streams = append(streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
 	pipes := map[string]*basePipe{}
@@ -302,6 +326,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if len(oids) > 0 {
 		s.facts[factTablespcs] = strings.Join(oids, ",")
 	}
+	maps.Copy(s.facts, locations)
 	s.done = make(chan struct{})
 	cctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel

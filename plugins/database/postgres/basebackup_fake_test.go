@@ -20,6 +20,9 @@ type fakeServer struct {
 	settings map[string]string
 	// archives are sent in order: name (or "" for the manifest) and data.
 	archives [][2]string
+	// tablespaces are announced before the data directory: OID and
+	// location.
+	tablespaces [][2]string
 	// extra is sent inside the copy after the archives (hostile servers).
 	extra []pgproto3.BackendMessage
 	// dies: after the archives the server is terminated while it sends a
@@ -70,8 +73,11 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 			send(append(row([]string{"systemid", "timeline", "xlogpos", "dbname"}, "7301234567890123456", "1", "0/3000000", ""), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
 		case strings.HasPrefix(q.String, "BASE_BACKUP"):
 			send(row([]string{"recptr", "tli"}, "0/2000028", "1")...)
-			send(&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("spcoid")}, {Name: []byte("spclocation")}, {Name: []byte("size")}}},
-				&pgproto3.DataRow{Values: [][]byte{nil, nil, nil}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})
+			spaces := []pgproto3.BackendMessage{&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("spcoid")}, {Name: []byte("spclocation")}, {Name: []byte("size")}}}}
+			for _, ts := range f.tablespaces {
+				spaces = append(spaces, &pgproto3.DataRow{Values: [][]byte{[]byte(ts[0]), []byte(ts[1]), nil}})
+			}
+			send(append(spaces, &pgproto3.DataRow{Values: [][]byte{nil, nil, nil}}, &pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")})...)
 			send(&pgproto3.CopyOutResponse{})
 			for _, a := range f.archives {
 				if a[0] == "" {
@@ -159,6 +165,29 @@ func TestBaseSourceSplitsTheCopy(t *testing.T) {
 	r, ok, err := wal.BackupRange(facts)
 	if first, last := r.Names(); !ok || err != nil || first != "000000010000000000000002" || last != "000000010000000000000002" {
 		t.Errorf("the catalog reads the range %s … %s (%v %v) from %v", first, last, ok, err, facts)
+	}
+}
+
+// TestBaseSourceRecordsTablespaces records where each tablespace was, so
+// that a restore can say by OID where it goes.
+func TestBaseSourceRecordsTablespaces(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), tablespaces: [][2]string{{"16385", "/srv/fast ts"}, {"16386", "/srv/odd\nname"}},
+		archives: [][2]string{{"16385.tar", "one"}, {"16386.tar", "two"}, {"base.tar", "the data directory"}, {"", "{}"}}})
+	infos, err := s.Streams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 4 || infos[0].Name != "16385.tar" || infos[1].Name != "16386.tar" {
+		t.Fatalf("streams %+v", infos)
+	}
+	facts, _ := s.Describe(ctx)
+	if facts["tablespaces"] != "16385,16386" || facts["tablespace_16385"] != "/srv/fast ts" {
+		t.Errorf("facts %v", facts)
+	}
+	if v, ok := facts["tablespace_16386"]; ok { // a manifest holds no control character
+		t.Errorf("a location with a line feed became the fact %q", v)
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pipebackup/pipe/plugins/internal/untar"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -32,7 +35,15 @@ type baseSinkConfig struct {
 	Action         string `pipe:"recovery_target_action"`
 	Timeline       string `pipe:"recovery_target_timeline"`
 	Inclusive      bool   `pipe:"recovery_target_inclusive"`
+	// TablespaceMap sends a tablespace (by OID) to a directory of its
+	// own; TablespaceMapAll receives the others, each as <oid>.
+	TablespaceMap    map[string]string `pipe:"tablespace_map"`
+	TablespaceMapAll string            `pipe:"tablespace_map_all"`
 }
+
+// tablespacesSuffix names the default folder of the tablespaces, next to
+// the data directory: /var/lib/postgresql/15/main_tablespaces/<oid>.
+const tablespacesSuffix = "_tablespaces"
 
 // BaseSinkType is the "postgres_basebackup" sink.
 type BaseSinkType struct{}
@@ -41,7 +52,7 @@ var _ sdk.SinkType = BaseSinkType{}
 
 func (BaseSinkType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Restores a base backup (the postgres_basebackup source's) into an empty data directory, extracting its archives in parallel as they arrive (tablespaces inside the data directory, under pg_tblspc/<oid>), and writes the recovery settings: restore_command and the recovery target. Starting PostgreSQL on the directory then replays the archived WAL up to the target. global/pg_control is put in place last, so a restore that fails leaves a directory PostgreSQL refuses to start (and that pipe empties).",
+		Description: "Restores a base backup (the postgres_basebackup source's) into an empty data directory, extracting its archives in parallel as they arrive (each tablespace into a directory of its own outside the data directory, linked from pg_tblspc/<oid> as PostgreSQL requires), and writes the recovery settings: restore_command and the recovery target. Starting PostgreSQL on the directory then replays the archived WAL up to the target. global/pg_control is put in place last, so a restore that fails leaves a directory PostgreSQL refuses to start (and that pipe empties).",
 		Attributes: []sdk.Attribute{
 			{Name: "data_directory", Type: sdk.String, Required: true, Description: "The data directory to restore into: absent or empty (a restore never writes over a cluster). Created with mode 0700."},
 			{Name: "restore_command", Type: sdk.String, Required: true, Description: `What PostgreSQL runs to fetch archived WAL, written to postgresql.auto.conf: "pipe wal fetch /etc/pipe/pg.hcl %f %p" with the file whose archive block the server pushed to.`},
@@ -53,6 +64,8 @@ func (BaseSinkType) Schema() sdk.Schema {
 			{Name: "recovery_target_action", Type: sdk.String, Description: `What the server does at the target: "pause" (PostgreSQL's default: wait, read-only, for pg_wal_replay_resume()), "promote" (open for writes on a new timeline) or "shutdown". Without a target, recovery replays the whole archive and promotes.`},
 			{Name: "recovery_target_timeline", Type: sdk.String, Default: "latest", Description: `The timeline to follow: "latest" (through promotions, as their .history files in the archive say), "current", or a number.`},
 			{Name: "recovery_target_inclusive", Type: sdk.Bool, Default: true, Description: "Stop just after the target (true) or just before it (false); for time, xid and lsn targets."},
+			{Name: "tablespace_map_all", Type: sdk.String, Description: `The folder that receives each tablespace as <folder>/<oid> (pg_tblspc/<oid> links to it); default: the data directory's path followed by "_tablespaces" (/var/lib/postgresql/15/main_tablespaces/16385). Never the original locations: they may belong to the server backed up.`},
+			{Name: "tablespace_map", Type: sdk.StringMap, Description: `A directory for some tablespaces, by OID: { "16385" = "/mnt/fast/ts" }; the others go to tablespace_map_all. pipe backups show lists a run's tablespaces with their original locations (tablespace_<oid>). Each directory, like the data directory, must be absent or empty, and is created with mode 0700.`},
 		},
 	}
 }
@@ -109,55 +122,182 @@ func (BaseSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sd
 	if c.Timeline != "latest" && c.Timeline != "current" && !xidRE.MatchString(c.Timeline) {
 		return nil, sdk.AttrError("recovery_target_timeline", "invalid recovery_target_timeline", fmt.Sprintf(`%q: use "latest", "current" or a timeline number`, c.Timeline))
 	}
-	return &BaseSink{c: c}, nil
+	if c.TablespaceMapAll == "" {
+		c.TablespaceMapAll = filepath.Clean(c.DataDirectory) + tablespacesSuffix
+	}
+	if c.TablespaceMapAll, err = filepath.Abs(c.TablespaceMapAll); err != nil {
+		return nil, sdk.AttrError("tablespace_map_all", "invalid tablespace_map_all", err.Error())
+	}
+	if within(c.TablespaceMapAll, c.DataDirectory) {
+		return nil, sdk.AttrError("tablespace_map_all", "tablespace_map_all inside the data directory", fmt.Sprintf("%s is inside the data directory %s: PostgreSQL wants tablespaces outside it, linked from pg_tblspc; give a folder outside it", c.TablespaceMapAll, c.DataDirectory))
+	}
+	spaces := map[string]string{}
+	for oid, dir := range c.TablespaceMap {
+		if !oidRE.MatchString(oid) {
+			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("%q is not a tablespace OID (a number such as 16385): pipe backups show lists a run's tablespaces as tablespace_<oid> = <original location>", oid))
+		}
+		if dir == "" {
+			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("tablespace %s: give the directory it is restored into", oid))
+		}
+		if spaces[oid], err = filepath.Abs(dir); err != nil {
+			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
+		}
+	}
+	c.TablespaceMap = spaces
+	if err := c.checkPlaces(spaces); err != nil {
+		return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
+	}
+	return &BaseSink{c: c, made: map[string]bool{}, claimed: map[string]bool{}}, nil
 }
 
-// BaseSink restores a base backup into a data directory.
+// oidRE matches an object id as PostgreSQL prints it.
+var oidRE = regexp.MustCompile(`^[1-9][0-9]{0,9}$`)
+
+// within reports whether path p is dir or lies inside it.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// checkPlaces refuses tablespace directories (by OID) that would hold
+// the data directory or lie inside it, or that share or nest in one
+// another: each tablespace needs a directory of its own.
+func (c baseSinkConfig) checkPlaces(spaces map[string]string) error {
+	oids := slices.Sorted(maps.Keys(spaces))
+	for i, oid := range oids {
+		dir := spaces[oid]
+		if within(dir, c.DataDirectory) || within(c.DataDirectory, dir) {
+			return fmt.Errorf("tablespace %s would go to %s, which overlaps the data directory %s: PostgreSQL wants tablespaces outside it, linked from pg_tblspc; give a directory outside it", oid, dir, c.DataDirectory)
+		}
+		for _, other := range oids[i+1:] {
+			if within(dir, spaces[other]) || within(spaces[other], dir) {
+				return fmt.Errorf("tablespaces %s and %s would go to %s and %s: give each a directory of its own, apart from the other", oid, other, dir, spaces[other])
+			}
+		}
+	}
+	return nil
+}
+
+// BaseSink restores a base backup into a data directory, and its
+// tablespaces into directories of their own.
 type BaseSink struct {
 	c baseSinkConfig
+
+	mu sync.Mutex
+	// spaces is where each tablespace of the run goes, by OID (Prepare).
+	spaces map[string]string
+	// made are the tablespace directories, and the folders above them,
+	// that the restore created: taking an archive back removes them.
+	made map[string]bool
+	// claimed are the tablespaces whose directory the restore found
+	// empty and writes into: taking one back empties it.
+	claimed map[string]bool
 }
 
 var (
 	_ sdk.Preparer = (*BaseSink)(nil)
 	_ sdk.Flusher  = (*BaseSink)(nil)
+	_ sdk.Remover  = (*BaseSink)(nil)
 )
 
-// Prepare checks the run is a base backup and the data directory is
-// absent or empty, and makes it.
+// Prepare checks the run is a base backup and that the data directory
+// and every tablespace's directory are absent or empty, before it writes
+// anything; then it makes the data directory.
 func (s *BaseSink) Prepare(ctx context.Context, objects []sdk.Object) error {
 	base := false
+	var oids []string
 	for _, o := range objects {
 		if _, err := area(o.Stream); err != nil {
 			return err
 		}
 		base = base || o.Stream == streamBase
+		if oid, ok := tablespaceOID(o.Stream); ok {
+			oids = append(oids, oid)
+		}
 	}
 	if !base {
 		return errors.New("the run has no base.tar: restore a run of the postgres_basebackup source")
 	}
+	spaces, err := s.c.places(oids)
+	if err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(s.c.DataDirectory)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(s.c.DataDirectory, 0o700); err != nil {
-			return fmt.Errorf("making the data directory: %w", sdk.ExplainIO(err))
-		}
 	case err != nil:
 		return fmt.Errorf("reading the data directory: %w", sdk.ExplainIO(err))
 	case len(entries) > 0:
 		return fmt.Errorf("data directory %s is not empty (%s, …): a restore never writes over a cluster; give an empty or new directory", s.c.DataDirectory, entries[0].Name())
 	}
+	for _, oid := range slices.Sorted(maps.Keys(spaces)) {
+		if err := absentOrEmpty(oid, spaces[oid]); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.spaces = spaces
+	s.mu.Unlock()
+	if err := os.MkdirAll(s.c.DataDirectory, 0o700); err != nil {
+		return fmt.Errorf("making the data directory: %w", sdk.ExplainIO(err))
+	}
 	return os.Chmod(s.c.DataDirectory, 0o700)
 }
 
-// area is where a stream of a base backup goes in the data directory.
+// places says where each tablespace of the run goes: tablespace_map's
+// directory, or <tablespace_map_all>/<oid>.
+func (c baseSinkConfig) places(oids []string) (map[string]string, error) {
+	spaces := map[string]string{}
+	for _, oid := range oids {
+		spaces[oid] = filepath.Join(c.TablespaceMapAll, oid)
+	}
+	for _, oid := range slices.Sorted(maps.Keys(c.TablespaceMap)) {
+		if _, ok := spaces[oid]; !ok {
+			holds := "none"
+			if len(oids) > 0 {
+				holds = strings.Join(slices.Sorted(slices.Values(oids)), ", ")
+			}
+			return nil, fmt.Errorf("tablespace_map names tablespace %s, which the run does not hold (its tablespaces: %s): pipe backups show lists them as tablespace_<oid> = <original location>; fix or remove the entry", oid, holds)
+		}
+		spaces[oid] = c.TablespaceMap[oid]
+	}
+	if err := c.checkPlaces(spaces); err != nil {
+		return nil, err
+	}
+	return spaces, nil
+}
+
+// absentOrEmpty refuses a tablespace directory that holds anything.
+func absentOrEmpty(oid, dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the directory of tablespace %s: %w", oid, sdk.ExplainIO(err))
+	case len(entries) > 0:
+		return fmt.Errorf("the directory of tablespace %s, %s, is not empty (%s, …): a restore never writes over anything; give an empty or new directory (tablespace_map_all for all, or tablespace_map = { %q = \"…\" })", oid, dir, entries[0].Name(), oid)
+	}
+	return nil
+}
+
+// tablespaceOID is the OID of a tablespace's archive, <oid>.tar.
+func tablespaceOID(stream string) (string, bool) {
+	oid, ok := strings.CutSuffix(stream, tablespaceExt)
+	return oid, ok && stream != streamBase && oidRE.MatchString(oid)
+}
+
+// area is where a stream of a base backup goes in the data directory;
+// a tablespace's archive goes outside it ("").
 func area(stream string) (string, error) {
 	switch {
 	case stream == streamBase:
 		return ".", nil
 	case stream == streamManifest:
 		return streamManifest, nil
-	case strings.HasSuffix(stream, tablespaceExt) && xidRE.MatchString(strings.TrimSuffix(stream, tablespaceExt)):
-		return filepath.Join("pg_tblspc", strings.TrimSuffix(stream, tablespaceExt)), nil
+	}
+	if _, ok := tablespaceOID(stream); ok {
+		return "", nil
 	}
 	return "", fmt.Errorf("stream %q is not part of a base backup (base.tar, <oid>.tar, backup_manifest): restore a run of the postgres_basebackup source", stream)
 }
@@ -167,6 +307,17 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 	if err != nil {
 		return nil, err
 	}
+	if oid, ok := tablespaceOID(obj.Stream); ok {
+		dir, err := s.makeTablespace(oid)
+		if err != nil {
+			return nil, err
+		}
+		x, err := untar.NewWriter(dir, nil)
+		if err != nil {
+			return nil, errors.Join(err, s.undoTablespace(oid))
+		}
+		return &extractWriter{dir: dir, x: x, undo: func() error { return s.undoTablespace(oid) }}, nil
+	}
 	if obj.Stream == streamManifest {
 		f, err := os.OpenFile(filepath.Join(s.c.DataDirectory, rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
@@ -174,74 +325,176 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 		}
 		return &manifestWriter{f: f, s: s}, nil
 	}
-	dir := filepath.Join(s.c.DataDirectory, rel)
+	dir := s.c.DataDirectory
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, sdk.ExplainIO(err)
 	}
-	var rename func(string) string
-	if obj.Stream == streamBase {
-		rename = func(name string) string {
-			if filepath.ToSlash(filepath.Clean(name)) == pgControl {
-				return heldControl
-			}
-			return name
+	rename := func(name string) string {
+		if filepath.ToSlash(filepath.Clean(name)) == pgControl {
+			return heldControl
 		}
+		return name
 	}
 	x, err := untar.NewWriter(dir, rename)
 	if err != nil {
 		return nil, err
 	}
-	return &extractWriter{s: s, rel: rel, x: x}, nil
+	return &extractWriter{dir: dir, x: x, undo: func() error { return s.empty() }}, nil
+}
+
+// makeTablespace makes the directory tablespace oid is extracted into
+// (mode 0700), and the folders above it that are missing, noting what it
+// made.
+func (s *BaseSink) makeTablespace(oid string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, ok := s.spaces[oid]
+	if !ok { // a host that did not prepare
+		if s.spaces == nil {
+			s.spaces = map[string]string{}
+		}
+		dir = filepath.Join(s.c.TablespaceMapAll, oid)
+		if err := errors.Join(s.c.checkPlaces(map[string]string{oid: dir}), absentOrEmpty(oid, dir)); err != nil {
+			return "", err
+		}
+		s.spaces[oid] = dir
+	}
+	var missing []string
+	undo := func(err error) (string, error) {
+		for _, p := range missing { // deepest first; only while empty
+			if s.made[p] && os.Remove(p) == nil {
+				delete(s.made, p)
+			}
+		}
+		return "", err
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || filepath.Dir(p) == p {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("making the directory of tablespace %s: %w", oid, sdk.ExplainIO(err))
+		}
+		missing = append(missing, p)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o700); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				continue
+			}
+			return undo(fmt.Errorf("making the directory of tablespace %s: %w", oid, sdk.ExplainIO(err)))
+		}
+		s.made[missing[i]] = true
+	}
+	// Prepare found it absent or empty; it must still be.
+	if err := absentOrEmpty(oid, dir); err != nil {
+		return undo(err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return undo(fmt.Errorf("making the directory of tablespace %s: %w", oid, sdk.ExplainIO(err)))
+	}
+	s.claimed[oid] = true
+	return dir, nil
+}
+
+// undoTablespace takes back what the restore of tablespace oid made: its
+// link in pg_tblspc, its files, and the directories it created (a
+// directory that was there, empty, is left empty).
+func (s *BaseSink) undoTablespace(oid string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := s.spaces[oid]
+	if !s.claimed[oid] {
+		return nil
+	}
+	delete(s.claimed, oid)
+	var errs []error
+	link := filepath.Join(s.c.DataDirectory, "pg_tblspc", oid)
+	if fi, err := os.Lstat(link); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		errs = append(errs, os.Remove(link))
+	}
+	if s.made[dir] {
+		errs = append(errs, os.RemoveAll(dir))
+		delete(s.made, dir)
+	} else {
+		errs = append(errs, emptyDir(dir))
+	}
+	// The folders made above it, unless another tablespace is in them.
+	for p := filepath.Dir(dir); s.made[p]; p = filepath.Dir(p) {
+		if os.Remove(p) != nil {
+			break
+		}
+		delete(s.made, p)
+	}
+	return errors.Join(errs...)
+}
+
+// emptyDir removes everything inside dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
 }
 
 // extractWriter extracts one archive of the backup as it arrives.
 type extractWriter struct {
-	s   *BaseSink
-	rel string
-	x   *untar.Writer
+	dir  string
+	x    *untar.Writer
+	undo func() error
 }
 
 func (w *extractWriter) Write(p []byte) (int, error) {
 	n, err := w.x.Write(p)
 	if err != nil {
-		return n, fmt.Errorf("extracting into %s: %w", filepath.Join(w.s.c.DataDirectory, w.rel), sdk.ExplainIO(err))
+		return n, fmt.Errorf("extracting into %s: %w", w.dir, sdk.ExplainIO(err))
 	}
 	return n, nil
 }
 
 func (w *extractWriter) Commit(ctx context.Context) error {
 	if err := w.x.Close(); err != nil {
-		return fmt.Errorf("extracting into %s: %w", filepath.Join(w.s.c.DataDirectory, w.rel), sdk.ExplainIO(err))
+		return fmt.Errorf("extracting into %s: %w", w.dir, sdk.ExplainIO(err))
 	}
-	return untar.SyncTree(filepath.Join(w.s.c.DataDirectory, w.rel))
+	return errors.Join(untar.SyncTree(w.dir), untar.SyncDir(filepath.Dir(w.dir)))
 }
 
-// Abort removes what the archive put in the data directory: a failed run
-// leaves it empty again.
+// Abort removes what the archive put in place: a failed run leaves the
+// data directory empty again, and no tablespace directory it made.
 func (w *extractWriter) Abort(ctx context.Context) error {
 	w.x.Abort()
-	return w.s.empty(w.rel)
+	return w.undo()
 }
 
-// empty removes an area of the data directory; the data directory's own
-// area keeps the tablespaces (their archives abort on their own).
-func (s *BaseSink) empty(rel string) error {
-	dir := filepath.Join(s.c.DataDirectory, rel)
-	if rel != "." {
-		return os.RemoveAll(dir)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if e.Name() == "pg_tblspc" {
-			continue
+// empty removes everything in the data directory (the links in
+// pg_tblspc, not what they point to: the tablespaces' archives take
+// their own back).
+func (s *BaseSink) empty() error { return emptyDir(s.c.DataDirectory) }
+
+// Remove takes back an archive of a run that failed after it was
+// committed (another archive, or the flush, failed): the restore leaves
+// nothing behind.
+func (s *BaseSink) Remove(ctx context.Context, key string) error {
+	switch key {
+	case streamBase:
+		return s.empty()
+	case streamManifest:
+		if err := os.Remove(filepath.Join(s.c.DataDirectory, streamManifest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
 		}
-		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		return nil
 	}
-	return errors.Join(errs...)
+	if oid, ok := tablespaceOID(key); ok {
+		return s.undoTablespace(oid)
+	}
+	return nil
 }
 
 type manifestWriter struct {
@@ -264,20 +517,16 @@ func (w *manifestWriter) Abort(ctx context.Context) error {
 	return os.Remove(w.f.Name())
 }
 
-// Flush, after the last archive, writes the recovery settings and puts
-// pg_control in place: only now can PostgreSQL start on the directory.
+// Flush, after the last archive, links the tablespaces, writes the
+// recovery settings and puts pg_control in place: only now can
+// PostgreSQL start on the directory.
 func (s *BaseSink) Flush(ctx context.Context) error {
 	dd := s.c.DataDirectory
 	if _, err := os.Stat(filepath.Join(dd, heldControl)); err != nil {
 		return fmt.Errorf("the restored base.tar has no %s: %w", pgControl, err)
 	}
-	// Tablespaces were restored inside the data directory; their map
-	// would have the server put links to their old places over them. An
-	// empty map (no tablespaces) stays: the backup's manifest names it.
-	if fi, err := os.Stat(filepath.Join(dd, "tablespace_map")); err == nil && fi.Size() > 0 {
-		if err := os.Remove(filepath.Join(dd, "tablespace_map")); err != nil {
-			return err
-		}
+	if err := s.linkTablespaces(); err != nil {
+		return err
 	}
 	conf, err := os.OpenFile(filepath.Join(dd, "postgresql.auto.conf"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -304,6 +553,70 @@ func (s *BaseSink) Flush(ctx context.Context) error {
 		return err
 	}
 	return errors.Join(untar.SyncDir(filepath.Join(dd, "global")), untar.SyncDir(dd))
+}
+
+// linkTablespaces makes pg_tblspc/<oid> a symbolic link to the directory
+// each tablespace was restored into: PostgreSQL accepts nothing else
+// there (a directory makes it PANIC at the end of recovery). The
+// backup's tablespace_map, which would have the server link them to their
+// old places (perhaps the live server's), goes; an empty one (no
+// tablespaces) stays, as the backup's manifest names it. Every
+// tablespace it names must have been restored.
+func (s *BaseSink) linkTablespaces() error {
+	dd := s.c.DataDirectory
+	mapFile := filepath.Join(dd, "tablespace_map")
+	b, err := os.ReadFile(mapFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading the backup's tablespace_map: %w", sdk.ExplainIO(err))
+	}
+	s.mu.Lock()
+	spaces := maps.Clone(s.spaces)
+	s.mu.Unlock()
+	for _, oid := range tablespaceMapOIDs(b) {
+		if _, ok := spaces[oid]; !ok {
+			return fmt.Errorf("the backup's tablespace_map names tablespace %s, but the run holds no %s%s: the restored cluster would lack it; restore a complete run of the postgres_basebackup source", oid, oid, tablespaceExt)
+		}
+	}
+	if len(b) > 0 {
+		if err := os.Remove(mapFile); err != nil {
+			return fmt.Errorf("removing the backup's tablespace_map: %w", sdk.ExplainIO(err))
+		}
+	}
+	if len(spaces) == 0 {
+		return nil
+	}
+	tblspc := filepath.Join(dd, "pg_tblspc")
+	if err := os.MkdirAll(tblspc, 0o700); err != nil {
+		return fmt.Errorf("making pg_tblspc: %w", sdk.ExplainIO(err))
+	}
+	for _, oid := range slices.Sorted(maps.Keys(spaces)) {
+		if err := os.Symlink(spaces[oid], filepath.Join(tblspc, oid)); err != nil {
+			return fmt.Errorf("linking tablespace %s from pg_tblspc to %s: %w", oid, spaces[oid], sdk.ExplainIO(err))
+		}
+	}
+	return untar.SyncDir(tblspc)
+}
+
+// tablespaceMapOIDs reads the OIDs of a tablespace_map file: lines of
+// "<oid> <path>", where PostgreSQL escapes a backslash, a carriage return
+// or a line feed in the path with a backslash.
+func tablespaceMapOIDs(b []byte) []string {
+	var oids []string
+	for len(b) > 0 {
+		oid, _, _ := strings.Cut(string(b[:min(len(b), 11)]), " ")
+		if oidRE.MatchString(oid) {
+			oids = append(oids, oid)
+		}
+		i := 0
+		for i < len(b) && b[i] != '\n' {
+			if b[i] == '\\' {
+				i++
+			}
+			i++
+		}
+		b = b[min(i+1, len(b)):]
+	}
+	return oids
 }
 
 // recoverySettings are the lines appended to postgresql.auto.conf.

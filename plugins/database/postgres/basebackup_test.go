@@ -94,6 +94,19 @@ func TestBaseSinkRestoresAndSetsRecovery(t *testing.T) {
 			t.Errorf("%s: %q %v, want %q", name, got, err, want)
 		}
 	}
+	// PostgreSQL accepts only links in pg_tblspc: the tablespace is in a
+	// directory of its own, next to the data directory.
+	ts := dd + "_tablespaces/16385"
+	if link, err := os.Readlink(filepath.Join(dd, "pg_tblspc/16385")); err != nil || link != ts {
+		t.Errorf("pg_tblspc/16385 is not a link to %s: %q %v", ts, link, err)
+	}
+	for _, dir := range []string{ts, filepath.Dir(ts)} {
+		if fi, err := os.Stat(dir); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v, want 0700", dir, fi.Mode())
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dd, "tablespace_map")); !errors.Is(err, os.ErrNotExist) {
 		t.Error("tablespace_map stayed: the server would link the tablespace to its old place")
 	}
@@ -146,6 +159,129 @@ func TestBaseSinkRefusesAndCleansUp(t *testing.T) {
 	}
 }
 
+// TestBaseSinkPlacesTablespaces restores tablespaces where tablespace_map
+// and tablespace_map_all say, refuses a directory that holds anything
+// before it writes a byte, and takes back what it made when the run
+// fails, whenever it fails.
+func TestBaseSinkPlacesTablespaces(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dd := filepath.Join(root, "data")
+	objs := []sdk.Object{{Stream: "16385.tar"}, {Stream: "16386.tar"}, {Stream: "base.tar"}, {Stream: "backup_manifest"}}
+	base := tarOf(t, map[string]string{"PG_VERSION": "15\n", "global/": "", "global/pg_control": "control", "pg_tblspc/": "",
+		"tablespace_map": "16385 /srv/fast\n16386 /srv/a\\\nb\n"})
+	space := tarOf(t, map[string]string{"PG_15_202209061/": "", "PG_15_202209061/5/16390": "rows"})
+	big := tarOf(t, map[string]string{"PG_15_202209061/": "", "PG_15_202209061/5/16390": strings.Repeat("r", 8192)})
+	cut := big[:len(big)/2] // inside the file's bytes, whatever the order
+	vals := map[string]any{"data_directory": dd, "restore_command": "pipe wal fetch f %f %p",
+		"tablespace_map": map[string]string{"16385": filepath.Join(root, "fast", "ts")}, "tablespace_map_all": filepath.Join(root, "spaces")}
+
+	// A directory that holds anything is refused before anything is made.
+	os.MkdirAll(filepath.Join(root, "spaces", "16386"), 0o755)
+	os.WriteFile(filepath.Join(root, "spaces", "16386", "PG_VERSION"), []byte("15"), 0o600)
+	s := baseSink(t, vals)
+	if err := s.Prepare(ctx, objs); err == nil || !strings.Contains(err.Error(), "tablespace 16386") || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("a tablespace directory with files: %v", err)
+	}
+	if _, err := os.Stat(dd); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused restore made the data directory: %v", err)
+	}
+	os.Remove(filepath.Join(root, "spaces", "16386", "PG_VERSION")) // empty now: it is taken as it is
+
+	// A mapping for a tablespace the run does not hold is a typo.
+	if err := baseSink(t, map[string]any{"data_directory": dd, "restore_command": "x %f %p", "tablespace_map": map[string]string{"16999": "/x"}}).Prepare(ctx, objs); err == nil || !strings.Contains(err.Error(), "16385, 16386") {
+		t.Errorf("a mapping of a tablespace the run lacks: %v", err)
+	}
+
+	s = baseSink(t, vals)
+	if err := s.Prepare(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	// A tablespace that fails takes back the directories it made, and
+	// leaves one it found empty.
+	if err := put(t, s, "16385.tar", cut); err == nil {
+		t.Error("a truncated tablespace archive was committed")
+	}
+	if _, err := os.Stat(filepath.Join(root, "fast")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a failed tablespace left the directories it made: %v", err)
+	}
+	if err := put(t, s, "16386.tar", cut); err == nil {
+		t.Error("a truncated tablespace archive was committed")
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, "spaces", "16386")); err != nil || len(entries) != 0 {
+		t.Errorf("a failed tablespace in a directory that was there: %v %v, want it empty", entries, err)
+	}
+
+	// Then the whole run, the tablespaces before base.tar.
+	for _, st := range []string{"16385.tar", "16386.tar"} {
+		if err := put(t, s, st, space); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := put(t, s, "base.tar", base); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, s, "backup_manifest", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for oid, dir := range map[string]string{"16385": filepath.Join(root, "fast", "ts"), "16386": filepath.Join(root, "spaces", "16386")} {
+		if link, err := os.Readlink(filepath.Join(dd, "pg_tblspc", oid)); err != nil || link != dir {
+			t.Errorf("pg_tblspc/%s: %q %v, want a link to %s", oid, link, err, dir)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "PG_15_202209061/5/16390")); err != nil || string(got) != "rows" {
+			t.Errorf("tablespace %s: %q %v", oid, got, err)
+		}
+	}
+
+	// A run that fails after its archives committed (the host takes each
+	// back) leaves nothing: no file, no link, no directory pipe made.
+	rm, ok := any(s).(sdk.Remover)
+	if !ok {
+		t.Fatal("the sink cannot take back the archives of a run that failed after they committed")
+	}
+	for _, st := range []string{"16385.tar", "16386.tar", "base.tar", "backup_manifest"} {
+		if err := rm.Remove(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if entries, _ := os.ReadDir(dd); len(entries) != 0 {
+		t.Errorf("taking the run back left %d entries in the data directory", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(root, "fast")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("taking the run back left the directories it made: %v", err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, "spaces", "16386")); err != nil || len(entries) != 0 {
+		t.Errorf("taking the run back: %v %v, want the directory that was there, empty", entries, err)
+	}
+}
+
+// TestBaseSinkNeedsEveryTablespace refuses to finish a restore whose
+// base.tar names a tablespace the run did not bring.
+func TestBaseSinkNeedsEveryTablespace(t *testing.T) {
+	ctx := context.Background()
+	dd := filepath.Join(t.TempDir(), "data")
+	s := baseSink(t, map[string]any{"data_directory": dd, "restore_command": "x %f %p"})
+	if err := s.Prepare(ctx, []sdk.Object{{Stream: "base.tar"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, s, "base.tar", tarOf(t, map[string]string{"global/": "", "global/pg_control": "c", "tablespace_map": "16385 /srv/ts\n"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err == nil || !strings.Contains(err.Error(), "16385.tar") {
+		t.Errorf("a restore without a tablespace base.tar names: %v", err)
+	}
+}
+
+func TestTablespaceMapOIDs(t *testing.T) {
+	got := strings.Join(tablespaceMapOIDs([]byte("16385 /srv/ts\n16386 /srv/odd\\\n17000 not an entry\n16387 /x\\\\\n")), ",")
+	if got != "16385,16386,16387" {
+		t.Errorf("tablespace_map OIDs: %s", got)
+	}
+}
+
 func TestBaseConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		vals map[string]any
@@ -159,6 +295,10 @@ func TestBaseConfigErrors(t *testing.T) {
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target_action": "promote"}, "recovery_target_action", "without a target"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target": "latest"}, "recovery_target", "immediate"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target_timeline": "newest"}, "recovery_target_timeline", "latest"},
+		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map_all": "d/spaces"}, "tablespace_map_all", "outside"},
+		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map": map[string]string{"fast": "/srv/ts"}}, "tablespace_map", "OID"},
+		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map": map[string]string{"16385": "d/pg_tblspc/16385"}}, "tablespace_map", "outside"},
+		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map": map[string]string{"16385": "/srv/ts", "16386": "/srv/ts/b"}}, "tablespace_map", "of its own"},
 	} {
 		_, d := BaseSinkType{}.Configure(context.Background(), withDefaults(BaseSinkType{}.Schema(), sdk.NewConfig(tc.vals)))
 		if !d.HasErrors() || d[0].Attribute != tc.attr || !strings.Contains(d[0].Summary+d[0].Detail, tc.text) {
