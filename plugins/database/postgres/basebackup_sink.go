@@ -35,11 +35,20 @@ type baseSinkConfig struct {
 	Action         string `pipe:"recovery_target_action"`
 	Timeline       string `pipe:"recovery_target_timeline"`
 	Inclusive      bool   `pipe:"recovery_target_inclusive"`
+	ArchiveMode    string `pipe:"archive_mode"`
 	// TablespaceMap sends a tablespace (by OID) to a directory of its
 	// own; TablespaceMapAll receives the others, each as <oid>.
 	TablespaceMap    map[string]string `pipe:"tablespace_map"`
 	TablespaceMapAll string            `pipe:"tablespace_map_all"`
 }
+
+// The values of archive_mode: "off" writes archive_mode = 'off' with the
+// recovery settings, so a restored server never archives into the
+// source's archive; "preserve" leaves the source's setting.
+const (
+	archiveOff      = "off"
+	archivePreserve = "preserve"
+)
 
 // tablespacesSuffix names the default folder of the tablespaces, next to
 // the data directory: /var/lib/postgresql/15/main_tablespaces/<oid>.
@@ -52,7 +61,7 @@ var _ sdk.SinkType = BaseSinkType{}
 
 func (BaseSinkType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Restores a base backup (the postgres_basebackup source's) into an empty data directory, extracting its archives in parallel as they arrive (each tablespace into a directory of its own outside the data directory, linked from pg_tblspc/<oid> as PostgreSQL requires), and writes the recovery settings: restore_command and the recovery target. Starting PostgreSQL on the directory then replays the archived WAL up to the target. global/pg_control is put in place last, so a restore that fails leaves a directory PostgreSQL refuses to start (and that pipe empties).",
+		Description: "Restores a base backup (the postgres_basebackup source's) into an empty data directory, extracting its archives in parallel as they arrive (each tablespace into a directory of its own outside the data directory, linked from pg_tblspc/<oid> as PostgreSQL requires), and writes the recovery settings: restore_command, the recovery target, and archive_mode = 'off' unless told to keep the source's. Starting PostgreSQL on the directory then replays the archived WAL up to the target. global/pg_control is put in place last, so a restore that fails leaves a directory PostgreSQL refuses to start (and that pipe empties).",
 		Attributes: []sdk.Attribute{
 			{Name: "data_directory", Type: sdk.String, Required: true, Description: "The data directory to restore into: absent or empty (a restore never writes over a cluster). Created with mode 0700."},
 			{Name: "restore_command", Type: sdk.String, Required: true, Description: `What PostgreSQL runs to fetch archived WAL, written to postgresql.auto.conf: "pipe wal fetch /etc/pipe/pg.hcl %f %p" with the file whose archive block the server pushed to.`},
@@ -66,6 +75,7 @@ func (BaseSinkType) Schema() sdk.Schema {
 			{Name: "recovery_target_inclusive", Type: sdk.Bool, Default: true, Description: "Stop just after the target (true) or just before it (false); for time, xid and lsn targets."},
 			{Name: "tablespace_map_all", Type: sdk.String, Description: `The folder that receives each tablespace as <folder>/<oid> (pg_tblspc/<oid> links to it); default: the data directory's path followed by "_tablespaces" (/var/lib/postgresql/15/main_tablespaces/16385). Never the original locations: they may belong to the server backed up.`},
 			{Name: "tablespace_map", Type: sdk.StringMap, Description: `A directory for some tablespaces, by OID: { "16385" = "/mnt/fast/ts" }; the others go to tablespace_map_all. pipe backups show lists a run's tablespaces with their original locations (tablespace_<oid>). Each directory, like the data directory, must be absent or empty, and is created with mode 0700.`},
+			{Name: "archive_mode", Type: sdk.String, Default: archiveOff, Description: `"off" writes archive_mode = 'off' with the recovery settings, so the restored server never archives into the archive of the server backed up (a test restore that promotes would push a new timeline there, which later recoveries along "latest" follow). "preserve" keeps the source's archive_mode and archive_command: for a restore that replaces the server.`},
 		},
 	}
 }
@@ -121,6 +131,11 @@ func (BaseSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sd
 	}
 	if c.Timeline != "latest" && c.Timeline != "current" && !xidRE.MatchString(c.Timeline) {
 		return nil, sdk.AttrError("recovery_target_timeline", "invalid recovery_target_timeline", fmt.Sprintf(`%q: use "latest", "current" or a timeline number`, c.Timeline))
+	}
+	switch c.ArchiveMode {
+	case archiveOff, archivePreserve:
+	default:
+		return nil, sdk.AttrError("archive_mode", "invalid archive_mode", fmt.Sprintf(`%q: use "off" (the restored server does not archive) or "preserve" (it keeps the source's archive_mode and archive_command)`, c.ArchiveMode))
 	}
 	if c.TablespaceMapAll == "" {
 		c.TablespaceMapAll = filepath.Clean(c.DataDirectory) + tablespacesSuffix
@@ -639,6 +654,11 @@ func (s *BaseSink) recoverySettings() string {
 	set("recovery_target_timeline", c.Timeline)
 	if !c.Inclusive {
 		set("recovery_target_inclusive", "off")
+	}
+	if c.ArchiveMode == archiveOff {
+		// The source's archive_command would push into its own archive.
+		b.WriteString("# The restored server does not archive (pipe's archive_mode = \"preserve\" keeps the source's setting).\n")
+		set("archive_mode", "off")
 	}
 	return b.String()
 }

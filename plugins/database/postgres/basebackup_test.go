@@ -112,7 +112,7 @@ func TestBaseSinkRestoresAndSetsRecovery(t *testing.T) {
 	}
 	conf, _ := os.ReadFile(filepath.Join(dd, "postgresql.auto.conf"))
 	for _, line := range []string{"work_mem = '8MB'", "restore_command = 'pipe wal fetch /etc/pipe/pg.hcl %f %p'",
-		"recovery_target_time = '2026-11-26 10:00:00+00'", "recovery_target_action = 'promote'", "recovery_target_timeline = 'latest'"} {
+		"recovery_target_time = '2026-11-26 10:00:00+00'", "recovery_target_action = 'promote'", "recovery_target_timeline = 'latest'", "archive_mode = 'off'"} {
 		if !strings.Contains(string(conf), line+"\n") {
 			t.Errorf("postgresql.auto.conf lacks %q:\n%s", line, conf)
 		}
@@ -169,12 +169,12 @@ func TestBaseSinkPlacesTablespaces(t *testing.T) {
 	dd := filepath.Join(root, "data")
 	objs := []sdk.Object{{Stream: "16385.tar"}, {Stream: "16386.tar"}, {Stream: "base.tar"}, {Stream: "backup_manifest"}}
 	base := tarOf(t, map[string]string{"PG_VERSION": "15\n", "global/": "", "global/pg_control": "control", "pg_tblspc/": "",
-		"tablespace_map": "16385 /srv/fast\n16386 /srv/a\\\nb\n"})
+		"tablespace_map": "16385 /srv/fast\n16386 /srv/a\\\nb\n", "postgresql.auto.conf": "archive_mode = 'on'\n"})
 	space := tarOf(t, map[string]string{"PG_15_202209061/": "", "PG_15_202209061/5/16390": "rows"})
 	big := tarOf(t, map[string]string{"PG_15_202209061/": "", "PG_15_202209061/5/16390": strings.Repeat("r", 8192)})
 	cut := big[:len(big)/2] // inside the file's bytes, whatever the order
 	vals := map[string]any{"data_directory": dd, "restore_command": "pipe wal fetch f %f %p",
-		"tablespace_map": map[string]string{"16385": filepath.Join(root, "fast", "ts")}, "tablespace_map_all": filepath.Join(root, "spaces")}
+		"tablespace_map": map[string]string{"16385": filepath.Join(root, "fast", "ts")}, "tablespace_map_all": filepath.Join(root, "spaces"), "archive_mode": "preserve"}
 
 	// A directory that holds anything is refused before anything is made.
 	os.MkdirAll(filepath.Join(root, "spaces", "16386"), 0o755)
@@ -234,6 +234,9 @@ func TestBaseSinkPlacesTablespaces(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(dir, "PG_15_202209061/5/16390")); err != nil || string(got) != "rows" {
 			t.Errorf("tablespace %s: %q %v", oid, got, err)
 		}
+	}
+	if conf, _ := os.ReadFile(filepath.Join(dd, "postgresql.auto.conf")); strings.Contains(string(conf), "archive_mode = 'off'") {
+		t.Errorf("archive_mode = \"preserve\" wrote archive_mode = 'off':\n%s", conf)
 	}
 
 	// A run that fails after its archives committed (the host takes each
@@ -295,6 +298,7 @@ func TestBaseConfigErrors(t *testing.T) {
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target_action": "promote"}, "recovery_target_action", "without a target"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target": "latest"}, "recovery_target", "immediate"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "recovery_target_timeline": "newest"}, "recovery_target_timeline", "latest"},
+		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "archive_mode": "on"}, "archive_mode", "preserve"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map_all": "d/spaces"}, "tablespace_map_all", "outside"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map": map[string]string{"fast": "/srv/ts"}}, "tablespace_map", "OID"},
 		{map[string]any{"data_directory": "d", "restore_command": "x %f %p", "tablespace_map": map[string]string{"16385": "d/pg_tblspc/16385"}}, "tablespace_map", "outside"},
