@@ -51,9 +51,10 @@ pipeline "pitr" {
 // TestPITR takes a base backup of a server under load over the
 // replication protocol, then recovers it in new data directories: to a
 // moment between two writes, to the end of the archive (equal to the
-// source), and along a timeline a promotion started; verify finds a gap
-// in the WAL a backup needs, and retention removes only WAL no kept backup
-// needs.
+// source, its tablespace linked from pg_tblspc, archiving off), and along
+// a timeline a promotion started; a target no backup reaches is refused
+// before anything is written; verify finds a gap in the WAL a backup
+// needs, and retention removes only WAL no kept backup needs.
 func TestPITR(t *testing.T) {
 	requireDocker(t)
 	b := newS3Bench(t)
@@ -81,6 +82,17 @@ func TestPITR(t *testing.T) {
 	pg.mustSh(t, `echo "host replication all all scram-sha-256" >> pg_hba.conf`)
 	pg.psql(t, 5432, "SELECT pg_reload_conf()")
 
+	// The server's archiving is in postgresql.auto.conf too, as ALTER
+	// SYSTEM leaves it: a restored server would inherit it.
+	pg.psql(t, 5432, "ALTER SYSTEM SET archive_mode = on")
+	pg.psql(t, 5432, "ALTER SYSTEM SET archive_command = '"+archiveCommand[true]+"'")
+	// A tablespace outside the data directory, with a table in it.
+	pg.mustSh(t, "mkdir -m 700 /tmp/ts")
+	pg.psql(t, 5432, "CREATE TABLESPACE ts LOCATION '/tmp/ts'")
+	pg.psql(t, 5432, "CREATE TABLE spaced (n int, note text) TABLESPACE ts")
+	pg.psql(t, 5432, "INSERT INTO spaced SELECT g, md5(g::text) FROM generate_series(1, 5000) g")
+	tsOID := pg.psql(t, 5432, "SELECT oid FROM pg_tablespace WHERE spcname = 'ts'")
+
 	// A base backup while pgbench writes.
 	pg.mustSh(t, "pgbench -h /var/run/postgresql -U pipe -i -s 8 -q app")
 	load := make(chan string, 1)
@@ -104,13 +116,17 @@ func TestPITR(t *testing.T) {
 	for _, o := range m.Objects {
 		streams[o.Stream] = true
 	}
-	if !streams["base.tar"] || !streams["backup_manifest"] {
-		t.Errorf("the base backup stored %v, not base.tar and backup_manifest", streams)
+	if !streams["base.tar"] || !streams["backup_manifest"] || !streams[tsOID+".tar"] {
+		t.Errorf("the base backup stored %v, not base.tar, %s.tar and backup_manifest", streams, tsOID)
+	}
+	if got := m.Source["tablespace_"+tsOID]; got != "/tmp/ts" {
+		t.Errorf("the manifest records tablespace %s at %q, not /tmp/ts", tsOID, got)
 	}
 
 	// Writes with known times: the target lies between them.
 	pg.psql(t, 5432, "CREATE TABLE marks (note text, at timestamptz DEFAULT clock_timestamp())")
 	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('before')")
+	pg.psql(t, 5432, "INSERT INTO spaced SELECT g, 'after the backup' FROM generate_series(5001, 6000) g")
 	time.Sleep(1500 * time.Millisecond)
 	target := pg.psql(t, 5432, "SELECT clock_timestamp()::text")
 	time.Sleep(1500 * time.Millisecond)
@@ -139,7 +155,10 @@ func TestPITR(t *testing.T) {
 	// recovery ends; it returns the server's log.
 	start := func(dir string, port int, conf string) string {
 		t.Helper()
-		pg.mustSh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir))
+		if code, out := pg.sh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir)); code != 0 {
+			// The server's own words: a PANIC at the end of recovery, say.
+			t.Fatalf("starting %s: exit %d\n%s\n%s", dir, code, out, pg.mustSh(t, "tail -20 "+dir+".log"))
+		}
 		deadline := time.Now().Add(3 * time.Minute)
 		for pg.psql(t, port, "SELECT pg_is_in_recovery()") != "f" {
 			if time.Now().After(deadline) {
@@ -159,16 +178,39 @@ func TestPITR(t *testing.T) {
 	if code, out := pg.sh(t, "pipe run /etc/pipe/full.hcl"); code == 0 || !strings.Contains(out, "not empty") {
 		t.Errorf("a restore into a data directory that holds files: exit %d\n%s", code, out)
 	}
+	// A target no backup can reach (the backup's start, before its end)
+	// is refused before anything is written.
+	if err := pg.c.CopyToContainer(ctx, []byte(pitrFile("/tmp/pitr-early", fmt.Sprintf("recovery_target_lsn = %q", m.Source["start_lsn"]))), "/etc/pipe/early.hcl", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := pg.sh(t, "pipe run /etc/pipe/early.hcl"); code == 0 || !strings.Contains(out, "no complete run can be recovered to recovery_target_lsn") {
+		t.Errorf("a restore to a position before the backup's end: exit %d\n%s", code, out)
+	}
+	if code, _ := pg.sh(t, "test -e /tmp/pitr-early"); code == 0 {
+		t.Error("a refused restore made its data directory")
+	}
 
 	// To the end of the archive: every file is the server's (its own
 	// backup manifest says so), and every table equals the source's.
 	restore("end", "/tmp/pitr-end", "")
-	if code, out := pg.sh(t, "pg_verifybackup --no-parse-wal /tmp/pitr-end"); code != 0 || !strings.Contains(out, "successfully verified") {
+	if code, out := pg.sh(t, "pg_verifybackup --no-parse-wal --ignore=tablespace_map /tmp/pitr-end"); code != 0 || !strings.Contains(out, "successfully verified") {
 		t.Errorf("pg_verifybackup of the restored data directory: exit %d\n%s", code, out)
 	}
 	start("/tmp/pitr-end", 5441, "")
 	if got := tableDigests(t, pg, 5441); got != want {
 		t.Errorf("recovered to the end of the archive:\n%s\nthe source:\n%s", got, want)
+	}
+	// The tablespace is a directory of its own, linked from pg_tblspc
+	// (PostgreSQL PANICs at the end of recovery on a directory there).
+	if out := pg.mustSh(t, "readlink /tmp/pitr-end/pg_tblspc/"+tsOID); strings.TrimSpace(out) != "/tmp/pitr-end_tablespaces/"+tsOID {
+		t.Errorf("pg_tblspc/%s links to %q, not /tmp/pitr-end_tablespaces/%s", tsOID, out, tsOID)
+	}
+	if got := pg.psql(t, 5441, "SELECT pg_tablespace_location(oid) FROM pg_tablespace WHERE spcname = 'ts'"); got != "/tmp/pitr-end_tablespaces/"+tsOID {
+		t.Errorf("the restored tablespace is at %q", got)
+	}
+	// A restored server does not archive into the source's archive.
+	if got := pg.psql(t, 5441, "SHOW archive_mode"); got != "off" {
+		t.Errorf("the restored server runs with archive_mode = %s: it would push its new timeline into the source's archive", got)
 	}
 	stop("/tmp/pitr-end")
 
@@ -253,7 +295,7 @@ func segmentOf(lsn string) string {
 func tableDigests(t *testing.T, pg *walCluster, port int) string {
 	t.Helper()
 	var b strings.Builder
-	for _, tbl := range []string{"pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history", "marks"} {
+	for _, tbl := range []string{"pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history", "marks", "spaced"} {
 		fmt.Fprintf(&b, "%s %s\n", tbl, pg.psql(t, port, fmt.Sprintf("SELECT count(*) || ' ' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM %s t", tbl)))
 	}
 	return b.String()
