@@ -231,7 +231,7 @@ func TestSelectReachesTheTarget(t *testing.T) {
 		{"a run named, none reaches it", Selection{RunID: "20261126T095900Z-aaaaaa", Target: &Target{Attribute: "recovery_target_time", Value: "x", Time: t0.Add(-time.Hour)}}, "no run here can: choose a later target"},
 	} {
 		r, err := c.Select(tc.sel)
-		got := ""
+		var got string
 		if err != nil {
 			got = err.Error()
 		} else {

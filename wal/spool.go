@@ -33,10 +33,9 @@ func spoolProblem(dir string) error {
 		return fmt.Errorf("%w: %w", ErrSpool, sdk.ExplainIO(err))
 	}
 	var st unix.Statfs_t
-	if err := statfs(dir, &st); err != nil {
-		return nil // no answer: the writes will tell
-	}
-	if st.Bavail == 0 || (st.Files > 0 && st.Ffree == 0) {
+	// No answer from statfs (or a file system that counts no blocks) is
+	// no verdict: the writes will tell.
+	if statfs(dir, &st) == nil && st.Blocks > 0 && (st.Bavail == 0 || (st.Files > 0 && st.Ffree == 0)) {
 		abs, _ := filepath.Abs(dir)
 		return fmt.Errorf("%w: the disk of %s is full (%d bytes, %d inodes free): free space there, or set push { spool = \"…\" } on another disk", ErrSpool, abs, st.Bavail*uint64(st.Bsize), st.Ffree)
 	}

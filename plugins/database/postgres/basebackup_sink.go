@@ -305,10 +305,10 @@ func tablespaceOID(stream string) (string, bool) {
 // area is where a stream of a base backup goes in the data directory;
 // a tablespace's archive goes outside it ("").
 func area(stream string) (string, error) {
-	switch {
-	case stream == streamBase:
+	switch stream {
+	case streamBase:
 		return ".", nil
-	case stream == streamManifest:
+	case streamManifest:
 		return streamManifest, nil
 	}
 	if _, ok := tablespaceOID(stream); ok {
