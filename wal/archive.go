@@ -248,28 +248,46 @@ const ClaimExt = ".claim"
 // stored; and the file's digest. Other content archived or claimed under
 // the name is ErrConflict.
 func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums <-chan string) (found, sum string, err error) {
-	objs, keys, claimed, err := a.find(ctx, dir, name)
+	// The listing and the claim at once: two round trips in the time of
+	// one. The listing still decides for names archived before claims
+	// existed (an object, no claim).
+	type listing struct {
+		objs    []Object
+		keys    []string
+		claimed bool
+		err     error
+	}
+	listed := make(chan listing, 1)
+	go func() {
+		var l listing
+		l.objs, l.keys, l.claimed, l.err = a.find(ctx, dir, name)
+		listed <- l
+	}()
 	sum = <-sums
-	if err != nil {
-		return "", sum, fmt.Errorf("looking for %s in the archive: %w", name, err)
-	}
-	for i, o := range objs {
-		if isFile(o.FileSum, data, sum) {
-			return keys[i], sum, nil
-		}
-	}
-	if len(objs) > 0 {
-		return "", sum, a.conflict(name, dir, objs[0].FileSum, sum, "the archive keeps the original")
-	}
 	key := a.Root + dir + name + ClaimExt
-	if !claimed {
-		err = a.put(ctx, key, name+ClaimExt, []byte(sum+"\n"), true)
-		if err == nil {
-			return "", sum, nil
+	claimErr := a.put(ctx, key, name+ClaimExt, []byte(sum+"\n"), true)
+	l := <-listed
+	if l.err != nil {
+		return "", sum, fmt.Errorf("looking for %s in the archive: %w", name, l.err)
+	}
+	for i, o := range l.objs {
+		if isFile(o.FileSum, data, sum) {
+			return l.keys[i], sum, nil
 		}
-		if !errors.Is(err, sdk.ErrExists) {
-			return "", sum, fmt.Errorf("claiming %s in the archive: %w", name, err)
+	}
+	if len(l.objs) > 0 {
+		if claimErr == nil {
+			// An object archived before claims existed holds other
+			// content: the claim just made names the wrong one.
+			_ = a.Store.Remove(context.WithoutCancel(ctx), key)
 		}
+		return "", sum, a.conflict(name, dir, l.objs[0].FileSum, sum, "the archive keeps the original")
+	}
+	switch {
+	case claimErr == nil:
+		return "", sum, nil
+	case !errors.Is(claimErr, sdk.ErrExists):
+		return "", sum, fmt.Errorf("claiming %s in the archive: %w", name, claimErr)
 	}
 	// Claimed already: by an earlier push of this content that did not
 	// store its object (killed, or the object's upload failed), by one
