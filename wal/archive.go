@@ -142,27 +142,21 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 // a segment, or a .partial one.
 func hasHeader(f File) bool { return f.Kind == Segment || f.Kind == Partial }
 
-// find returns the archived objects of a file, and whether its name is
-// claimed.
-func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, keys []string, claimed bool, err error) {
-	infos, err := a.Store.List(ctx, a.Root+dir+name)
+// find returns the archived objects of a file (not its name's claim).
+func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, keys []string, err error) {
+	infos, err := a.Store.List(ctx, a.Root+dir+name+"-")
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	for _, in := range infos {
-		base := path.Base(in.Key)
-		if base == name+ClaimExt {
-			claimed = true
-			continue
-		}
-		o, err := ParseObject(base)
+		o, err := ParseObject(path.Base(in.Key))
 		if err != nil || o.Name != name {
 			continue // a temporary file, or another file's
 		}
 		objs = append(objs, o)
 		keys = append(keys, in.Key)
 	}
-	return objs, keys, claimed, nil
+	return objs, keys, nil
 }
 
 // Push archives the file at p: compressed and encrypted in memory, stored
@@ -252,15 +246,14 @@ func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums
 	// one. The listing still decides for names archived before claims
 	// existed (an object, no claim).
 	type listing struct {
-		objs    []Object
-		keys    []string
-		claimed bool
-		err     error
+		objs []Object
+		keys []string
+		err  error
 	}
 	listed := make(chan listing, 1)
 	go func() {
 		var l listing
-		l.objs, l.keys, l.claimed, l.err = a.find(ctx, dir, name)
+		l.objs, l.keys, l.err = a.find(ctx, dir, name)
 		listed <- l
 	}()
 	sum = <-sums
@@ -503,7 +496,7 @@ func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, s
 	if err != nil {
 		return Object{}, "", err
 	}
-	objs, keys, _, err := a.find(ctx, Dir(id, f.Timeline), name)
+	objs, keys, err := a.find(ctx, Dir(id, f.Timeline), name)
 	if err != nil {
 		return Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
 	}
