@@ -382,7 +382,9 @@ func (s *BaseSource) copy(ctx context.Context) {
 			return
 		}
 		switch m := msg.(type) {
-		case *pgproto3.CopyOutResponse, *pgproto3.NoticeResponse:
+		case *pgproto3.CopyOutResponse:
+		case *pgproto3.NoticeResponse:
+			s.onNotice(m)
 		case *pgproto3.CopyData:
 			if len(m.Data) == 0 {
 				continue
@@ -433,13 +435,22 @@ func (s *BaseSource) copy(ctx context.Context) {
 			close(s.done)
 			return
 		case *pgproto3.ErrorResponse:
-			fail(fmt.Errorf("the server stopped the base backup: %w", pgconn.ErrorResponseToPgError(m)))
+			fail(s.onError(m))
 			return
 		default:
 			fail(fmt.Errorf("unexpected %T in the base backup stream", msg))
 			return
 		}
 	}
+}
+
+// onNotice takes a notice the server sends during the backup.
+func (s *BaseSource) onNotice(m *pgproto3.NoticeResponse) {}
+
+// onError is the failure an error the server sends during the backup
+// makes.
+func (s *BaseSource) onError(m *pgproto3.ErrorResponse) error {
+	return fmt.Errorf("the server stopped the base backup: %w", pgconn.ErrorResponseToPgError(m))
 }
 
 func (s *BaseSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
