@@ -22,8 +22,12 @@ func checkContent(f File, data []byte, segSize uint32) error {
 		if segSize != 0 && len(data) != int(segSize) {
 			return fmt.Errorf("it has %d bytes, not a whole segment of %d", len(data), segSize)
 		}
-		if _, err := ParseHeader(data); err != nil {
+		h, err := ParseHeader(data)
+		if err != nil {
 			return fmt.Errorf("not a WAL segment: %w", err)
+		}
+		if h.Version == 0 {
+			return fmt.Errorf("its pages are in the WAL format 0x%04X, which is not of a PostgreSQL version pipe knows (%s): a newer pipe may archive it", h.Magic, KnownVersions)
 		}
 	case History:
 		if _, err := ParseHistory(f.Timeline, data); err != nil {

@@ -126,7 +126,21 @@ type Header struct {
 	Timeline    uint32
 	SystemID    uint64
 	SegmentSize uint32
+	// Magic is the page's XLOG_PAGE_MAGIC, the WAL format's version;
+	// Version the PostgreSQL major version that writes it, 0 for a format
+	// pipe does not know.
+	Magic   uint16
+	Version int
 }
+
+// pageMagic is XLOG_PAGE_MAGIC, the first two bytes of every WAL page, of
+// each PostgreSQL major version pipe knows: it changes whenever the WAL's
+// format does. The long header that follows (timeline, system identifier,
+// segment size) is the same in all of them.
+var pageMagic = map[uint16]int{0xD106: 13, 0xD10D: 14, 0xD110: 15, 0xD113: 16, 0xD116: 17, 0xD118: 18}
+
+// KnownVersions names the PostgreSQL versions whose WAL pipe archives.
+const KnownVersions = "PostgreSQL 13 to 18"
 
 // xlpLongHeader is XLP_LONG_HEADER in xlp_info: the first page of a
 // segment has the long header, with the system id and segment size.
@@ -141,7 +155,9 @@ func ParseHeader(b []byte) (Header, error) {
 	if info&xlpLongHeader == 0 {
 		return Header{}, errors.New("its first page has no long header: not the start of a WAL segment")
 	}
-	h := Header{Timeline: binary.LittleEndian.Uint32(b[4:8]), SystemID: binary.LittleEndian.Uint64(b[24:32]), SegmentSize: binary.LittleEndian.Uint32(b[32:36])}
+	h := Header{Timeline: binary.LittleEndian.Uint32(b[4:8]), SystemID: binary.LittleEndian.Uint64(b[24:32]), SegmentSize: binary.LittleEndian.Uint32(b[32:36]),
+		Magic: binary.LittleEndian.Uint16(b[0:2])}
+	h.Version = pageMagic[h.Magic]
 	if !ValidSegmentSize(h.SegmentSize) {
 		return Header{}, fmt.Errorf("its header says a segment size of %d bytes, which PostgreSQL does not make", h.SegmentSize)
 	}
