@@ -37,6 +37,8 @@ type Summary struct {
 	// Failed names the streams of a partial run (a cluster's databases
 	// that failed while the others were stored).
 	Failed []string `json:"failed_streams,omitempty"`
+	// Damage is what the source found damaged (see manifest.Damage).
+	Damage string `json:"damage,omitempty"`
 	// Stored is the bytes the objects take; Original what they hold
 	// decoded, or -1 when not recorded.
 	Stored     int64             `json:"stored_bytes"`
@@ -51,7 +53,7 @@ type Summary struct {
 // Summarize sums up a manifest.
 func Summarize(m *manifest.Manifest) Summary {
 	s := Summary{RunID: m.RunID, Pipeline: m.Pipeline, StartedAt: m.StartedAt, FinishedAt: m.FinishedAt, CopiedAt: m.CopiedAt,
-		Streams: len(m.Objects), Source: m.Source, Passphrase: m.RunKey != nil}
+		Streams: len(m.Objects), Source: m.Source, Passphrase: m.RunKey != nil, Damage: m.Damage}
 	for _, f := range m.Failed {
 		s.Failed = append(s.Failed, f.Stream)
 	}

@@ -71,6 +71,11 @@ type Manifest struct {
 	// CopiedAt is when the run was copied here from another store (a
 	// copy keeps the run's id, pipeline and times); zero for the original.
 	CopiedAt time.Time `json:"copied_at,omitzero"`
+	// Damage, when set, says what the source found damaged in what it
+	// read (see sdk.FactDamage): the run holds everything the source sent,
+	// damaged parts included. Like a partial run, retention does not count
+	// it as a complete run, and verify reports it.
+	Damage string `json:"damage,omitempty"`
 }
 
 // Failed is a stream that was not stored, and why.
@@ -84,6 +89,9 @@ const MaxErrorLen = 4096
 
 // Partial reports whether some of the run's streams failed.
 func (m *Manifest) Partial() bool { return len(m.Failed) > 0 }
+
+// Damaged reports whether the source found what it read damaged.
+func (m *Manifest) Damaged() bool { return m.Damage != "" }
 
 // RunKey is where a passphrase backup keeps its run's key.
 type RunKey struct {
@@ -191,6 +199,9 @@ func (m *Manifest) check() error {
 		return errors.New("no objects: a run that backed up nothing has no manifest")
 	}
 	if err := printable("pipe_version", m.PipeVersion); err != nil {
+		return err
+	}
+	if err := printable("damage", m.Damage); err != nil {
 		return err
 	}
 	for k, v := range m.Source {

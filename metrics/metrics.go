@@ -82,6 +82,7 @@ type pipelineRun struct {
 	streams   int
 	committed int
 	failed    []string // streams that failed in a run whose streams stand alone
+	damaged   bool     // stored, but the source found what it read damaged
 }
 
 // New returns a Metrics with its registries.
@@ -145,6 +146,7 @@ func (m *Metrics) Finish(pipeline string, rep *runner.Report, err error) {
 		for _, f := range rep.Failed {
 			p.failed = append(p.failed, f.Stream)
 		}
+		p.damaged = rep.Damage != ""
 		if p.budget == 0 {
 			p.budget = rep.Budget
 		}
@@ -230,17 +232,17 @@ func stageNames(ms []*engine.Meter) []string {
 
 // descs are the metrics' descriptions, with a set of constant labels.
 type descs struct {
-	info                                                       *prometheus.Desc
-	bytes, chunks, busy, waiting, blocked, errs                *prometheus.Desc
-	workers                                                    *prometheus.Desc
-	buffers, buffersInUse, buffersPeak, budget                 *prometheus.Desc
-	sourceSize, started, duration, finished                    *prometheus.Desc
-	success, lastSuccess, streams, streamsCommit, streamFailed *prometheus.Desc
-	retries                                                    *prometheus.Desc
-	verifyObjects, verifyBytes, verifyFailures                 *prometheus.Desc
-	verifyRuns, verifySuccess, verifyDuration                  *prometheus.Desc
-	verifyFinished, verifyLastSuccess                          *prometheus.Desc
-	wal                                                        *walDescs
+	info                                                                *prometheus.Desc
+	bytes, chunks, busy, waiting, blocked, errs                         *prometheus.Desc
+	workers                                                             *prometheus.Desc
+	buffers, buffersInUse, buffersPeak, budget                          *prometheus.Desc
+	sourceSize, started, duration, finished                             *prometheus.Desc
+	success, lastSuccess, streams, streamsCommit, streamFailed, damaged *prometheus.Desc
+	retries                                                             *prometheus.Desc
+	verifyObjects, verifyBytes, verifyFailures                          *prometheus.Desc
+	verifyRuns, verifySuccess, verifyDuration                           *prometheus.Desc
+	verifyFinished, verifyLastSuccess                                   *prometheus.Desc
+	wal                                                                 *walDescs
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -272,6 +274,7 @@ func newDescs(constLabels map[string]string) *descs {
 		streams:       d("pipe_run_streams", "Streams the pipeline planned to move; set when it ends.", pl...),
 		streamsCommit: d("pipe_run_streams_committed", "Streams whose objects were committed; set when the pipeline ends.", pl...),
 		streamFailed:  d("pipe_run_stream_failed", "1 for each stream that failed in a run whose other streams were stored (a cluster's database); set when the pipeline ends.", "pipeline", "stream"),
+		damaged:       d("pipe_run_damaged", "1 if the run was stored although its source found what it read damaged (a PostgreSQL page whose checksum failed), else 0; set when the pipeline ends.", pl...),
 		retries:       d("pipe_retries_total", "Requests a plugin retried, by pipeline and endpoint.", "pipeline", "endpoint"),
 
 		verifyObjects:     d("pipe_verify_objects_total", "Objects pipe verify checked in the store of a pipeline, by result (ok, bad).", "pipeline", "result"),
@@ -289,7 +292,7 @@ func newDescs(constLabels map[string]string) *descs {
 func (d *descs) all() []*prometheus.Desc {
 	return append([]*prometheus.Desc{d.info, d.bytes, d.chunks, d.busy, d.waiting, d.blocked, d.errs, d.workers,
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
-		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.streamFailed, d.retries,
+		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.streamFailed, d.damaged, d.retries,
 		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess},
 		d.wal.all()...)
 }
@@ -363,6 +366,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for _, s := range p.failed {
 				gauge(d.streamFailed, 1, name, s)
 			}
+			gauge(d.damaged, b2f(p.damaged), name)
 			if p.ok {
 				gauge(d.lastSuccess, seconds(p.ended), name)
 				succeeded[name] = true

@@ -745,3 +745,22 @@ func TestStreamFailed(t *testing.T) {
 		t.Errorf("a partial run's success is %v", got)
 	}
 }
+
+// A run stored although its source found a page damaged exports
+// pipe_run_damaged 1 (and fails); a run without damage exports 0.
+func TestRunDamaged(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	damage := `checksum verification failed in file "./base/5/16397", block 0`
+	m.Finish("base", &runner.Report{Streams: 2, Damage: damage}, &runner.DamagedError{Pipeline: "base", RunID: "r", Damage: damage})
+	m.Finish("files", &runner.Report{Streams: 1}, nil)
+	ms := gather(t, m.Gatherer())
+	if got := value(t, ms, "pipe_run_damaged", "pipeline", "base"); got != 1 {
+		t.Errorf("the damaged run: pipe_run_damaged %v, want 1", got)
+	}
+	if got := value(t, ms, "pipe_run_damaged", "pipeline", "files"); got != 0 {
+		t.Errorf("a good run: pipe_run_damaged %v, want 0", got)
+	}
+	if got := value(t, ms, "pipe_run_success", "pipeline", "base"); got != 0 {
+		t.Errorf("a damaged run's success is %v", got)
+	}
+}

@@ -155,11 +155,12 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 			(k.Last > 0 && n < k.Last) ||
 			(k.Within > 0 && now.Sub(r.Manifest.FinishedAt) <= k.Within) ||
 			(k.Last == 0 && k.Within == 0)
-		if !r.Manifest.Partial() {
-			// A partial run (some of a cluster's databases failed) is
-			// kept while it is newer than the last complete run kept,
-			// but it never counts as one: it cannot stand in for an
-			// older complete run.
+		if !r.Manifest.Partial() && !r.Manifest.Damaged() {
+			// A partial run (some of a cluster's databases failed) or a
+			// damaged one (a page whose checksum failed) is kept while
+			// it is newer than the last complete run kept, but it never
+			// counts as one: it cannot stand in for an older complete
+			// run, which may hold the damaged part intact.
 			n++
 		}
 		if keep {

@@ -96,6 +96,9 @@ type Report struct {
 	// Missing names those of them the restore asked for (a sink that does
 	// not choose asks for all): the run fails once the rest is restored.
 	Missing []string `json:"missing_streams,omitempty"`
+	// Damage is what the source found damaged in what it read (see
+	// sdk.FactDamage): the run was stored, flagged, and fails.
+	Damage string `json:"damage,omitempty"`
 }
 
 // MissingError is the error of a restore of a partial run that asked for
@@ -115,6 +118,16 @@ func (e *MissingError) Error() string {
 		fmt.Fprintf(&b, "\n  %s: %s", f.Stream, f.Error)
 	}
 	return b.String()
+}
+
+// DamagedError is the error of a run that was stored whole although its
+// source found what it read damaged (see sdk.FactDamage).
+type DamagedError struct {
+	Pipeline, RunID, Damage string
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("pipeline %q: stored as run %s, but the source found what it read damaged: %s; the run is kept and flagged (pipe backups shows it, pipe verify fails on it): repair the damage on the server, and keep an older run that holds the damaged parts intact", e.Pipeline, e.RunID, e.Damage)
 }
 
 // PartialError is the error of a run whose streams stand alone when some
@@ -262,10 +275,18 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 			if err != nil {
 				return fmt.Errorf("source %s: concluding what it read: %w", src.name, err)
 			}
+			if d := more[sdk.FactDamage]; d != "" {
+				// Stored all the same, and named: see sdk.FactDamage.
+				if o.Scrub != nil {
+					d = o.Scrub(d)
+				}
+				rep.Damage = oneLine(d)
+				delete(more, sdk.FactDamage)
+			}
 			facts = joinFacts(facts, more)
 		}
 		var wrote []wroteManifest
-		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, outcome{failed: rep.Failed, independent: job.Isolate}, &wrote)
+		keys, err := writeManifests(ctx, p, o.RunID, started, sourceFacts(src, facts), sinks, manifests, sp, res, runKey, outcome{failed: rep.Failed, independent: job.Isolate, damage: rep.Damage}, &wrote)
 		rep.Manifests = keys
 		if err == nil {
 			updateIndexes(ctx, sinks, wrote, o.Warn)
@@ -321,6 +342,10 @@ func Run(ctx context.Context, p *plan.Pipeline, o Options) (rep *Report, err err
 		// No retention after a partial run (see the deferred call).
 		errs = append(errs, &PartialError{Pipeline: p.Name, Failed: rep.Failed, Stored: len(res.Streams) - len(rep.Failed)})
 	}
+	if rep.Damage != "" {
+		// Nor after a damaged one.
+		errs = append(errs, &DamagedError{Pipeline: p.Name, RunID: o.RunID, Damage: rep.Damage})
+	}
 	if len(rep.Missing) > 0 {
 		me := &MissingError{Pipeline: p.Name, RunID: sp.from.Manifest.RunID, Restored: len(res.Streams) - len(rep.Failed)}
 		asked := map[string]bool{}
@@ -353,22 +378,28 @@ func failedStreams(res *engine.Result, sp *streamsPlan, scrub func(string) strin
 		if i < len(sp.streams) {
 			name = sp.streams[i].name
 		}
-		msg := strings.Join(strings.Fields(r.Err.Error()), " ")
+		msg := r.Err.Error()
 		if scrub != nil {
 			msg = scrub(msg)
 		}
-		msg = strings.Map(func(c rune) rune {
-			if c < 0x20 || c == 0x7f {
-				return ' '
-			}
-			return c
-		}, msg)
-		if len(msg) > manifest.MaxErrorLen {
-			msg = strings.ToValidUTF8(msg[:manifest.MaxErrorLen-3], "") + "..."
-		}
-		out = append(out, manifest.Failed{Stream: name, Error: msg})
+		out = append(out, manifest.Failed{Stream: name, Error: oneLine(msg)})
 	}
 	return out
+}
+
+// oneLine makes a message fit a manifest: one line, no control
+// characters, at most manifest.MaxErrorLen bytes.
+func oneLine(msg string) string {
+	msg = strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return ' '
+		}
+		return c
+	}, strings.Join(strings.Fields(msg), " "))
+	if len(msg) > manifest.MaxErrorLen {
+		msg = strings.ToValidUTF8(msg[:manifest.MaxErrorLen-3], "") + "..."
+	}
+	return msg
 }
 
 // configure starts every endpoint with its decoded settings; an endpoint's
@@ -866,6 +897,7 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 type outcome struct {
 	failed      []manifest.Failed
 	independent bool
+	damage      string
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
@@ -891,7 +923,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent, Damage: out.damage}
 		if runKey != nil {
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}

@@ -26,7 +26,7 @@ import (
 // baseBackup is a PostgreSQL base backup as the postgres_basebackup
 // source yields it: base.tar and backup_manifest, and the facts of where
 // it started and ended in the WAL.
-type baseBackup struct{ stopLSN string }
+type baseBackup struct{ stopLSN, damage string }
 
 func (baseBackup) Streams(context.Context) ([]sdk.StreamInfo, error) {
 	return []sdk.StreamInfo{{Name: "base.tar", Size: -1}, {Name: "backup_manifest", Size: -1}}, nil
@@ -51,7 +51,11 @@ func (baseBackup) Describe(context.Context) (map[string]string, error) {
 }
 
 func (b baseBackup) Conclude(context.Context) (map[string]string, error) {
-	return map[string]string{"stop_lsn": b.stopLSN, "stop_timeline": "1", "stop_time": time.Now().UTC().Format(time.RFC3339Nano)}, nil
+	facts := map[string]string{"stop_lsn": b.stopLSN, "stop_timeline": "1", "stop_time": time.Now().UTC().Format(time.RFC3339Nano)}
+	if b.damage != "" {
+		facts[sdk.FactDamage] = b.damage
+	}
+	return facts, nil
 }
 
 // runWith runs the only pipeline of hcl with o (its registry and run id

@@ -74,6 +74,9 @@ type RunVerify struct {
 	Error string `json:"error,omitempty"`
 	// WAL is what the archive holds of a base backup's WAL.
 	WAL *WALVerify `json:"wal,omitempty"`
+	// Damage is what the source found damaged when it read the run's
+	// data (see manifest.Damage): the run counts as bad.
+	Damage string `json:"damage,omitempty"`
 }
 
 // WALVerify is what the archive holds of the WAL a base backup needs.
@@ -279,6 +282,12 @@ func verifyRun(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions) (
 		rv.Objects = append(rv.Objects, ov)
 	}
 	if rv.WAL = checkWAL(ctx, m, o); rv.WAL != nil && !rv.WAL.OK() {
+		rv.Bad++
+	}
+	if m.Damaged() {
+		// The objects hold what the source sent, intact; what it sent
+		// was damaged.
+		rv.Damage = m.Damage
 		rv.Bad++
 	}
 	return rv, nil

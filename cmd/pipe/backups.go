@@ -232,10 +232,18 @@ func printListing(w io.Writer, s *runner.Store, l *catalog.Listing, now time.Tim
 			if len(e.Failed) > 0 {
 				streams += fmt.Sprintf(" (%d failed)", len(e.Failed))
 			}
+			if e.Damage != "" {
+				streams += " DAMAGED"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Pipeline, e.FinishedAt.UTC().Format("2006-01-02 15:04:05"),
 				took(e.FinishedAt.Sub(e.StartedAt)), streams, orig, pipefile.HumanSize(e.Stored), ratio, e.Codec, encryption(e.Summary), sourceText(e.Source, e.CopiedAt))
 		}
 		tw.Flush()
+	}
+	for _, e := range l.Runs {
+		if e.Damage != "" {
+			fmt.Fprintf(w, "  DAMAGED run %s: %s\n", e.RunID, e.Damage)
+		}
 	}
 	for _, g := range l.Incomplete {
 		what := "objects of no run"

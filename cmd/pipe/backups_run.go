@@ -102,6 +102,9 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 	for _, f := range m.Failed {
 		fmt.Fprintf(w, "  failed      %s: %s\n", f.Stream, f.Error)
 	}
+	if m.Damage != "" {
+		fmt.Fprintf(w, "  DAMAGED     %s\n", m.Damage)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tKEY\tORIGINAL\tSTORED\tCODEC\tSHA-256")
 	for _, o := range runner.Objects(r) {

@@ -28,6 +28,7 @@ type runSummary struct {
 	// FailedInBackup and Missing: a restore of a partial run.
 	FailedInBackup []manifest.Failed        `json:"failed_in_backup,omitempty"`
 	Missing        []string                 `json:"missing_streams,omitempty"`
+	Damage         string                   `json:"damage,omitempty"`
 	ManifestRead   string                   `json:"manifest_read,omitempty"`
 	Manifests      []string                 `json:"manifests_written,omitempty"`
 	BytesRead      int64                    `json:"bytes_read"`
@@ -59,7 +60,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
 	s.Retention, s.Failed, s.WALRetention, s.Skipped, s.Incomplete = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped, rep.Incomplete
-	s.FailedInBackup, s.Missing = rep.FailedInBackup, rep.Missing
+	s.FailedInBackup, s.Missing, s.Damage = rep.FailedInBackup, rep.Missing, rep.Damage
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -119,6 +120,9 @@ func (a *app) printSummary(s runSummary) {
 		if len(other) > 0 {
 			fmt.Fprintf(a.stderr, "  %-14s not asked for, and not in the run (each failed in the backup): %s\n", "not in run", strings.Join(groups(other), ", "))
 		}
+	}
+	if s.Damage != "" {
+		fmt.Fprintf(a.stderr, "  %-14s stored and flagged: %s\n", "DAMAGED", s.Damage)
 	}
 	if len(s.Failed) > 0 {
 		names := make([]string, len(s.Failed))

@@ -204,6 +204,9 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 		default:
 			fmt.Fprintf(a.stdout, "  WAL %s … %s: all archived\n", w.First, w.Last)
 		}
+		if r.Damage != "" {
+			fmt.Fprintf(a.stdout, "  BAD DAMAGED: the source found what it read damaged when it was backed up: %s\n", r.Damage)
+		}
 		if w := r.WAL; w != nil {
 			for _, g := range w.GapsAfter {
 				fmt.Fprintf(a.stdout, "  BAD WAL after the backup: %s … %s of timeline %d missing (%s): recovery to the end of the archive would stop at %s as if the archive ended there; a recovery target before it is not affected\n",

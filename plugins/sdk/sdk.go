@@ -192,6 +192,15 @@ type Concluder interface {
 	Conclude(ctx context.Context) (map[string]string, error)
 }
 
+// FactDamage is the fact a Concluder records when it read every stream to
+// its end but found what it read damaged in places (a database page whose
+// checksum does not match, which the server reports only after it sent
+// everything): what is damaged, and where, on one line. pipe stores the run
+// all the same, with the damage in its manifest, and fails the run once it
+// is stored: a backup is not lost to one bad page, the damage is named,
+// and the next run stores again.
+const FactDamage = "damage"
+
 // Selection is implemented by sources that read what a storage sink wrote
 // (files, buckets; their Schema sets Storage). Single reports whether the
 // configuration names one object on purpose (a file's path, an object's
