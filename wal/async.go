@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Ahead is pushing ahead of PostgreSQL: files PostgreSQL marked ready
+// Pusher pushes ahead of PostgreSQL: files PostgreSQL marked ready
 // (pg_wal/archive_status/*.ready) are pushed, Workers at once, before their
 // archive_command asks, which then finds them archived and returns at once.
 // The archive keeps up with a server that writes WAL faster than one
@@ -37,7 +37,7 @@ import (
 // push killed at any moment leaves files without markers, which the next
 // push sends again (the same content is found archived: nothing is written
 // twice).
-type Ahead struct {
+type Pusher struct {
 	Archive *Archive
 	// WalDir is pg_wal, where the segments and archive_status are.
 	WalDir string
@@ -74,12 +74,12 @@ var ErrTimeout = errors.New("another pipe wal push held the spool for too long")
 // Push archives the file name, whose contents are at p, and up to
 // Workers-1 more ready files with it. A file pushed ahead by an earlier
 // push returns at once.
-func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) {
+func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error) {
 	f, err := ParseName(name)
 	if err != nil {
 		return nil, err
 	}
-	if r := Marked(ah.Spool, name, p); r != nil {
+	if r := NotedPush(ah.Spool, name, p); r != nil {
 		return r, nil
 	}
 	if err := spoolProblem(ah.Spool); err != nil {
@@ -93,7 +93,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 		return nil, err
 	}
 	defer l.Close()
-	if r := Marked(ah.Spool, name, p); r != nil {
+	if r := NotedPush(ah.Spool, name, p); r != nil {
 		return r, nil // pushed by the push that held the lock
 	}
 	data, err := readFile(p)
@@ -140,7 +140,7 @@ func (ah *Ahead) Push(ctx context.Context, name, p string) (*PushResult, error) 
 
 // backlog reports the ready files waiting, and logs an error when they
 // are more than MaxBacklog and mayLog; it returns whether it logged.
-func (ah *Ahead) backlog(waiting int, mayLog bool) bool {
+func (ah *Pusher) backlog(waiting int, mayLog bool) bool {
 	exceeded := ah.MaxBacklog > 0 && waiting > ah.MaxBacklog
 	if ah.Backlog != nil {
 		ah.Backlog(waiting, exceeded)
@@ -161,7 +161,7 @@ const aheadPerPush = 4
 
 // mark notes a file pushed ahead: the object's key, and the file's
 // identity (device, inode, size, modification time) when it was read.
-func (ah *Ahead) mark(name, p string, r *PushResult) {
+func (ah *Pusher) mark(name, p string, r *PushResult) {
 	if ah.Pushed != nil {
 		ah.Pushed(r)
 	}
@@ -174,14 +174,14 @@ func (ah *Ahead) mark(name, p string, r *PushResult) {
 	}
 }
 
-// Marked returns the result of an earlier push of the file name at p, if
+// NotedPush returns the result of an earlier push of the file name at p, if
 // a push noted it in the spool and the note still describes the file: the
 // same device, inode, size and modification time, or else the same
 // digest (read in full). A note left by another copy of the data
 // directory, or for a file rewritten since, never passes for this file.
 // It needs no store: archive_command for a file pushed ahead returns
 // without one.
-func Marked(spool, name, p string) *PushResult {
+func NotedPush(spool, name, p string) *PushResult {
 	mp := filepath.Join(spool, name+okExt)
 	b, err := os.ReadFile(mp)
 	if err != nil {
@@ -223,7 +223,7 @@ func fileID(p string) (string, error) {
 }
 
 // lock takes the spool's lock, waiting up to Wait.
-func (ah *Ahead) lock(ctx context.Context) (*os.File, error) {
+func (ah *Pusher) lock(ctx context.Context) (*os.File, error) {
 	deadline := time.Now().Add(ah.Wait)
 	for {
 		l, err := lock(ah.Spool, pushLock)
@@ -244,7 +244,7 @@ func (ah *Ahead) lock(ctx context.Context) (*os.File, error) {
 // ready lists the files PostgreSQL marked ready other than name that are
 // not marked pushed (or failed), oldest first, and counts the ready files
 // that wait; it forgets markers whose file is no longer ready.
-func (ah *Ahead) ready(name string) ([]string, int, error) {
+func (ah *Pusher) ready(name string) ([]string, int, error) {
 	ents, err := os.ReadDir(filepath.Join(ah.WalDir, "archive_status"))
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading archive_status: %w", err)

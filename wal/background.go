@@ -3,7 +3,10 @@ package wal
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The values of an archive's background attribute: whether pipe wal push
@@ -60,4 +63,33 @@ func Background(mode string) (bool, string) {
 		return true, fmt.Sprintf("PID 1 is %s, an init", name)
 	}
 	return false, fmt.Sprintf("PID 1 is %s, not an init pipe knows", name)
+}
+
+// SpawnSelf starts this program with args in the background (the pusher
+// or the prefetcher), in a session of its own (a signal to PostgreSQL's
+// process group does not reach it), its output appended to logPath,
+// which keeps one older log beside it. It is not waited for.
+func SpawnSelf(args []string, logPath string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(logPath); err == nil && fi.Size() > 8<<20 {
+		_ = os.Rename(logPath, logPath+".1") // keep one old log: it stays bounded
+	}
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
 }

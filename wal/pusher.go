@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The background pusher: Ahead with Spawn. archive_command (wait) returns
+// The background pusher: Pusher with Spawn. archive_command (wait) returns
 // once the pusher (Run) has noted its file <name>.ok in the spool, or
 // reports the <name>.error the pusher noted, which lets the pusher try
 // that file again. The pusher holds pusherLock while it runs: one pusher
@@ -25,10 +25,10 @@ const (
 
 // wait waits until the background pusher archived the file, starting a
 // pusher whenever none runs, for at most Wait.
-func (ah *Ahead) wait(ctx context.Context, name, p string) (r *PushResult, err error) {
+func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err error) {
 	deadline := time.Now().Add(ah.Wait)
 	perr := poll(ctx, func() bool {
-		if r = Marked(ah.Spool, name, p); r != nil {
+		if r = NotedPush(ah.Spool, name, p); r != nil {
 			return true
 		}
 		if err = ah.failed(name); err != nil {
@@ -40,7 +40,7 @@ func (ah *Ahead) wait(ctx context.Context, name, p string) (r *PushResult, err e
 		}
 		if !locked(ah.Spool, pusherLock) {
 			// None runs: it may have just finished this file.
-			if r = Marked(ah.Spool, name, p); r != nil {
+			if r = NotedPush(ah.Spool, name, p); r != nil {
 				return true
 			}
 			if err = ah.Spawn(); err != nil {
@@ -71,7 +71,7 @@ func WaitNoted(ctx context.Context, spool, name, p string, wait time.Duration) *
 	deadline := time.Now().Add(wait)
 	var r *PushResult
 	_ = poll(ctx, func() bool {
-		r = Marked(spool, name, p)
+		r = NotedPush(spool, name, p)
 		return r != nil || exists(filepath.Join(spool, name+errorExt)) || !locked(spool, pusherLock) || time.Now().After(deadline) ||
 			spoolProblem(spool) != nil // no note can come: pipe pushes the file itself
 	})
@@ -95,7 +95,7 @@ func poll(ctx context.Context, done func() bool) error {
 
 // failed reports the pusher's failure to push name, and forgets it: the
 // pusher tries the file again once PostgreSQL has heard why it failed.
-func (ah *Ahead) failed(name string) error {
+func (ah *Pusher) failed(name string) error {
 	p := filepath.Join(ah.Spool, name+errorExt)
 	if !exists(p) {
 		return nil // no note: it has not failed
@@ -118,7 +118,7 @@ func exists(p string) bool {
 // oldest first, Workers at once, a new one as soon as one is done, and
 // notes each; once none has been ready for Idle, it returns. It returns
 // ErrBusy when another pusher runs.
-func (ah *Ahead) Run(ctx context.Context) error {
+func (ah *Pusher) Run(ctx context.Context) error {
 	l, err := lock(ah.Spool, pusherLock)
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func (ah *Ahead) Run(ctx context.Context) error {
 }
 
 // pushOne pushes one ready file and notes how it went.
-func (ah *Ahead) pushOne(ctx context.Context, name string) {
+func (ah *Pusher) pushOne(ctx context.Context, name string) {
 	p := filepath.Join(ah.WalDir, name)
 	f, _ := ParseName(name)
 	data, err := readFile(p)

@@ -16,7 +16,7 @@ import (
 // push or prefetcher is already at work.
 var ErrBusy = errors.New("another pipe process holds the lock")
 
-// ErrSpool is returned by Ahead.Push when the push spool cannot be
+// ErrSpool is returned by Pusher.Push when the push spool cannot be
 // written (its disk is full, say): nothing can note what was pushed
 // ahead, and the caller pushes its file itself.
 var ErrSpool = errors.New("the push spool cannot be written")

@@ -46,7 +46,7 @@ func TestSpoolFull(t *testing.T) {
 	must(t, err)
 	defer held.Close()
 	spawned := 0
-	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: spool, Workers: 2, Wait: time.Minute, Log: discard(),
+	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: spool, Workers: 2, Wait: time.Minute, Log: discard(),
 		Spawn: func() error { spawned++; return nil }}
 
 	full.Store(true)

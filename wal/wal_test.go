@@ -402,7 +402,7 @@ func TestAhead(t *testing.T) {
 	var mu sync.Mutex
 	pushed := 0
 	waiting := -1
-	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
+	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
 		Workers: 1, MaxBacklog: 5, Wait: time.Second, Log: discard(),
 		Pushed:  func(*PushResult) { mu.Lock(); pushed++; mu.Unlock() },
 		Backlog: func(n int, exceeded bool) { waiting = n }}
@@ -485,7 +485,7 @@ func TestAheadBackground(t *testing.T) {
 	pushed := map[string]int{}
 	var runs sync.WaitGroup
 	spawns := 0
-	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
+	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
 		Workers: 3, Wait: 10 * time.Second, Idle: 200 * time.Millisecond, Log: discard(),
 		Pushed: func(r *PushResult) { mu.Lock(); pushed[path.Base(r.Key)[:24]]++; mu.Unlock() }}
 	ah.Spawn = func() error {
@@ -548,7 +548,7 @@ func TestAheadFailure(t *testing.T) {
 	for n := uint64(1); n <= 3; n++ {
 		c.write(t, name(1, n), segment(testSysID, 1, n))
 	}
-	ah := &Ahead{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "spool"), Workers: 4, Wait: time.Second, Log: discard()}
+	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "spool"), Workers: 4, Wait: time.Second, Log: discard()}
 	if _, err := ah.Push(ctx, name(1, 1), filepath.Join(c.dir, "pg_wal", name(1, 1))); err == nil || !strings.Contains(err.Error(), "the store is down") {
 		t.Fatalf("Push with a failing store: %v", err)
 	}

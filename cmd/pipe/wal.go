@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/pipefile"
@@ -114,14 +110,14 @@ func (a *app) loadArchive(file string, f *walFlags, decrypt bool) (*plan.Archive
 	return pa, nil
 }
 
-// longLived turns the collector back on in a process that outlives the
+// daemonGC turns the collector back on in a process that outlives the
 // command PostgreSQL runs (the background pusher, the prefetcher):
 // loadArchive turned it off for one file's life, and over hundreds of
 // files the garbage would grow to the memory limit, the archive's whole
 // budget (1.7 GiB of RSS for a prefetcher in the basebackup bench, where
 // pgBackRest's async archive-get held 70 MiB). percent is the collector's
 // GOGC.
-func longLived(percent int) { debug.SetGCPercent(percent) }
+func daemonGC(percent int) { debug.SetGCPercent(percent) }
 
 // pusherGC is the background pusher's GOGC. Its live heap is large and
 // steady (each worker's segment and compressed buffer, pooled: 130-160
@@ -167,43 +163,6 @@ func unknownAttrs(e *pipefile.Endpoint) []string {
 	return out
 }
 
-// inData resolves a path the archive gives relative to the data
-// directory.
-func inData(pgdata, p string) string {
-	if filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(pgdata, p)
-}
-
-// spawn starts a background pipe with args, in a session of its own (a
-// signal to PostgreSQL's process group does not reach it), its output
-// appended to logPath. It is not waited for.
-func spawn(args []string, logPath string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		return err
-	}
-	if fi, err := os.Stat(logPath); err == nil && fi.Size() > 8<<20 {
-		_ = os.Rename(logPath, logPath+".1") // keep one old log: it stays bounded
-	}
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	return cmd.Process.Release()
-}
-
 func (a *app) walPushCmd() *cobra.Command {
 	var f walFlags
 	var mf metricsFlags
@@ -242,62 +201,21 @@ the file and tries again.`,
 				return err
 			}
 			defer mx.close()
+			c := a.walCommand(args[0], pa, &f, mx)
 			if background {
-				a.walPusher(ctx, pa, &f, mx)
-				return nil // exit 0: see walPusher
+				daemonGC(pusherGC)
+				if err := c.RunPusher(ctx); err != nil && !isExit(err) {
+					a.log.Error("the background pusher", "error", err)
+				}
+				return nil // exit 0: an orphan's other status would make a postmaster that reaps it restart the server
 			}
-			p := args[1]
-			name := filepath.Base(p)
+			name := filepath.Base(args[1])
 			if _, err := wal.ParseName(name); err != nil {
 				fmt.Fprintln(a.stderr, "Error:", err)
 				return &exitError{exitInvalid}
 			}
-			ready := filepath.Join(filepath.Dir(p), "archive_status", name+".ready")
-			_, serr := os.Stat(ready)
-			async := pa.Async && serr == nil
-			spool := inData(f.pgdata, pa.PushSpool)
-			ah := a.ahead(pa, &f, spool, mx)
-			ah.Wait, ah.WalDir = time.Duration(pa.PushTimeout), filepath.Dir(p)
-			if async && backgroundAllowed(pa) {
-				// The background pusher pushes; this waits for its note.
-				bg := append([]string{"wal", "push", "--background"}, f.args(args[0], pa.Name)...)
-				ah.Spawn = func() error { return spawn(bg, filepath.Join(spool, "pusher.log")) }
-			}
-			if async {
-				if r := wal.Marked(spool, name, p); r != nil || ah.Spawn != nil {
-					// Pushed ahead, or the pusher's to push: no store
-					// to open.
-					if r == nil {
-						r, err = ah.Push(ctx, name, p)
-					}
-					if !errors.Is(err, wal.ErrSpool) {
-						return a.pushed(pa, mx, name, r, err)
-					}
-					a.spoolUnusable(name, err)
-					async = false
-				}
-			}
-			ar, done, err := a.openStore(ctx, pa, &f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			var r *wal.PushResult
-			if async {
-				ah.Archive = ar
-				r, err = ah.Push(ctx, name, p)
-				if errors.Is(err, wal.ErrSpool) {
-					a.spoolUnusable(name, err)
-					async = false
-				}
-			}
-			if !async {
-				r, err = ar.Push(ctx, p)
-				if err == nil {
-					mx.walPushed(pa.Name, r)
-				}
-			}
-			return a.pushed(pa, mx, name, r, err)
+			r, err := c.Push(ctx, args[1])
+			return a.reportPush(pa, mx, name, r, err)
 		},
 	}
 	f.register(cmd, false)
@@ -307,14 +225,8 @@ the file and tries again.`,
 	return cmd
 }
 
-// spoolUnusable says why a push that would have been pushed ahead, or
-// waited for the background pusher, pushes its file itself.
-func (a *app) spoolUnusable(name string, err error) {
-	a.log.Warn("pushing the file itself, without the spool: "+err.Error(), "file", name)
-}
-
-// pushed reports how a push went.
-func (a *app) pushed(pa *plan.Archive, mx *runMetrics, name string, r *wal.PushResult, err error) error {
+// reportPush prints how a push went, and gives its exit status.
+func (a *app) reportPush(pa *plan.Archive, mx *runMetrics, name string, r *wal.PushResult, err error) error {
 	switch {
 	case err != nil:
 		fmt.Fprintf(a.stderr, "Error: pipe wal push %s: %s\n", name, err)
@@ -330,34 +242,29 @@ func (a *app) pushed(pa *plan.Archive, mx *runMetrics, name string, r *wal.PushR
 	return nil
 }
 
-// ahead is the archive's pushing ahead (push { async = true }).
-func (a *app) ahead(pa *plan.Archive, f *walFlags, spool string, mx *runMetrics) *wal.Ahead {
-	return &wal.Ahead{Spool: spool, WalDir: inData(f.pgdata, "pg_wal"), Workers: pa.Workers, MaxBacklog: pa.MaxBacklog,
-		Idle: pusherIdle, Log: a.log,
-		Pushed:  func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
-		Backlog: func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) }}
+// walCommand is what pipe wal push and fetch do with the archive pa of
+// file: the flow lives in package wal; this gives it the store, the
+// metrics and the way to start a background pipe.
+func (a *app) walCommand(file string, pa *plan.Archive, f *walFlags, mx *runMetrics) *wal.Command {
+	return &wal.Command{
+		Settings: wal.CommandSettings{Async: pa.Async, Background: pa.Background, Workers: pa.Workers, MaxBacklog: pa.MaxBacklog,
+			PushSpool: pa.PushSpool, FetchSpool: pa.FetchSpool, PushTimeout: time.Duration(pa.PushTimeout),
+			Prefetch: pa.Prefetch, Retries: pa.Retries, SystemID: pa.SystemID, SegmentSize: uint32(pa.SegmentSize)},
+		DataDir:        f.pgdata,
+		Open:           func(ctx context.Context) (*wal.Archive, func(), error) { return a.openStore(ctx, pa, f) },
+		Spawn:          wal.SpawnSelf,
+		BackgroundArgs: f.args(file, pa.Name),
+		Log:            a.log,
+		Pushed:         func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
+		Backlog:        func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) },
+		Fetched:        func(from string) { mx.walFetched(pa.Name, from) },
+	}
 }
 
-// pusherIdle is how long the background pusher waits for a ready file
-// before it exits.
-const pusherIdle = 5 * time.Second
-
-// walPusher runs the background pusher until nothing is ready. It
-// exits 0 whatever happens (what failed goes to pusher.log, and to the
-// archive_command of the file): an orphan's other exit status would make
-// a postmaster that reaps it restart the server.
-func (a *app) walPusher(ctx context.Context, pa *plan.Archive, f *walFlags, mx *runMetrics) {
-	longLived(pusherGC)
-	ar, done, err := a.openStore(ctx, pa, f)
-	if err != nil {
-		return
-	}
-	defer done()
-	ah := a.ahead(pa, f, inData(f.pgdata, pa.PushSpool), mx)
-	ah.Archive = ar
-	if err := ah.Run(ctx); err != nil && !errors.Is(err, wal.ErrBusy) && ctx.Err() == nil {
-		a.log.Error("the background pusher", "error", err)
-	}
+// isExit reports whether err is an exit status whose message was printed.
+func isExit(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee)
 }
 
 func (a *app) walFetchCmd() *cobra.Command {
@@ -417,13 +324,6 @@ fetch itself before it returns.`,
 	return cmd
 }
 
-// backgroundAllowed reports whether the archive's background attribute lets pipe wal
-// start a process that outlives the command PostgreSQL runs, here.
-func backgroundAllowed(pa *plan.Archive) bool {
-	ok, _ := wal.Background(pa.Background)
-	return ok
-}
-
 func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metricsFlags, prefetchAfter string) error {
 	pa, err := a.loadArchive(args[0], f, true)
 	if err != nil {
@@ -434,121 +334,40 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 		return err
 	}
 	defer mx.close()
-	pf := &wal.Prefetch{Spool: inData(f.pgdata, pa.FetchSpool), Ahead: pa.Prefetch, SegmentSize: uint32(pa.SegmentSize), Log: a.log}
+	c := a.walCommand(args[0], pa, f, mx)
 	if prefetchAfter != "" {
-		longLived(prefetcherGC)
+		daemonGC(prefetcherGC)
 		// Exit 0 whatever happens: in a container the postmaster is
 		// often PID 1 and reaps this orphan, and it restarts the server
 		// when a child it does not know exits with another status than
 		// 0 or 1. What failed is in the spool's prefetch.log, and fetch
 		// fetches what is not spooled itself.
-		ar, done, err := a.openStore(ctx, pa, f)
-		if err != nil {
-			return nil
-		}
-		defer done()
-		pf.Archive = ar
-		sysid, err := ar.FetchSystemID(ctx)
-		if err == nil {
-			err = pf.Run(ctx, sysid, prefetchAfter)
-		}
-		if err != nil && !errors.Is(err, wal.ErrBusy) && ctx.Err() == nil {
+		if err := c.RunPrefetcher(ctx, prefetchAfter); err != nil && !isExit(err) {
 			a.log.Error("the background prefetcher", "error", err)
 		}
 		return nil
 	}
 	name, dest := args[1], args[2]
-	file, err := wal.ParseName(name)
-	if err != nil {
+	if _, err := wal.ParseName(name); err != nil {
 		fmt.Fprintln(a.stderr, "Error:", err)
 		return &exitError{exitStopRecovery}
 	}
-	// The spool first, without the store: the cluster is the archive's
-	// system_identifier or pg_control's.
-	prefetch := pa.Prefetch > 0 && file.Kind == wal.Segment
-	sysid := pa.SystemID
-	if prefetch && sysid == 0 {
-		if sysid, err = wal.DataDirSystemID(f.pgdata); err != nil {
-			prefetch = false // no spool without knowing the cluster; fetch says why below
-		}
-	}
-	from := "spool"
-	took := false
-	if prefetch {
-		if took, err = pf.Wait(ctx, sysid, name, dest); err != nil {
-			a.log.Warn("the prefetch spool", "error", err)
-		}
-	}
-	var ar *wal.Archive
-	if !took {
-		from = "store"
-		var done func()
-		if ar, done, err = a.openStore(ctx, pa, f); err != nil {
-			return err
-		}
-		defer done()
-		err = backoff.Retry(func() error {
-			err := ar.Fetch(ctx, name, dest)
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, wal.ErrNotArchived), ctx.Err() != nil:
-				return backoff.Permanent(err)
-			}
-			mx.walFetched(pa.Name, "")
-			a.log.Warn("fetch failed; trying again", "file", name, "error", err)
-			return err
-		}, backoff.WithContext(backoff.WithMaxRetries(fetchBackoff(), uint64(pa.Retries)), ctx))
-		switch {
-		case errors.Is(err, wal.ErrNotArchived):
-			a.log.Info("not in the archive", "file", name)
-			return &exitError{exitNotArchived}
-		case errors.Is(err, wal.ErrHole):
-			fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) at the gap rather than ending it there and losing what follows\n", name, err, exitStopRecovery)
-			return &exitError{exitStopRecovery}
-		case err != nil:
-			fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) rather than ending it early: fix the store and start PostgreSQL again\n", name, err, exitStopRecovery)
-			return &exitError{exitStopRecovery}
-		}
-	}
-	mx.walFetched(pa.Name, from)
-	a.log.Info("restored", "file", name, "from", from)
-	if !prefetch || pf.Running() {
-		return nil
-	}
-	next := len(pf.Next(sysid, name))
+	from, err := c.Fetch(ctx, name, dest)
 	switch {
-	case backgroundAllowed(pa) && next > 0:
-		bg := append([]string{"wal", "fetch", "--prefetch-after", name}, f.args(args[0], pa.Name)...)
-		if err := spawn(bg, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
-			a.log.Warn("starting the background prefetcher", "error", err)
-		}
-	case next > pa.Prefetch/2:
-		// Nothing may outlive restore_command here: this one fetches
-		// the next segments, all at once, and returns once they are
-		// spooled; the calls that follow take them with a rename.
-		if ar == nil {
-			var done func()
-			if ar, done, err = a.openStore(ctx, pa, f); err != nil {
-				a.log.Warn("prefetching", "error", err)
-				return nil
-			}
-			defer done()
-		}
-		pf.Archive = ar
-		pf.Batch(ctx, sysid, name)
+	case err == nil:
+		a.log.Info("restored", "file", name, "from", from)
+		return nil
+	case isExit(err):
+		return err // the store would not open: said already
+	case errors.Is(err, wal.ErrNotArchived):
+		a.log.Info("not in the archive", "file", name)
+		return &exitError{exitNotArchived}
+	case errors.Is(err, wal.ErrHole):
+		fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) at the gap rather than ending it there and losing what follows\n", name, err, exitStopRecovery)
+	default:
+		fmt.Fprintf(a.stderr, "Error: pipe wal fetch %s: %s; stopping recovery (exit %d) rather than ending it early: fix the store and start PostgreSQL again\n", name, err, exitStopRecovery)
 	}
-	return nil
-}
-
-// fetchBackoff is the wait between fetch attempts: from half a second,
-// doubling, at most 10 s apart.
-func fetchBackoff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 500 * time.Millisecond
-	b.MaxInterval = 10 * time.Second
-	b.MaxElapsedTime = 0 // WithMaxRetries bounds it
-	return b
+	return &exitError{exitStopRecovery}
 }
 
 func (a *app) walListCmd() *cobra.Command {

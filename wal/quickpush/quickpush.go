@@ -105,28 +105,13 @@ func answered(ctx context.Context, args []string) bool {
 	if !ok {
 		return false
 	}
-	name := filepath.Base(p.path)
-	if _, err := wal.ParseName(name); err != nil {
-		return false
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(p.path), "archive_status", name+".ready")); err != nil {
-		return false // not a file PostgreSQL archives: pipe pushes it itself
-	}
 	s, err := pipefile.ReadPushSettings(p.file, p.archive)
 	if err != nil || !s.Async || !slices.Contains(wal.BackgroundModes, s.Background) {
 		return false
 	}
-	spool := s.Spool
-	if !filepath.IsAbs(spool) {
-		spool = filepath.Join(p.pgdata, spool)
-	}
-	if bg, _ := wal.Background(s.Background); !bg {
-		// No pusher to wait for: an earlier push sent the file ahead
-		// (PostgreSQL runs one archive_command at a time), or pipe
-		// pushes it, as pipe wal push does.
-		return wal.Marked(spool, name, p.path) != nil
-	}
-	return wal.WaitNoted(ctx, spool, name, p.path, s.Timeout) != nil
+	c := &wal.Command{DataDir: p.pgdata,
+		Settings: wal.CommandSettings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout}}
+	return c.Answer(ctx, p.path) != nil
 }
 
 // delegate replaces this process with pipe wal and args: the pipe beside
