@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -264,7 +265,7 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		}
 		if err != nil {
 			if pass != "" {
-				err = errors.New(strings.ReplaceAll(err.Error(), pass, "(sensitive)"))
+				err = errors.New(sdk.Scrub(err.Error(), pass))
 			}
 			what := "pipeline"
 			if r.wal {

@@ -169,7 +169,7 @@ func endpointAttrs(e *pipefile.Endpoint, fromProfile []string) string {
 func displayValue(e *pipefile.Endpoint, a sdk.Attribute) string {
 	switch {
 	case e.Sensitive[a.Name]:
-		return "(sensitive)"
+		return sdk.Redacted
 	case a.Key && e.Key != nil:
 		return e.Key.Text
 	case e.Unknown[a.Name]:
@@ -211,7 +211,7 @@ func marshal(v any) string {
 func jsonValue(e *pipefile.Endpoint, a sdk.Attribute) any {
 	switch {
 	case e.Sensitive[a.Name]:
-		return "(sensitive)"
+		return sdk.Redacted
 	case a.Key && e.Key != nil:
 		return e.Key.Text
 	case e.Unknown[a.Name]:

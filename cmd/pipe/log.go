@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
@@ -278,7 +279,7 @@ func (r *redactor) scrub(s string) string {
 
 func (r *redactor) attr(a slog.Attr) slog.Attr {
 	if set := r.secrets.Load(); set != nil && set.keys[a.Key] {
-		return slog.String(a.Key, "(sensitive)")
+		return slog.String(a.Key, sdk.Redacted)
 	}
 	v := a.Value.Resolve()
 	switch v.Kind() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/runner"
 )
 
@@ -186,9 +187,4 @@ func interrupted(ctx context.Context) bool {
 }
 
 // scrub replaces every secret in msg.
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		msg = strings.ReplaceAll(msg, s, "(sensitive)")
-	}
-	return msg
-}
+func scrub(msg string, secrets []string) string { return sdk.Scrub(msg, secrets...) }

@@ -3,6 +3,9 @@ package sdk
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -123,4 +126,24 @@ func SecretStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// Redacted stands where a secret was, in every message pipe and its
+// plugins print.
+const Redacted = "(sensitive)"
+
+// Scrub replaces every secret in msg with Redacted: the longest first, so
+// that a secret holding another is replaced whole. An empty secret is
+// none; callers that leave short ones alone pick them with SecretStrings.
+func Scrub(msg string, secrets ...string) string {
+	if len(secrets) > 1 {
+		secrets = slices.Clone(secrets)
+		sort.SliceStable(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	}
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, Redacted)
+		}
+	}
+	return msg
 }

@@ -123,3 +123,15 @@ func TestSecretStrings(t *testing.T) {
 		}
 	}
 }
+
+// A secret that holds another is replaced whole, whatever the order the
+// secrets come in; an empty one replaces nothing.
+func TestScrub(t *testing.T) {
+	msg := "dsn postgres://u:hunter2hunter2@db: token hunter2"
+	want := "dsn postgres://u:(sensitive)@db: token (sensitive)"
+	for _, secrets := range [][]string{{"hunter2", "hunter2hunter2", ""}, {"hunter2hunter2", "hunter2"}} {
+		if got := Scrub(msg, secrets...); got != want {
+			t.Errorf("Scrub(%v) = %q, want %q", secrets, got, want)
+		}
+	}
+}

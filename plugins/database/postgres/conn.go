@@ -161,12 +161,7 @@ func (c conn) connectWith(ctx context.Context, settings map[string]string, tweak
 	return pc, nil
 }
 
-func scrub(s, secret string) string {
-	if len(secret) >= 4 {
-		s = strings.ReplaceAll(s, secret, "(sensitive)")
-	}
-	return s
-}
+func scrub(s, secret string) string { return sdk.Scrub(s, sdk.SecretStrings(secret)...) }
 
 // conninfo writes pairs as a libpq key=value string, keys sorted.
 func conninfo(pairs map[string]string) string {

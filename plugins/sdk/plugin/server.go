@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,12 +62,7 @@ func secretValues(schema *pb.Schema, cfg sdk.Config) []string {
 	return out
 }
 
-func scrub(msg string, secrets []string) string {
-	for _, s := range secrets {
-		msg = strings.ReplaceAll(msg, s, "(sensitive)")
-	}
-	return msg
-}
+func scrub(msg string, secrets []string) string { return sdk.Scrub(msg, secrets...) }
 
 // status turns an instance's error into a gRPC status without its secrets.
 func (s *server) status(h uint64, err error) error {

@@ -95,9 +95,7 @@ func (s *scrubber) addJSON(b []byte) {
 var queryRE = regexp.MustCompile(`(https?://[^\s"'?]+)\?[^\s"']*`)
 
 func (s *scrubber) clean(msg string) string {
-	for _, v := range s.secrets {
-		msg = strings.ReplaceAll(msg, v, "[redacted]")
-	}
+	msg = sdk.Scrub(msg, s.secrets...)
 	msg = queryRE.ReplaceAllString(msg, "$1?…")
 	// One line: library errors quote response bodies with their breaks.
 	return strings.Join(strings.Fields(msg), " ")

@@ -355,7 +355,7 @@ func TestGCSExplain(t *testing.T) {
 		{&url.Error{Op: "Get", URL: "http://h/x?upload_id=abc", Err: &bulkhttp.StallError{After: 30 * time.Second}}, []string{"no byte moved for 30s", "raise timeout"}, false},
 		{&url.Error{Op: "Get", URL: "http://127.0.0.1:1/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}, []string{"cannot reach", "STORAGE_EMULATOR_HOST"}, false},
 		{context.Canceled, []string{"reading gs://bkt/k: cancelled"}, false},
-		{fmt.Errorf("parse: bad key TOPSECRETKEYMATERIAL"), []string{"[redacted]"}, false},
+		{fmt.Errorf("parse: bad key TOPSECRETKEYMATERIAL"), []string{"(sensitive)"}, false},
 	} {
 		err := c.explain("reading", "k", tc.err)
 		for _, w := range tc.want {
