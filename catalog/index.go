@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,21 +78,12 @@ func Summarize(m *manifest.Manifest) Summary {
 	if m.RunKey != nil {
 		s.Stored += m.RunKey.Size
 	}
-	s.Codec = strings.Join(sortedKeys(codecs), ",")
-	s.Recipients = sortedKeys(recips)
+	s.Codec = strings.Join(slices.Sorted(maps.Keys(codecs)), ",")
+	s.Recipients = slices.Sorted(maps.Keys(recips))
 	if s.Passphrase || (len(s.Recipients) == 1 && s.Recipients[0] == "scrypt") {
 		s.Passphrase, s.Recipients = true, nil
 	}
 	return s
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Entry is one run as the index (or a listing) knows it.

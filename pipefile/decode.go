@@ -3,7 +3,6 @@ package pipefile
 import (
 	"fmt"
 	"math/big"
-	"sort"
 	"time"
 
 	"github.com/agext/levenshtein"
@@ -272,15 +271,6 @@ func suggest(s string, candidates []string) string {
 		}
 	}
 	return best
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // friendlyType names a value's type as a user would.

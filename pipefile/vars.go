@@ -2,6 +2,8 @@ package pipefile
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -132,7 +134,7 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 		vals[name] = v.Value
 		f.Variables = append(f.Variables, v)
 	}
-	for _, name := range sortedKeys(o.Vars) {
+	for _, name := range slices.Sorted(maps.Keys(o.Vars)) {
 		if !declared[name] {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No such variable",
 				Detail: fmt.Sprintf("--var %s=… names no variable declared in %s; declare it with variable %q { }.", name, f.Path, name)})

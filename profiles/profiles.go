@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Profile is a preset resolved for one host.
@@ -140,7 +142,7 @@ func AutoFor(h Host, streams int) Profile {
 	p.Base = base
 	switch {
 	case base == "conservative":
-		p.Rule = fmt.Sprintf("%s of memory: conservative, unchanged", fmtBytes(h.Memory))
+		p.Rule = fmt.Sprintf("%s of memory: conservative, unchanged", humanize.IBytes(uint64(h.Memory)))
 	case streams <= 0:
 		// One big dump or a folder of many files: the preset's streams,
 		// every CPU encoding whichever of them run.
@@ -163,10 +165,6 @@ func cpuWord(n int) string {
 		return "1 CPU"
 	}
 	return fmt.Sprintf("%d CPUs", n)
-}
-
-func fmtBytes(n int64) string {
-	return fmt.Sprintf("%.1f GiB", float64(n)/gib)
 }
 
 // Auto picks the preset "auto" starts from: under 2 GiB of memory,

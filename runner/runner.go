@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,7 +114,7 @@ type MissingError struct {
 func (e *MissingError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pipeline %q: %s asked for not in run %s, which failed in the backup (the other %s restored; pipe backups show names what the run holds):",
-		e.Pipeline, plural(len(e.Missing), "stream"), e.RunID, plural(e.Restored, "stream"))
+		e.Pipeline, plan.Plural(len(e.Missing), "stream"), e.RunID, plan.Plural(e.Restored, "stream"))
 	for _, f := range e.Missing {
 		fmt.Fprintf(&b, "\n  %s: %s", f.Stream, f.Error)
 	}
@@ -592,7 +593,7 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		}
 		if sel.RunID == "" && sel.Before.IsZero() && sel.Target == nil {
 			for _, g := range cat.Newer(r.Manifest.StartedAt) {
-				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
+				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
 			}
 		}
 		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
@@ -682,22 +683,15 @@ func noRun(src *endpoint, cat *catalog.Catalog) error {
 		return fmt.Errorf("source %s holds nothing to restore: no manifest and no object under %s; check the path or prefix (a backup writes each run under its own folder, e.g. backups/<pipeline>/<run id>/)", src.name, where(src))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "source %s (%s) holds no complete run: %s, and no manifest names them", src.name, where(src), plural(len(cat.Objects), "object"))
+	fmt.Fprintf(&b, "source %s (%s) holds no complete run: %s, and no manifest names them", src.name, where(src), plan.Plural(len(cat.Objects), "object"))
 	for _, g := range cat.Incomplete {
 		if g.RunID == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, catalog.TimeText(g.Started), plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size))
+		fmt.Fprintf(&b, "; run %s (started %s, %s, %s) has no manifest: it did not finish, or is still running", g.RunID, catalog.TimeText(g.Started), plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size))
 	}
 	first := cat.Objects[0].Key
 	return fmt.Errorf("%s. pipe restores only runs whose manifest it finds (%w). To read one object on purpose, name it in the source (path = \"…/%s\" for fs; key = \"%s\" for s3, gcs and azure): nothing will verify it", b.String(), catalog.ErrNoRun, first, first)
-}
-
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, copying bool, warn func(string)) error {
@@ -745,7 +739,7 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catal
 		sp.streams = append(sp.streams, s)
 	}
 	if len(codecs) > 1 {
-		return fmt.Errorf("manifest %s mixes codecs (%s); restore them in separate runs", sp.manifestKey, strings.Join(sortedSet(codecs), ", "))
+		return fmt.Errorf("manifest %s mixes codecs (%s); restore them in separate runs", sp.manifestKey, strings.Join(slices.Sorted(maps.Keys(codecs)), ", "))
 	}
 	for c := range codecs {
 		if decomp != nil && decomp.Codec != "auto" && decomp.Codec != c {
@@ -803,7 +797,7 @@ func fromListing(p *plan.Pipeline, infos []sdk.StreamInfo, sp *streamsPlan) erro
 	}
 	if len(codecs) > 1 {
 		var parts []string
-		for _, c := range sortedSet(toSet(codecs)) {
+		for _, c := range slices.Sorted(maps.Keys(codecs)) {
 			parts = append(parts, fmt.Sprintf("%s (%s)", c, codecs[c][0]))
 		}
 		return fmt.Errorf("the streams use different codecs: %s; restore them in separate runs or set decompress { codec = … }", strings.Join(parts, ", "))
@@ -1200,21 +1194,4 @@ func removeAll(ctx context.Context, sinks []*endpoint, keys map[int]string, writ
 			}
 		}
 	}
-}
-
-func toSet[V any](m map[string]V) map[string]bool {
-	out := map[string]bool{}
-	for k := range m {
-		out[k] = true
-	}
-	return out
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

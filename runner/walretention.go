@@ -63,11 +63,11 @@ func (w *WALPrune) Describe(dryRun bool) string {
 	case w.DeletedBackups == 0:
 		backups = "no base backup was deleted: these files are older than every base backup kept"
 	case dryRun:
-		backups = fmt.Sprintf("retention would delete %s too", plural(w.DeletedBackups, "base backup"))
+		backups = fmt.Sprintf("retention would delete %s too", plan.Plural(w.DeletedBackups, "base backup"))
 	default:
-		backups = fmt.Sprintf("retention deleted %s too", plural(w.DeletedBackups, "base backup"))
+		backups = fmt.Sprintf("retention deleted %s too", plan.Plural(w.DeletedBackups, "base backup"))
 	}
-	return fmt.Sprintf("%s of archive %q archived before %s; %s", plural(w.Removed, "WAL file"), w.Archive, before, backups)
+	return fmt.Sprintf("%s of archive %q archived before %s; %s", plan.Plural(w.Removed, "WAL file"), w.Archive, before, backups)
 }
 
 // failedRetention reports whether any sink's retention failed: then no
