@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -578,4 +579,58 @@ func TestManualCommands(t *testing.T) {
 		}
 	}
 	walk(root)
+}
+
+// docs/architecture.md names every package of the module (a directory
+// with Go files that are not all tests), so that a newcomer finds each
+// there: a package added without a row fails this.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(repo, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z0-9./-]+?)/?`").FindAllStringSubmatch(string(page), -1) {
+		named[m[1]] = true
+	}
+	err = filepath.WalkDir(repo, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "testdata", "bin", "results", "node_modules":
+				return filepath.SkipDir
+			}
+			if strings.HasPrefix(d.Name(), ".") && p != repo {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(repo, filepath.Dir(p))
+		rel = filepath.ToSlash(rel)
+		if rel == "." || named[rel] {
+			return nil
+		}
+		// A package under a named folder counts when the folder's row
+		// is the package's (examples/, bench/, schemas/).
+		for dir := path.Dir(rel); dir != "."; dir = path.Dir(dir) {
+			if named[dir] && (dir == "examples" || dir == "bench" || dir == "schemas") {
+				return nil
+			}
+		}
+		t.Errorf("docs/architecture.md does not name the package %s: add it to the table of packages", rel)
+		named[rel] = true // once
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -87,6 +87,9 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	forbid(t, "pipefile", "engine", "stages/compress", "stages/encrypt", "stages/checksum", "plan", "runner")
+	// The WAL archive knows stores through the SDK's interfaces only: the
+	// runner opens them (runner.OpenArchive) and the commands call it.
+	forbid(t, "wal", "runner", "plan", "pipefile", "cmd", "plugins/storage", "plugins/command", "plugins/database", "plugins/all", "plugins/host", "plugins/sdk/plugin")
 	// pipe-wal starts once per WAL segment, and its start is most of its
 	// cost: it links no store, plugin host or runner, and no cloud SDK.
 	forbid(t, "wal/quickpush", "plugins/storage", "plugins/all", "plugins/host", "plugins/command", "plugins/database", "plugins/sdk/plugin", "runner", "plan", "cmd")

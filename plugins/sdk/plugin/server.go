@@ -79,10 +79,6 @@ func (s *server) status(h uint64, err error) error {
 	return status.Error(st.Code(), scrub(st.Message(), secrets))
 }
 
-// NewServer returns the protocol server of p, for tests that run it
-// without a process.
-func NewServer(p sdk.Plugin) (pb.PluginServer, error) { return newServer(p) }
-
 func newServer(p sdk.Plugin) (*server, error) {
 	s := &server{p: p, schemas: map[string]*pb.Endpoint{}, instances: map[uint64]any{}, secrets: map[uint64][]string{},
 		fds: fdsock.FromEnv(wire.FDEnv), reading: map[uint64]chan bool{}, objects: map[uint64]*pendingObject{}}
