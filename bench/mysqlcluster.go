@@ -24,6 +24,7 @@ const (
 
 type mysqlClusterResult struct {
 	direct          bool // connected past docker-proxy
+	cpus            int  // the machine's, which the containers share
 	dbs             []string
 	total           int64
 	backup, restore *scenarioResult
@@ -80,7 +81,7 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	if b.cfg.quick {
 		big, small = 300_000, 30_000
 	}
-	res := &mysqlClusterResult{dbs: pgClusterDBs, direct: minioDirect && dbDirect}
+	res := &mysqlClusterResult{dbs: pgClusterDBs, direct: minioDirect && dbDirect, cpus: runtime.NumCPU()}
 	rows := map[string]string{}
 	for _, db := range pgClusterDBs {
 		n := small
@@ -154,6 +155,6 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 func (r *mysqlClusterResult) markdown(w func(string, ...any)) {
 	w("\n## MariaDB: a whole server through MinIO\n\n")
 	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers (its mariadb-dump writes rows in the binary character set; docs/databases.md says why). The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
-		mariadbImage, runtime.NumCPU(), len(r.dbs), mib(r.total), connectionNote(r.direct))
+		mariadbImage, r.cpus, len(r.dbs), mib(r.total), connectionNote(r.direct))
 	clusterMarkdown(w, r.backup, r.restore)
 }

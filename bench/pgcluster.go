@@ -12,6 +12,7 @@ import (
 
 type pgClusterResult struct {
 	direct          bool // connected past docker-proxy
+	cpus            int  // the machine's, which the containers share
 	dbs             []string
 	sizes           map[string]int64
 	total           int64
@@ -38,7 +39,7 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 		return nil, err
 	}
 	defer pg.stop()
-	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}}
+	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}, cpus: runtime.NumCPU()}
 	minioDirect, pgDirect := m.direct(ctx), pg.direct(ctx)
 	res.direct = minioDirect && pgDirect
 	// Accounts in multiples of 100,000 (pgbench's branches), events.
@@ -156,6 +157,6 @@ func (r *pgClusterResult) markdown(w func(string, ...any)) {
 		sizes = append(sizes, fmt.Sprintf("%s %s", db, mib(r.sizes[db])))
 	}
 	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; %d databases, %s in all (%s). pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers; its restore creates each database with pg_restore --create and applies globals.sql first. pipe table by table: the same with `jobs = 2` (each database read two tables at once on a snapshot of its own, restored two tables at once and `pg_restore --jobs 2` for its indexes). The reference: the loop people script, one database after another (`pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe`; `createdb` then `mc cat | zstd -d | pg_restore`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
-		pgImage, runtime.NumCPU(), len(r.dbs), mib(r.total), strings.Join(sizes, ", "), connectionNote(r.direct))
+		pgImage, r.cpus, len(r.dbs), mib(r.total), strings.Join(sizes, ", "), connectionNote(r.direct))
 	clusterMarkdown(w, r.backup, r.restore)
 }

@@ -30,6 +30,7 @@ const (
 
 type pgResult struct {
 	direct          bool // connected past docker-proxy
+	cpus            int  // the machine's, which the containers share
 	dbSize          int64
 	rows            int64
 	indexes         int
@@ -93,7 +94,7 @@ func (b *bench) pgScenario(ctx context.Context, mc string) (*pgResult, error) {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
-	res := &pgResult{direct: minioDirect && pgDirect}
+	res := &pgResult{direct: minioDirect && pgDirect, cpus: runtime.NumCPU()}
 	if err := loadDataset(ctx, connect, pgBenchDataset(accounts, events), res); err != nil {
 		return nil, err
 	}
@@ -319,7 +320,7 @@ func loadDataset(ctx context.Context, connect func(context.Context, string) (*pg
 
 func (r *pgResult) markdown(w func(string, ...any)) {
 	w("\n## PostgreSQL: backup and restore through MinIO\n\n")
-	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; a %s database (pgbench_accounts and an events table with JSON, %d rows, %d indexes, foreign keys). The reference is the shell pipeline: `pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe` and `mc cat | zstd -d | pg_restore` (%s); pipe compresses with zstd level 3 on 2 workers as well (the `-T2` of the reference). Each restore goes into a fresh empty database (created untimed) and is checked for its rows and indexes. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n", pgImage, runtime.NumCPU(), mib(r.dbSize), r.rows, r.indexes, r.zstdVersion, connectionNote(r.direct))
+	w("PostgreSQL (%s container) and MinIO on the same %d-CPU machine; a %s database (pgbench_accounts and an events table with JSON, %d rows, %d indexes, foreign keys). The reference is the shell pipeline: `pg_dump -Fc -Z0 | zstd -3 -T2 | mc pipe` and `mc cat | zstd -d | pg_restore` (%s); pipe compresses with zstd level 3 on 2 workers as well (the `-T2` of the reference). Each restore goes into a fresh empty database (created untimed) and is checked for its rows and indexes. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n", pgImage, r.cpus, mib(r.dbSize), r.rows, r.indexes, r.zstdVersion, connectionNote(r.direct))
 	directions := []struct {
 		name string
 		s    *scenarioResult
