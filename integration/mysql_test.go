@@ -16,11 +16,23 @@ import (
 	"time"
 
 	toxiclient "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tcmariadb "github.com/testcontainers/testcontainers-go/modules/mariadb"
 )
 
-const mariadbImage = "mariadb:10.11"
+// mariadbVersions are the MariaDB servers every MariaDB test runs on:
+// the oldest pipe supports, the one the host's client comes from
+// (Debian bookworm's, what CI installs) and the newest. The host's
+// mariadb and mariadb-dump talk to each of them, as one backup machine
+// serves a fleet of servers; TestMySQLClients runs each server's own.
+// Each image is mariadb:VERSION, built here by ../shared/testimages/build.sh
+// (the target in mariadbTargets).
+var mariadbVersions = []string{"10.5", "10.11", "11.8"}
+
+// mariadbTargets are build.sh's targets for the images it does not build
+// by default.
+var mariadbTargets = map[string]string{"10.5": "mariadb-10.5", "11.8": "mariadb-11"}
 
 // Passwords: root's goes into a dsn (URL-safe); the backup user's holds
 // every character an option file, a shell or a URL treats specially.
@@ -52,28 +64,83 @@ func needMariaDBClient(t *testing.T) string {
 	return p
 }
 
-func startMariaDB(t *testing.T) *mariaServer {
+// startMariaDB starts a MariaDB server of version, mariadb:VERSION, with
+// root's password and an empty database shop; more customizes the
+// container further.
+func startMariaDB(t *testing.T, version string, more ...testcontainers.ContainerCustomizer) *mariaServer {
 	t.Helper()
 	requireDocker(t)
-	client := needMariaDBClient(t)
+	prog := needMariaDBClient(t)
 	ctx := context.Background()
-	c, err := tcmariadb.Run(ctx, mariadbImage, tcmariadb.WithDatabase("shop"),
-		tcmariadb.WithUsername("root"), tcmariadb.WithPassword(mariaRootPassword))
+	image := requireImage(t, "mariadb:"+version, mariadbTargets[version])
+	c, err := tcmariadb.Run(ctx, image, append([]testcontainers.ContainerCustomizer{tcmariadb.WithDatabase("shop"),
+		tcmariadb.WithUsername("root"), tcmariadb.WithPassword(mariaRootPassword)}, more...)...)
 	testcontainers.CleanupContainer(t, c)
 	if err != nil {
-		t.Fatal(err)
+		startFailed(t, image, mariadbTargets[version], err)
 	}
 	host, port := mappedAddr(t, c, "3306/tcp")
 	ip, err := c.ContainerIP(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &mariaServer{c: c, Host: host, Port: port, IP: ip, client: client, cnf: filepath.Join(t.TempDir(), "root.cnf")}
+	m := &mariaServer{c: c, Host: host, Port: port, IP: ip, client: prog, cnf: filepath.Join(t.TempDir(), "root.cnf")}
 	cnf := fmt.Sprintf("[client]\nuser=root\npassword=%q\nhost=%s\nport=%s\nprotocol=tcp\n", mariaRootPassword, host, m.Port)
 	if err := os.WriteFile(m.cnf, []byte(cnf), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if v := m.sql(t, "SELECT VERSION()"); !strings.HasPrefix(v, version+".") {
+		t.Fatalf("%s runs MariaDB %s, not %s", image, v, version)
+	}
 	return m
+}
+
+// requireImage returns image. In CI, which must run every version, an
+// image Docker lacks fails the test at once, naming the build.sh target
+// that builds it ("" for the default ones); elsewhere Docker may pull it,
+// and a test whose image neither exists nor can be pulled skips (see
+// imageHere).
+func requireImage(t *testing.T, image, target string) string {
+	t.Helper()
+	if os.Getenv("CI") != "" && !imageHere(t, image) {
+		t.Fatalf("the image %s is missing: build it with %s", image, buildHint(target))
+	}
+	return image
+}
+
+// startFailed stops a test whose container did not start: a skip outside
+// CI when its image is missing (not built, and not pulled), else a
+// failure.
+func startFailed(t *testing.T, image, target string, err error) {
+	t.Helper()
+	if !imageHere(t, image) {
+		unavailable(t, fmt.Sprintf("the image %s is missing (%v): build it with %s", image, err, buildHint(target)))
+	}
+	t.Fatal(err)
+}
+
+func buildHint(target string) string {
+	if target == "" {
+		return "sudo ../shared/testimages/build.sh"
+	}
+	return "sudo ../shared/testimages/build.sh " + target
+}
+
+// imageHere reports whether Docker has image.
+func imageHere(t *testing.T, image string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", image)})
+	if err != nil {
+		t.Fatalf("looking for the image %s: %v", image, err)
+	}
+	return len(list.Items) > 0
 }
 
 // trySQL runs SQL as root and returns its tab-separated output.
@@ -100,7 +167,8 @@ func (m *mariaServer) sql(t *testing.T, sql string) string {
 // mariaShop is the data set: customers, 200,000 orders (text with
 // quotes, backslashes, control characters and emoji, decimals, doubles,
 // microsecond datetimes, JSON, binary digests, enums, NULLs) with a
-// foreign key, attachments (binary blobs up to 3 MiB), an audit table a
+// foreign key, attachments (binary blobs up to 3 MiB, of SHA-512 digests:
+// RANDOM_BYTES is MariaDB 10.10+), an audit table a
 // trigger fills, a view, a function and a procedure; and a backup user
 // with the least privileges a dump needs and a password full of
 // characters that need quoting.
@@ -146,8 +214,10 @@ CREATE TABLE attachments (
   name VARCHAR(255) NOT NULL,
   data MEDIUMBLOB
 ) ENGINE=InnoDB;
-INSERT INTO attachments SELECT seq, seq * 97, CONCAT('scan-', seq, '.bin'), REPEAT(RANDOM_BYTES(1024), 1 + seq % 50) FROM seq_1_to_200;
-INSERT INTO attachments VALUES (201, 1, 'large.bin', REPEAT(RANDOM_BYTES(1024), 3072)), (202, 2, 'empty.bin', ''), (203, 3, 'null.bin', NULL);
+INSERT INTO attachments SELECT a.seq, a.seq * 97, CONCAT('scan-', a.seq, '.bin'),
+  REPEAT((SELECT GROUP_CONCAT(UNHEX(SHA2(CONCAT(a.seq, ':', b.seq), 512)) SEPARATOR '') FROM seq_1_to_16 b), 1 + a.seq % 50) FROM seq_1_to_200 a;
+INSERT INTO attachments VALUES (201, 1, 'large.bin', REPEAT((SELECT GROUP_CONCAT(UNHEX(SHA2(seq, 512)) SEPARATOR '') FROM seq_1_to_16), 3072)),
+  (202, 2, 'empty.bin', ''), (203, 3, 'null.bin', NULL);
 
 CREATE TABLE audit (
   id INT AUTO_INCREMENT PRIMARY KEY,
@@ -256,24 +326,46 @@ func (m *mariaServer) sameDatabase(t *testing.T, want, got string) {
 
 // mariaIntl is a database whose names, comments, defaults and data go
 // beyond ASCII: every byte value in a BLOB, quotes, backslashes and
-// control characters in VARBINARY and TEXT, a latin1 column, JSON,
-// GEOMETRY and BIT; a trigger (which must not fire while the rows are
+// control characters in VARBINARY and TEXT, a latin1 and a utf8mb3
+// column (utf8's name from 10.6 on, where 11.x's default is utf8mb4),
+// JSON, GEOMETRY and BIT; a trigger (which must not fire while the rows are
 // restored: log2 stays empty), a view and a procedure.
 const mariaIntl = `
 CREATE DATABASE intl; USE intl;
 CREATE TABLE tæble_ß (id INT PRIMARY KEY, nämé VARCHAR(100) COMMENT 'Kommentar ü 山田', t TEXT,
   l VARCHAR(50) CHARACTER SET latin1, b BLOB, vb VARBINARY(300), j JSON, g GEOMETRY, bt BIT(10),
-  e ENUM('ä', 'b', '山'), d VARCHAR(10) DEFAULT 'déf') COMMENT = 'table ü';
-INSERT INTO tæble_ß (id, nämé, t, l, b, vb, j, g, bt, e) VALUES
+  e ENUM('ä', 'b', '山'), d VARCHAR(10) DEFAULT 'déf', u3 VARCHAR(20) CHARACTER SET utf8mb3) COMMENT = 'table ü';
+INSERT INTO tæble_ß (id, nämé, t, l, b, vb, j, g, bt, e, u3) VALUES
   (1, 'Ølstrøm-Żółć 山田 😀', CONCAT('quote '' dq " bs \\ nl \n cr \r tab \t nul ', CHAR(0), ' z ', CHAR(26), ' end'), 'café é',
    (SELECT GROUP_CONCAT(CHAR(seq) SEPARATOR '') FROM seq_0_to_255), UNHEX('00FF5C27220A0D1A80C3A9'),
-   '{"k": "vä😀", "n": [1, 2]}', ST_GeomFromText('POINT(1 2)'), b'1010101010', 'ä'),
-  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '山');
+   '{"k": "vä😀", "n": [1, 2]}', ST_GeomFromText('POINT(1 2)'), b'1010101010', 'ä', 'drei ü 山'),
+  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '山', NULL);
 CREATE TABLE log2 (msg VARCHAR(100));
 CREATE TRIGGER trïg AFTER INSERT ON tæble_ß FOR EACH ROW INSERT INTO log2 VALUES (CONCAT('neu ✓ ', NEW.id));
 CREATE VIEW vïew AS SELECT id, nämé AS näme2 FROM tæble_ß WHERE e = 'ä';
 CREATE PROCEDURE pröc() SELECT 'grüß 山' AS x;
 `
+
+// sameIntl fails unless database got, a copy of mariaIntl's want, holds
+// the same bytes, definitions and routines, and its trigger did not fire.
+func (m *mariaServer) sameIntl(t *testing.T, want, got string) {
+	t.Helper()
+	describe := func(db string) string {
+		out := m.sql(t, strings.ReplaceAll(`CHECKSUM TABLE DB.tæble_ß;
+SELECT MD5(GROUP_CONCAT(CONCAT_WS(',', id, HEX(nämé), HEX(t), HEX(l), HEX(b), HEX(vb), HEX(j), HEX(g), bt+0, e, d, HEX(u3)) ORDER BY id)) FROM DB.tæble_ß;
+SHOW CREATE TABLE DB.tæble_ß;
+SHOW CREATE VIEW DB.vïew;
+SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = 'DB';
+SELECT routine_name, routine_definition FROM information_schema.routines WHERE routine_schema = 'DB';
+SELECT COUNT(*) FROM DB.log2;`, "DB", db))
+		return regexp.MustCompile(`\b`+db+`\b`).ReplaceAllString(out, "DB")
+	}
+	if w, g := describe(want), describe(got); w != g {
+		t.Errorf("the copy differs:\n%s\n---\n%s", w, g)
+	} else if !strings.Contains(g, "Kommentar ü 山田") || !strings.Contains(g, "grüß 山") {
+		t.Errorf("the comparison misses the names:\n%s", g)
+	}
+}
 
 // withoutAutoIncrement drops the AUTO_INCREMENT counter from a table's
 // definition, and folds its white space (the counter is not data: a
@@ -343,8 +435,15 @@ func mariaEnv(b *s3Bench, bucket, host, port, database string) []string {
 // middle of the dump fail the run with the server's (or the dump's)
 // message and leave no backup; no output, plan or stored object shows a
 // password.
+// It runs on every version of mariadbVersions.
 func TestMySQL(t *testing.T) {
-	m := startMariaDB(t)
+	for _, v := range mariadbVersions {
+		t.Run(v, func(t *testing.T) { testMySQL(t, v) })
+	}
+}
+
+func testMySQL(t *testing.T, version string) {
+	m := startMariaDB(t, version)
 	b := newS3Bench(t)
 	m.loadShop(t)
 	dir := t.TempDir()
@@ -398,7 +497,7 @@ func TestMySQL(t *testing.T) {
 		// size_bytes is the server's estimate, from statistics that
 		// ANALYZE TABLE brought up to date after the load.
 		if size, _ := strconv.ParseInt(mf.Source["size_bytes"], 10, 64); mf.Source["type"] != "mysql" || mf.Source["database"] != "shop" ||
-			!strings.HasPrefix(mf.Source["server_version"], "10.11.") || size < 50<<20 {
+			!strings.HasPrefix(mf.Source["server_version"], version+".") || size < 50<<20 {
 			t.Errorf("the manifest's source facts: %v", mf.Source)
 		}
 		start = time.Now()
@@ -492,21 +591,7 @@ pipeline "restore" {
 			t.Errorf("the dump of a MariaDB server is not in the binary character set")
 		}
 		keep(mustPipe(t, dir, env, "run", "intl.hcl", "--pipeline", "restore"))
-		describe := func(db string) string {
-			out := m.sql(t, strings.ReplaceAll(`CHECKSUM TABLE DB.tæble_ß;
-SELECT MD5(GROUP_CONCAT(CONCAT_WS(',', id, HEX(nämé), HEX(t), HEX(l), HEX(b), HEX(vb), HEX(j), HEX(g), bt+0, e, d) ORDER BY id)) FROM DB.tæble_ß;
-SHOW CREATE TABLE DB.tæble_ß;
-SHOW CREATE VIEW DB.vïew;
-SELECT trigger_name, action_statement FROM information_schema.triggers WHERE trigger_schema = 'DB';
-SELECT routine_name, routine_definition FROM information_schema.routines WHERE routine_schema = 'DB';
-SELECT COUNT(*) FROM DB.log2;`, "DB", db))
-			return regexp.MustCompile(`\b`+db+`\b`).ReplaceAllString(out, "DB")
-		}
-		if want, got := describe("intl"), describe("intl_copy"); want != got {
-			t.Errorf("the copy differs:\n%s\n---\n%s", want, got)
-		} else if !strings.Contains(got, "Kommentar ü 山田") || !strings.Contains(got, "grüß 山") {
-			t.Errorf("the comparison misses the names:\n%s", got)
-		}
+		m.sameIntl(t, "intl", "intl_copy")
 	})
 
 	// Last: the server dies. The dump goes through Toxiproxy at 4 MB/s, so

@@ -56,10 +56,17 @@ pipeline "restore" {
 // run, each on its own snapshot: one dropped mid-run is reported failed
 // by name while the others are stored; the restore of one chosen
 // database, then of all, into another server gives the same tables
-// (CHECKSUM TABLE) and the shop's view, trigger and routines.
+// (CHECKSUM TABLE) and the shop's view, trigger and routines. It runs on
+// every version of mariadbVersions, from a server to one of its version.
 func TestMySQLCluster(t *testing.T) {
-	m := startMariaDB(t)
-	target := startMariaDB(t)
+	for _, v := range mariadbVersions {
+		t.Run(v, func(t *testing.T) { testMySQLCluster(t, v) })
+	}
+}
+
+func testMySQLCluster(t *testing.T, version string) {
+	m := startMariaDB(t, version)
+	target := startMariaDB(t, version)
 	b := newS3Bench(t)
 	m.loadShop(t)
 	dbs := []string{"crm", "odd db", "doomed", "scratch"}
