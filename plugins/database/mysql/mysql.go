@@ -244,7 +244,7 @@ func (c *conn) query(ctx context.Context, client, sql string) ([][]string, error
 	if err != nil {
 		return nil, err
 	}
-	out, err := command.Output(ctx, command.Spec{Argv: []string{client, "--defaults-extra-file=" + file, "--batch", "--skip-column-names"}, Secrets: c.secrets(), Cleanup: remove}, sql)
+	out, err := command.Output(ctx, command.Spec{Argv: []string{client, "--defaults-extra-file=" + file, "--batch", "--skip-column-names"}, Secrets: c.secrets(), Cleanup: remove, Explain: explain}, sql)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +255,25 @@ func (c *conn) query(ctx context.Context, client, sql string) ([][]string, error
 		}
 	}
 	return rows, nil
+}
+
+// explain says what to do about the client programs' errors whose
+// message does not say it (see command.Spec's Explain).
+func explain(msg string) string {
+	switch {
+	// MariaDB's programs from 11.4 on ask for TLS and verify the server's
+	// certificate by default (--ssl-verify-server-cert), so they refuse a
+	// server without TLS, as MariaDB's before 11.4 are unless configured.
+	case strings.Contains(msg, "SSL is required, but the server does not support it"):
+		return `MariaDB's client programs from 11.4 on require TLS unless told otherwise: give the server a certificate (ssl_cert and ssl_key), or, on a network you trust, set client_options = { "disable-ssl-verify-server-cert" = "" } (TLS where the server offers it, as older clients do)`
+	// mariadb-dump from 10.5.25, 10.6.18, 10.11.8 and 11.4.2 on starts a
+	// dump with "/*M!999999\- enable the sandbox mode */" (against
+	// CVE-2024-21096: no shell commands in the rest of the dump), which
+	// older clients take for an unknown command on line 1.
+	case strings.Contains(msg, `ERROR at line 1: Unknown command '\-'`):
+		return `the dump starts by turning on the client's sandbox mode, which mariadb-dump does from MariaDB 10.5.25, 10.6.18, 10.11.8 and 11.4.2 on and older clients do not know: restore with a mariadb client of those versions or later (client_command)`
+	}
+	return ""
 }
 
 // sqlBytes writes s as an SQL hex literal: no quoting or escaping to get
@@ -565,7 +584,7 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	// The option file goes when the dump ends.
-	return command.Read(ctx, command.Spec{Argv: s.args(file, s.serverVersion(ctx), dbs, create), Secrets: s.c.secrets(), Cleanup: remove})
+	return command.Read(ctx, command.Spec{Argv: s.args(file, s.serverVersion(ctx), dbs, create), Secrets: s.c.secrets(), Cleanup: remove, Explain: explain})
 }
 
 // SinkType is the "mysql" sink.
@@ -690,7 +709,7 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		return nil, err
 	}
 	// The option file goes when the client ends.
-	return command.Write(ctx, command.Spec{Argv: s.args(file, s.quiet), Secrets: s.c.secrets(), Cleanup: remove})
+	return command.Write(ctx, command.Spec{Argv: s.args(file, s.quiet), Secrets: s.c.secrets(), Cleanup: remove, Explain: explain})
 }
 
 // Declines names the databases of a cluster backup the restore skips (see

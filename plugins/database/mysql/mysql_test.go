@@ -334,6 +334,47 @@ func TestFailuresCarryTheMessage(t *testing.T) {
 	}
 }
 
+// The errors of a new client against an old server, and of an old client
+// fed a new dump, say what to do: MariaDB 11.4+'s programs refuse a
+// server without TLS, and clients before 10.5.25 (10.6.18, 10.11.8,
+// 11.4.2) stop at the sandbox line newer dumps start with.
+func TestClientErrorsSayWhatToDo(t *testing.T) {
+	b := newBench(t)
+	const tls = `echo "ERROR 2026 (HY000): TLS/SSL error: SSL is required, but the server does not support it" >&2; exit 1`
+	dump := fake(t, b.bin, "mariadb-dump", b.log, `echo "mariadb-dump: Got error: 2026: \"TLS/SSL error: SSL is required, but the server does not support it\" when trying to connect" >&2; exit 2`)
+	client := fake(t, b.bin, "mariadb", b.log, `cat >/dev/null; `+tls)
+	const hint = `MariaDB's client programs from 11.4 on require TLS unless told otherwise: give the server a certificate (ssl_cert and ssl_key), or, on a network you trust, set client_options = { "disable-ssl-verify-server-cert" = "" }`
+	s := configureSource(t, map[string]any{"host": "db", "password": "pw-secret", "database": "shop", "dump_command": dump, "client_command": client})
+	if _, err := s.Describe(ctx); err == nil || !strings.Contains(err.Error(), "SSL is required, but the server does not support it; "+hint) {
+		t.Errorf("Describe: %v", err)
+	}
+	r, err := s.Open(ctx, "shop.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(r)
+	if err := r.Close(); err == nil || !strings.Contains(err.Error(), "mariadb-dump exited with status 2: mariadb-dump: Got error: 2026") || !strings.Contains(err.Error(), hint) {
+		t.Errorf("the dump: %v", err)
+	}
+
+	old := fake(t, t.TempDir(), "mariadb", b.log, `head -c 40 >/dev/null; echo "ERROR at line 1: Unknown command '\\-'." >&2; exit 1`)
+	sink := configureSink(t, map[string]any{"host": "db", "database": "shop", "client_command": old})
+	w, err := sink.Create(ctx, sdk.Object{Key: "shop.sql", Stream: "shop.sql", Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = io.WriteString(w, "/*M!999999\\- enable the sandbox mode */ \n-- MariaDB dump 10.19-11.8.9-MariaDB\n"); err == nil {
+		err = w.Commit(ctx)
+	}
+	if err == nil || !strings.Contains(err.Error(), `mariadb exited with status 1: ERROR at line 1: Unknown command '\-'.; the dump starts by turning on the client's sandbox mode, which mariadb-dump does from MariaDB 10.5.25, 10.6.18, 10.11.8 and 11.4.2 on and older clients do not know: restore with a mariadb client of those versions or later (client_command)`) {
+		t.Errorf("the restore: %v", err)
+	}
+	// Other errors stay as they are.
+	if got := explain("ERROR 1045 (28000): Access denied for user 'bk'@'10.0.0.1' (using password: YES)"); got != "" {
+		t.Errorf("explain(access denied) = %q", got)
+	}
+}
+
 // Closing the dump before its end (a failed run) stops it and removes the
 // option file.
 func TestSourceCloseEarly(t *testing.T) {

@@ -49,6 +49,11 @@ type Spec struct {
 	// removes what the program needed only while it ran (an option file
 	// with a password, say).
 	Cleanup func()
+	// Explain, when set, gets the message of a program that failed (the
+	// end of what it printed, secrets scrubbed) and returns what to do
+	// about it where the message alone does not say, added to the error;
+	// "" adds nothing.
+	Explain func(msg string) string
 }
 
 // Environ is the environment a program starts from: this process's, less
@@ -73,6 +78,7 @@ type Cmd struct {
 	secrets []string
 	label   string
 	cleanup func()
+	explain func(string) string
 
 	waited  sync.Once
 	waitErr error
@@ -87,7 +93,7 @@ func New(ctx context.Context, s Spec) *Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	c := &Cmd{cmd: cmd, tail: &tailBuffer{max: 8 << 10}, label: s.Label, cleanup: s.Cleanup}
+	c := &Cmd{cmd: cmd, tail: &tailBuffer{max: 8 << 10}, label: s.Label, cleanup: s.Cleanup, explain: s.Explain}
 	if c.label == "" {
 		c.label = filepath.Base(s.Argv[0])
 	}
@@ -182,6 +188,11 @@ func (c *Cmd) waitOnce() error {
 		return nil
 	}
 	msg := c.Scrub(strings.TrimSpace(c.tail.String()))
+	if c.explain != nil && msg != "" {
+		if why := c.explain(msg); why != "" {
+			msg += "; " + why
+		}
+	}
 	var ee *osexec.ExitError
 	if errors.As(err, &ee) {
 		status := fmt.Sprintf("exited with status %d", ee.ExitCode())

@@ -67,6 +67,35 @@ func TestWaitScrubsSecrets(t *testing.T) {
 	}
 }
 
+// Explain adds what to do to the error of a program whose message it
+// knows, after the secrets are scrubbed; it sees neither a secret nor a
+// program that succeeded.
+func TestExplainAddsWhatToDo(t *testing.T) {
+	var seen []string
+	explain := func(msg string) string {
+		seen = append(seen, msg)
+		if strings.Contains(msg, "no TLS") {
+			return "turn TLS on"
+		}
+		return ""
+	}
+	for _, tc := range []struct{ script, want string }{
+		{"echo \"no TLS for $PW\" >&2; exit 1", "sh exited with status 1: no TLS for (sensitive); turn TLS on"},
+		{"echo 'disk full' >&2; exit 2", "sh exited with status 2: disk full"},
+	} {
+		_, err := Output(context.Background(), Spec{Argv: []string{"sh", "-c", tc.script}, Env: []string{"PW=hunter2-secret"}, Secrets: []string{"hunter2-secret"}, Explain: explain}, "")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %q", tc.script, err, tc.want)
+		}
+	}
+	if _, err := Output(context.Background(), Spec{Argv: []string{"sh", "-c", "echo 'no TLS' >&2"}, Explain: explain}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 || strings.Contains(strings.Join(seen, " "), "hunter2") {
+		t.Errorf("Explain saw %q", seen)
+	}
+}
+
 // Cleanup runs once the program ended, and when it could not start.
 func TestCleanupRunsWhenTheProgramEnds(t *testing.T) {
 	ran := 0
