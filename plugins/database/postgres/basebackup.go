@@ -63,9 +63,20 @@ func printableFact(v string) bool {
 	return true
 }
 
-// minBaseVersion is the oldest server whose BASE_BACKUP pipe speaks: 15
-// sends every archive in one COPY stream, tagged.
-const minBaseVersion = 150000
+// The servers pipe knows, by server_version_num: 13 (the first whose base
+// backup sends a manifest) to 18. It speaks their BASE_BACKUP (from 15
+// on, every archive in one COPY stream, tagged: copy; before, each in a
+// COPY stream of its own: copyOld) and reads their catalogs table by
+// table. A later version may change either: pipe refuses it rather than
+// store what it cannot vouch for.
+const (
+	minServerVersion  = 130000
+	maxServerVersion  = 189999
+	taggedBaseVersion = 150000
+)
+
+// knownServerVersions names them in errors.
+const knownServerVersions = "PostgreSQL 13 to 18"
 
 type baseConfig struct {
 	connConfig
@@ -81,7 +92,7 @@ var _ sdk.SourceType = BaseSourceType{}
 
 func (BaseSourceType) Schema() sdk.Schema {
 	return sdk.Schema{
-		Description: "Takes a physical base backup of a PostgreSQL server (15 or later) over the replication protocol, as pg_basebackup does, without access to its files: the data directory (base.tar), each tablespace (<oid>.tar) and the server's backup manifest, read as they arrive on one connection. The WAL the backup needs comes from the server's WAL archive (pipe wal push): the server must archive (archive_mode = on). The manifest records the start and stop positions, timeline and system identifier.",
+		Description: "Takes a physical base backup of a PostgreSQL server (13 to 18) over the replication protocol, as pg_basebackup does, without access to its files: the data directory (base.tar), each tablespace (<oid>.tar) and the server's backup manifest, read as they arrive on one connection. The WAL the backup needs comes from the server's WAL archive (pipe wal push): the server must archive (archive_mode = on). The manifest records the start and stop positions, timeline and system identifier.",
 		Attributes: append(connAttributes(),
 			sdk.Attribute{Name: "checkpoint", Type: sdk.String, Default: "fast", Description: `"fast" (start at once with an immediate checkpoint) or "spread" (wait for a checkpoint spread as the server's checkpoint_completion_target says, sparing its I/O).`},
 			sdk.Attribute{Name: "label", Type: sdk.String, Default: "pipe", Public: true, Description: "The backup label the server records (in backup_label and the .backup history file)."},
@@ -242,8 +253,11 @@ func checkServer(ctx context.Context, pc *pgconn.PgConn) (map[string]string, err
 		}
 		got[name] = v
 	}
-	if n, _ := strconv.Atoi(got["server_version_num"]); n < minBaseVersion {
-		return nil, fmt.Errorf("the server runs PostgreSQL %s; pipe takes base backups of PostgreSQL 15 and later (older servers: pg_basebackup --format=tar --pgdata=- through the exec source)", got["server_version"])
+	switch n, _ := strconv.Atoi(got["server_version_num"]); {
+	case n < minServerVersion:
+		return nil, fmt.Errorf("the server runs PostgreSQL %s; pipe takes base backups of %s (older servers: pg_basebackup --format=tar --pgdata=- through the exec source)", got["server_version"], knownServerVersions)
+	case n > maxServerVersion:
+		return nil, fmt.Errorf("the server runs PostgreSQL %s; pipe takes base backups of %s, whose replication protocol it knows: a newer pipe may know this one (until then, pg_basebackup --format=tar --pgdata=- through the exec source)", got["server_version"], knownServerVersions)
 	}
 	if got["wal_level"] == "minimal" {
 		return nil, errors.New("wal_level is minimal, which cannot give an online backup: set wal_level = replica in postgresql.conf and restart the server")
@@ -330,7 +344,11 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	s.done = make(chan struct{})
 	cctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	go s.copy(cctx)
+	if n, _ := strconv.Atoi(settings["server_version_num"]); n < taggedBaseVersion {
+		go s.copyOld(cctx)
+	} else {
+		go s.copy(cctx)
+	}
 	return s.streams, nil
 }
 
@@ -350,6 +368,92 @@ func parseSize(v string) (int64, error) {
 		}
 	}
 	return strconv.ParseInt(v, 10, 64)
+}
+
+// tarEnd is the end of a tar archive: two zero blocks. Servers before 15
+// leave them out (pg_basebackup adds them); pipe adds them too, so that
+// every stored archive is a whole tar file.
+var tarEnd [1024]byte
+
+// copyOld reads the archives of a server before 15 (13, 14): each comes
+// in a COPY stream of its own, untagged and without the tar's end, in the
+// order the server announced them (the tablespaces, then the data
+// directory), then the manifest in one more. What follows, the end
+// position, is as from 15 on.
+func (s *BaseSource) copyOld(ctx context.Context) {
+	var cur *basePipe
+	next := 0 // the stream the next COPY carries: s.streams[next]
+	fail := func(err error) {
+		s.err = err
+		for _, p := range s.pipes {
+			p.end(err)
+		}
+		close(s.done)
+	}
+	for {
+		msg, err := s.pc.ReceiveMessage(ctx)
+		if err != nil {
+			fail(fmt.Errorf("reading the base backup: %w", serverGone(err)))
+			return
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyOutResponse:
+			if cur != nil {
+				fail(errors.New("the server began an archive before it ended the last"))
+				return
+			}
+			cur = s.pipes[s.streams[next].Name]
+			next++
+		case *pgproto3.CopyData:
+			if cur == nil {
+				fail(errors.New("the server sent data outside an archive"))
+				return
+			}
+			if _, err := cur.bw.Write(m.Data); err != nil {
+				fail(fmt.Errorf("base backup stream stopped: %w", err))
+				return
+			}
+		case *pgproto3.CopyDone:
+			if cur == nil {
+				fail(errors.New("the server ended an archive it had not begun"))
+				return
+			}
+			if s.streams[next-1].Name != streamManifest {
+				if _, err := cur.bw.Write(tarEnd[:]); err != nil {
+					fail(fmt.Errorf("base backup stream stopped: %w", err))
+					return
+				}
+			}
+			cur.end(nil)
+			cur = nil
+			if next < len(s.streams) {
+				continue
+			}
+			stop, err := pglogrepl.FinishBaseBackup(ctx, s.pc)
+			if err != nil {
+				fail(fmt.Errorf("ending the base backup: %w", err))
+				return
+			}
+			s.end = map[string]string{
+				factStopLSN:  stop.LSN.String(),
+				factStopTLI:  strconv.Itoa(int(stop.TimelineID)),
+				factStopTime: time.Now().UTC().Format(time.RFC3339Nano),
+			}
+			close(s.done)
+			return
+		case *pgproto3.NoticeResponse:
+			s.onNotice(m)
+		case *pgproto3.ErrorResponse:
+			fail(s.onError(m))
+			return
+		case *pgproto3.RowDescription:
+			fail(fmt.Errorf("the server ended the backup after %d of the %d archives it announced", next, len(s.streams)))
+			return
+		default:
+			fail(fmt.Errorf("unexpected %T in the base backup stream", msg))
+			return
+		}
+	}
 }
 
 // copy reads the COPY stream: each archive's bytes go to its stream's

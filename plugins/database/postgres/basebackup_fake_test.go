@@ -72,6 +72,9 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 		case q.String == "IDENTIFY_SYSTEM":
 			send(append(row([]string{"systemid", "timeline", "xlogpos", "dbname"}, "7301234567890123456", "1", "0/3000000", ""), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
 		case strings.HasPrefix(q.String, "BASE_BACKUP"):
+			if f.serveOld(conn, send, row, q.String) { // 13 and 14
+				continue
+			}
 			send(row([]string{"recptr", "tli"}, "0/2000028", "1")...)
 			spaces := []pgproto3.BackendMessage{&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("spcoid")}, {Name: []byte("spclocation")}, {Name: []byte("size")}}}}
 			for _, ts := range f.tablespaces {
@@ -195,14 +198,15 @@ func TestBaseSourceRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tc := range []struct{ setting, value, want string }{
-		{"server_version_num", "140009", "PostgreSQL 15 and later"},
+		{"server_version_num", "120022", "PostgreSQL 13 to 18"},
+		{"server_version_num", "190001", "a newer pipe"},
 		{"wal_level", "minimal", "wal_level = replica"},
 		{"archive_mode", "off", "archive_mode = on"},
 	} {
 		set := goodSettings()
 		set[tc.setting] = tc.value
 		if tc.setting == "server_version_num" {
-			set["server_version"] = "14.9"
+			set["server_version"] = tc.value[:2] + ".1"
 		}
 		_, err := fakeSource(t, &fakeServer{settings: set}).Streams(ctx)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

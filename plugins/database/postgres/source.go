@@ -82,7 +82,7 @@ func (SourceType) Schema() sdk.Schema {
 		Description: "Dumps a PostgreSQL database with pg_dump: one stream in custom or plain format, or with jobs > 1 the schema before and after the data (custom format), the sequences and every table's data (COPY text) as streams of their own, read in parallel on one exported snapshot. pg_dump's own compression is off: pipe compresses.",
 		Attributes: append(connAttributes(),
 			sdk.Attribute{Name: "format", Type: sdk.String, Default: "custom", Description: `"custom" (pg_dump -Fc, restored by pg_restore) or "plain" (SQL, restored by psql).`},
-			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only); the run then moves at least this many streams at once. With databases, each database is read so, its streams under <database>/, on a snapshot of its own taken when the run starts (one connection per database open for the run, and up to jobs more while its tables are read)."},
+			sdk.Attribute{Name: "jobs", Type: sdk.Number, Default: int64(1), Description: "Tables dumped at once. Above 1: parallel mode, one stream per table on one consistent snapshot (format custom only; servers of PostgreSQL 13 to 18, whose catalogs pipe knows); the run then moves at least this many streams at once. With databases, each database is read so, its streams under <database>/, on a snapshot of its own taken when the run starts (one connection per database open for the run, and up to jobs more while its tables are read)."},
 			sdk.Attribute{Name: "globals", Type: sdk.Bool, Default: false, Description: "Also dump roles and tablespaces (pg_dumpall --globals-only) as the stream globals.sql."},
 			sdk.Attribute{Name: "pg_dump", Type: sdk.String, Default: "pg_dump", Description: "The pg_dump program; its major version must be at least the server's."},
 			sdk.Attribute{Name: "pg_dumpall", Type: sdk.String, Default: "pg_dumpall", Description: "The pg_dumpall program, for globals."},
@@ -175,6 +175,17 @@ var (
 	_ io.Closer     = (*Source)(nil)
 )
 
+// tablesVersion refuses to read tables itself (jobs above 1) from a server
+// whose catalogs pipe does not know: one that stored a table of a new kind
+// would lose its rows without a word, while pg_dump, which knows its
+// server, reads everything with jobs = 1.
+func tablesVersion(num int, version string, jobs int64) error {
+	if num < minServerVersion || num > maxServerVersion {
+		return fmt.Errorf("the server runs PostgreSQL %s; pipe reads a database table by table (jobs = %d) from %s, whose catalogs it knows: set jobs = 1 (pg_dump reads every table)", version, jobs, knownServerVersions)
+	}
+	return nil
+}
+
 // Streams connects, checks pg_dump against the server, and lists what a
 // run reads. In parallel mode it exports the snapshot every stream reads.
 func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
@@ -203,6 +214,11 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	}
 	if major < serverNum/10000 {
 		return nil, fmt.Errorf("%s is version %d but the server runs PostgreSQL %s: pg_dump cannot dump a newer server; install pg_dump %d or newer and set pg_dump = \"/usr/lib/postgresql/%d/bin/pg_dump\" (or its path)", s.c.PgDump, major, serverVersion, serverNum/10000, serverNum/10000)
+	}
+	if s.c.Jobs > 1 {
+		if err := tablesVersion(serverNum, serverVersion, s.c.Jobs); err != nil {
+			return nil, err
+		}
 	}
 	s.facts = map[string]string{
 		"server_version": serverVersion,
