@@ -54,7 +54,7 @@ type baseResult struct {
 	dbSize          int64 // the bench database
 	walBytes        int64 // WAL written after the backups, to recover
 	versions        []string
-	backup, restore *scenarioResult
+	backup, restore *race
 	phases          []basePhase                 // every measured run, in order
 	stored          map[string]int64            // bytes of the last backup, by tool
 	replayed        map[string]int64            // bytes of WAL the last restore replayed, by tool
@@ -79,7 +79,8 @@ type basePhase struct {
 	mon                  monitorTotals
 }
 
-func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult, error) {
+func (b *bench) baseBackupScenario(ctx context.Context) (*baseResult, error) {
+	mc := b.cfg.mc
 	scale, n := 90, 256
 	if b.cfg.quick {
 		scale, n = 10, 32
@@ -105,7 +106,7 @@ func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult,
 	defer bb.stopRestored()
 
 	// Base backups, each tool's archive pushing synchronously in turn.
-	backup := &scenarioResult{name: fmt.Sprintf("full base backup of the server (%s) to MinIO", mib(res.clusterSize)), bytes: res.clusterSize, noWarmup: true}
+	backup := &race{name: fmt.Sprintf("full base backup of the server (%s) to MinIO", mib(res.clusterSize)), bytes: res.clusterSize, noWarmup: true}
 	for i, tool := range baseTools {
 		c := &contender{label: baseToolLabel[tool], target: 0, clean: bb.backupCleaner(ctx, tool)}
 		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.backupRun(ctx, tool, rep) }
@@ -115,7 +116,7 @@ func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult,
 			backup.refs = append(backup.refs, c)
 		}
 	}
-	if err := backup.interleave(ctx, b.cfg.reps); err != nil {
+	if err := backup.run(ctx, b.cfg.reps); err != nil {
 		return nil, bb.withLog(err)
 	}
 	res.backup = backup
@@ -126,7 +127,7 @@ func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult,
 	}
 
 	// Restore the newest backup and recover to the end of the archive.
-	restore := &scenarioResult{name: fmt.Sprintf("restore the newest backup and recover %d segments to the end of the archive", n), bytes: res.clusterSize, noWarmup: true}
+	restore := &race{name: fmt.Sprintf("restore the newest backup and recover %d segments to the end of the archive", n), bytes: res.clusterSize, noWarmup: true}
 	for i, tool := range baseTools {
 		c := &contender{label: baseToolLabel[tool], clean: bb.restoreCleaner(ctx)}
 		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.restoreRun(ctx, tool, rep) }
@@ -136,7 +137,7 @@ func (b *bench) baseBackupScenario(ctx context.Context, mc string) (*baseResult,
 			restore.refs = append(restore.refs, c)
 		}
 	}
-	if err := restore.interleave(ctx, b.cfg.reps); err != nil {
+	if err := restore.run(ctx, b.cfg.reps); err != nil {
 		return nil, bb.withLog(err)
 	}
 	res.restore = restore
@@ -464,11 +465,9 @@ func (bb *baseBench) backupRun(ctx context.Context, tool string, rep int) (measu
 		if ferr != nil {
 			return m, ferr
 		}
-		var r pipeRun
-		r, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, file, -1, w.pipeEnv()...)
-		m = r.measurement
+		m, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, file, -1, w.pipeEnv()...)
 		if err == nil {
-			bb.res.pipeRuns["backup"] = append(bb.res.pipeRuns["backup"], r.summary)
+			bb.res.pipeRuns["backup"] = append(bb.res.pipeRuns["backup"], *m.summary)
 		}
 	case "pgbackrest":
 		m, err = w.run(ctx, append(w.pgbackrestEnv(true), "PGBACKREST_REPO1_RETENTION_FULL=99"), "pgbackrest", "--stanza="+walStanza, "backup", "--type=full", "--start-fast")
@@ -620,11 +619,9 @@ func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (meas
 	var err error
 	switch tool {
 	case "pipe":
-		var r pipeRun
-		r, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, pipeFile, -1, env...)
-		m = r.measurement
+		m, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, pipeFile, -1, env...)
 		if err == nil {
-			bb.res.pipeRuns["restore"] = append(bb.res.pipeRuns["restore"], r.summary)
+			bb.res.pipeRuns["restore"] = append(bb.res.pipeRuns["restore"], *m.summary)
 		}
 	case "pgbackrest":
 		m, err = bb.asPG(ctx, []string{"pgbackrest", "--stanza=" + walStanza, "restore", "--recovery-option=restore_command=" + rc}, env...)
@@ -801,12 +798,14 @@ func bashTime(s string) time.Duration {
 	return time.Duration((mins*60 + secs) * float64(time.Second))
 }
 
-func (r *baseResult) markdown(w func(string, ...any)) {
+func (r *baseResult) races() []*race { return []*race{r.backup, r.restore} }
+
+func (r *baseResult) markdown(w writer) {
 	w("\n## PostgreSQL base backup and recovery (PostgreSQL 15, MinIO with TLS)\n\n")
 	w("Tools: %s. One server (pgbench scale %d: the bench database %s, the cluster %s), one MinIO, one run; pipe and pgBackRest compress with zstd level 3, barman-cloud with gzip (it has no zstd); no tool encrypts. pgBackRest: process-max 2; barman-cloud-backup: -J 2. Medians of %d run(s) each.\n\n",
 		strings.Join(r.versions, "; "), r.scale, mib(r.dbSize), mib(r.clusterSize), len(r.backup.pipe.times))
 	w("| what | pipe | pgBackRest | barman-cloud | pipe / faster peer | target | met? |\n|---|---|---|---|---|---|---|\n")
-	row := func(what string, s *scenarioResult) {
+	row := func(what string, s *race) {
 		p := median(s.pipe.times)
 		pg, bc := median(s.refs[0].times), median(s.refs[1].times)
 		ratio := p.Seconds() / min(pg, bc).Seconds()

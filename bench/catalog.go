@@ -12,107 +12,22 @@ import (
 	"time"
 )
 
-// The catalog and decoding scenarios (issue: backups you can see, pick,
-// check): restoring a zstd run and verifying it with --decrypt against
-// zstd -d, on local files; listing 1,000 runs against mc ls --recursive
-// and verifying a 2 GiB run against mc cat | sha256sum, on MinIO.
-
-// decodeScenarios: a zstd run (pipe's backup of the data set, 2 workers)
-// restored from its run folder into a file, and verified with --decrypt
-// (decoded to nowhere), each against zstd -d of its object.
-func (b *bench) decodeScenarios(ctx context.Context) ([]*scenarioResult, error) {
-	logf("scenario: decoding a zstd run (restore, verify --decrypt) vs zstd -d")
-	runs := filepath.Join(b.work, "decode-runs")
-	backup, err := writePipeline(b.hcl, "decode_backup", fmt.Sprintf(`  source "fs" {
-    path = %s
-  }
-  compress {
-    level   = 3
-    workers = 2
-  }
-  sink "fs" {
-    path = %s
-  }
-`, hclString(b.data), hclString(runs+"/${run.id}/")))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := runPipe(ctx, b.cfg.pipe, backup, b.size); err != nil {
-		return nil, err
-	}
-	objs, _ := filepath.Glob(filepath.Join(runs, "*", filepath.Base(b.data)+".zst"))
-	if len(objs) != 1 {
-		return nil, fmt.Errorf("the decode scenario's backup left %d objects", len(objs))
-	}
-	zst := objs[0]
-	zi, err := os.Stat(zst)
-	if err != nil {
-		return nil, err
-	}
-	outDir := filepath.Join(b.work, "decode-out")
-	restore, err := writePipeline(b.hcl, "decode_restore", fmt.Sprintf(`  source "fs" {
-    path = %s
-  }
-  decompress {
-    workers = 2
-  }
-  sink "fs" {
-    path = %s
-  }
-`, hclString(runs+"/"), hclString(outDir+"/")))
-	if err != nil {
-		return nil, err
-	}
-	refOut := filepath.Join(b.work, "decode-ref.out")
-	zstd := []string{"zstd", "-d", "-q", "-f", "-o", refOut, zst}
-	data := fmt.Sprintf("a run of it: one %s .zst object (%s → %s)", "zstd -3", mb(zi.Size()), mb(b.size))
-
-	rs := &scenarioResult{name: "restore a zstd run, 2 workers (digest checked)", data: data, bytes: b.size}
-	rs.pipe = b.pipeContender(rs, restore, outDir, zi.Size(), func(ctx context.Context, rep int) error {
-		out := filepath.Join(outDir, filepath.Base(b.data))
-		if _, err := checkSize(out, b.size); err != nil {
-			return err
-		}
-		if rep == 0 {
-			return sameFile(out, b.data)
-		}
-		return nil
-	})
-	rs.refs = []*contender{refContender("zstd -d", 1.6, refOut, b.size, nil, zstd)}
-	if err := rs.interleave(ctx, b.cfg.reps); err != nil {
-		return nil, err
-	}
-	os.RemoveAll(outDir)
-
-	vs := &scenarioResult{name: "verify --decrypt of a zstd run (decoded to nowhere)", data: data, bytes: b.size}
-	vs.pipe = &contender{label: "pipe verify --decrypt", run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommand(ctx, []string{b.cfg.pipe, "verify", restore, "--decrypt", "--json"})
-		if err == nil && !strings.Contains(string(m.stdout), `"ok": true`) {
-			err = fmt.Errorf("pipe verify did not find the run good: %s", m.stdout)
-		}
-		return m, err
-	}}
-	vs.refs = []*contender{refContender("zstd -d", 1.6, refOut, b.size, nil, zstd)}
-	vs.notes = append(vs.notes, "pipe reads the object, checks its SHA-256 and decodes its frames on 2 workers; zstd -d decodes on one and writes a file")
-	if err := vs.interleave(ctx, b.cfg.reps); err != nil {
-		return nil, err
-	}
-	os.Remove(refOut)
-	os.RemoveAll(runs)
-	return []*scenarioResult{rs, vs}, nil
-}
+// The catalog scenario (issue: backups you can see, pick, check): listing
+// 1,000 runs against mc ls --recursive and verifying a 2 GiB run against
+// mc cat | sha256sum, on MinIO. Decoding a run is decode.go's.
 
 // catalogResult is the catalog's scenario on MinIO.
 type catalogResult struct {
 	runs       int
-	list       *scenarioResult // pipe backups vs mc ls --recursive
-	coldList   time.Duration   // pipe backups without the index (every manifest read)
+	list       *race         // pipe backups vs mc ls --recursive
+	coldList   time.Duration // pipe backups without the index (every manifest read)
 	verifySize int64
-	verify     *scenarioResult // pipe verify vs mc cat | sha256sum
+	verify     *race // pipe verify vs mc cat | sha256sum
 }
 
 // catalogScenario lists n runs and verifies a large run on MinIO.
-func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult, error) {
+func (b *bench) catalogScenario(ctx context.Context) (*catalogResult, error) {
+	mc := b.cfg.mc
 	n, bigSize := 1000, int64(2<<30)
 	if b.cfg.quick {
 		n, bigSize = 100, 256<<20
@@ -162,7 +77,7 @@ func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult,
 	}
 	res.coldList = cold.wall
 	logf("  pipe backups without an index: %s", cold.wall.Round(time.Millisecond))
-	ls := &scenarioResult{name: fmt.Sprintf("list %d runs (%d objects)", n, 3*n+1)}
+	ls := &race{name: fmt.Sprintf("list %d runs (%d objects)", n, 3*n+1)}
 	ls.pipe = &contender{label: "pipe backups", run: func(ctx context.Context, rep int) (measurement, error) { return listOnce(ctx) }}
 	ls.refs = []*contender{{label: "mc ls --recursive", target: 1 / 1.5, run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := timeCommand(ctx, []string{mc, "ls", "--recursive", prefix}, m.mcEnv...)
@@ -173,7 +88,7 @@ func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult,
 		}
 		return m, err
 	}}}
-	if err := ls.interleave(ctx, b.cfg.reps); err != nil {
+	if err := ls.run(ctx, b.cfg.reps); err != nil {
 		return nil, err
 	}
 	res.list = ls
@@ -215,7 +130,7 @@ func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult,
 	if err != nil {
 		return nil, err
 	}
-	vs := &scenarioResult{name: "verify a run of one " + mib(bigSize) + " object", data: "pg_dump text, stored as is", bytes: bigSize}
+	vs := &race{name: "verify a run of one " + mib(bigSize) + " object", data: "pg_dump text, stored as is", bytes: bigSize}
 	vs.pipe = &contender{label: "pipe verify", run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := timeCommand(ctx, []string{b.cfg.pipe, "verify", big, "--json"}, pipeEnv...)
 		if err == nil && !strings.Contains(string(m.stdout), `"ok": true`) {
@@ -230,7 +145,7 @@ func (b *bench) catalogScenario(ctx context.Context, mc string) (*catalogResult,
 		}
 		return m, err
 	}}}
-	if err := vs.interleave(ctx, b.cfg.reps); err != nil {
+	if err := vs.run(ctx, b.cfg.reps); err != nil {
 		return nil, err
 	}
 	res.verify = vs
@@ -291,7 +206,9 @@ func fileDigest(path string) (string, error) {
 	return fmt.Sprintf("%x", h.Sum(nil)), nil
 }
 
-func (r *catalogResult) markdown(w func(string, ...any)) {
+func (r *catalogResult) races() []*race { return []*race{r.list, r.verify} }
+
+func (r *catalogResult) markdown(w writer) {
 	w("\n## The catalog on MinIO\n\n")
 	lp, lm := median(r.list.pipe.times), median(r.list.refs[0].times)
 	vp, vm := median(r.verify.pipe.times), median(r.verify.refs[0].times)

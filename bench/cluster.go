@@ -32,44 +32,27 @@ const clusterJobsLabel = `pipe, databases = ["*"], 2 at once, jobs = 2`
 
 const clusterPipeLabel = `pipe, databases = ["*"], 2 at once`
 
-// race runs the backups, then the restores, interleaved.
-func (b *bench) race(ctx context.Context, m *minio, mc string, c clusterRace) (backup, restore *scenarioResult, err error) {
-	loop := func(script string) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			return timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", script}, c.loopEnv...)
-		}
-	}
-	pipe := func(file string) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			r, err := runPipe(ctx, b.cfg.pipe, file, -1, c.pipeEnv...)
-			return r.measurement, err
-		}
-	}
-	checked := func(run func(ctx context.Context, rep int) (measurement, error)) func(ctx context.Context, rep int) (measurement, error) {
-		return func(ctx context.Context, rep int) (measurement, error) {
-			m, err := run(ctx, rep)
-			if err == nil {
-				err = c.check(ctx)
-			}
-			return m, err
-		}
-	}
-	backup = &scenarioResult{name: fmt.Sprintf("backup of %s (%s) to MinIO", c.what, mib(c.bytes)), bytes: c.bytes,
+// clusterRaces runs the backups, then the restores, interleaved.
+func (b *bench) clusterRaces(ctx context.Context, m *minio, mc string, c clusterRace) (backup, restore *race, err error) {
+	loop := func(text string) runFunc { return script(text, c.loopEnv) }
+	pipe := func(file string) runFunc { return b.pipeRun(file, -1, c.pipeEnv...) }
+	check := func(ctx context.Context, rep int) error { return c.check(ctx) }
+	backup = &race{name: fmt.Sprintf("backup of %s (%s) to MinIO", c.what, mib(c.bytes)), bytes: c.bytes,
 		pipe: &contender{label: clusterPipeLabel, clean: m.emptier(ctx, mc, c.pipePrefix), run: pipe(c.backupFile)},
 		refs: []*contender{{label: c.backupLabel, clean: m.emptier(ctx, mc, c.loopPrefix), run: loop(c.backupLoop)}}}
 	if c.jobsBackupFile != "" {
 		backup.refs = append(backup.refs, &contender{label: clusterJobsLabel, clean: m.emptier(ctx, mc, c.jobsPrefix), run: pipe(c.jobsBackupFile)})
 	}
-	if err := backup.interleave(ctx, b.cfg.reps); err != nil {
+	if err := backup.run(ctx, b.cfg.reps); err != nil {
 		return nil, nil, err
 	}
-	restore = &scenarioResult{name: fmt.Sprintf("restore of the %s from MinIO", c.what), bytes: c.bytes,
-		pipe: &contender{label: clusterPipeLabel, clean: c.drop, run: checked(pipe(c.restoreFile))},
-		refs: []*contender{{label: c.restoreLabel, clean: c.drop, run: checked(loop(c.restoreLoop))}}}
+	restore = &race{name: fmt.Sprintf("restore of the %s from MinIO", c.what), bytes: c.bytes,
+		pipe: &contender{label: clusterPipeLabel, clean: c.drop, run: pipe(c.restoreFile), check: check},
+		refs: []*contender{{label: c.restoreLabel, clean: c.drop, run: loop(c.restoreLoop), check: check}}}
 	if c.jobsRestoreFile != "" {
-		restore.refs = append(restore.refs, &contender{label: clusterJobsLabel, clean: c.drop, run: checked(pipe(c.jobsRestoreFile))})
+		restore.refs = append(restore.refs, &contender{label: clusterJobsLabel, clean: c.drop, run: pipe(c.jobsRestoreFile), check: check})
 	}
-	if err := restore.interleave(ctx, b.cfg.reps); err != nil {
+	if err := restore.run(ctx, b.cfg.reps); err != nil {
 		return nil, nil, err
 	}
 	return backup, restore, nil
@@ -77,28 +60,19 @@ func (b *bench) race(ctx context.Context, m *minio, mc string, c clusterRace) (b
 
 // clusterMarkdown writes a cluster scenario's table (pipe against the
 // loop, both directions) and the CPU each used.
-func clusterMarkdown(w func(string, ...any), backup, restore *scenarioResult) {
-	w("| direction | the loop | pipe | pipe / loop (time) | target | met? |\n|---|---|---|---|---|---|\n")
-	for _, d := range []struct {
-		name string
-		s    *scenarioResult
-	}{{"backup", backup}, {"restore", restore}} {
-		ref := median(d.s.refs[0].times)
+func clusterMarkdown(w writer, backup, restore *race) {
+	w.table("direction", "the loop", "pipe", "pipe / loop (time)", "target", "met?")
+	for _, d := range []namedRace{{"backup", backup}, {"restore", restore}} {
+		ref := d.race.refs[0].median()
 		row := func(name string, c *contender) {
-			p := median(c.times)
-			ratio := float64(p) / float64(ref)
+			p := c.median()
+			ratio := timeRatio(p, ref)
 			w("| %s | %s | %s | %.2f× | ≤ 0.80× | %s |\n", name, ref.Round(10*time.Millisecond), p.Round(10*time.Millisecond), ratio, yesNo(ratio <= 0.8))
 		}
-		row(d.name, d.s.pipe)
-		if len(d.s.refs) > 1 {
-			row(d.name+", table by table (jobs = 2)", d.s.refs[1])
+		row(d.name, d.race.pipe)
+		if len(d.race.refs) > 1 {
+			row(d.name+", table by table (jobs = 2)", d.race.refs[1])
 		}
 	}
-	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
-	for _, s := range []*scenarioResult{backup, restore} {
-		for _, c := range append([]*contender{s.pipe}, s.refs...) {
-			w("%s %s %.1f s; ", s.name, c.label, median(c.cpu).Seconds())
-		}
-	}
-	w("\n")
+	cpuPerRun(w, []namedRace{{backup.name, backup}, {restore.name, restore}})
 }

@@ -23,6 +23,7 @@ type measurement struct {
 	treeRSS int64         // bytes; the peak of the process and its same-binary descendants, summed
 	treePSS int64         // the same, of PSS (shared pages divided among their sharers)
 	stdout  []byte
+	summary *pipelineRun // pipe's own account of the run, when it was `pipe run --json`
 }
 
 // timeCommands runs the commands one after the other, without a shell, with

@@ -7,13 +7,23 @@
 //   - decompressing pipe's .zst vs zstd -d on the same file;
 //   - peak RSS of a balanced backup pipeline (exec source → zstd → age →
 //     sha256 → exec sink) for a small and a large input, against the memory
-//     budget `pipe plan --json` prints.
+//     budget `pipe plan --json` prints;
+//   - and, against servers in containers, object storage (mc, rclone), the
+//     catalog, PostgreSQL and MariaDB (pg_dump, mariadb-dump shell
+//     pipelines), WAL archiving and base backups (pgBackRest,
+//     barman-cloud).
 //
 // After an untimed warm-up round, runs are interleaved (pipe, reference,
 // pipe, reference, …) so a noisy neighbour slows both; each scenario
 // reports the median wall time of the process as seen by a user (start to
 // exit). Every output is checked (sizes on every run, full contents once)
 // so a broken pipeline cannot report a fast number.
+//
+// Where things are: scenario.go lists the scenarios (one file each:
+// copy.go, s3.go, postgres.go, …) and says how to add one; race.go is what
+// every scenario runs (contenders, interleaved runs, medians); report.go
+// renders the report, stats.go its numbers; containers.go starts the
+// servers; command.go and pipeline.go time commands and `pipe run`.
 //
 // The data set is a synthetic PostgreSQL plain-format dump made by a
 // deterministic generator (gen.go), cached under bench/results/data/. The
@@ -86,7 +96,7 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
-	only := fs.String("only", "", "run only these scenarios: copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, wal, basebackup (comma-separated)")
+	only := fs.String("only", "", "run only these scenarios: "+strings.Join(scenarioNames(), ", ")+" (comma-separated)")
 	mcBin := fs.String("mc", "bench/results/tools/mc", "MinIO's client, for the s3 scenario (`make bench` builds it)")
 	rcloneBin := fs.String("rclone", "bench/results/tools/rclone", "rclone, for the s3 scenario (`make bench` builds it)")
 	if err := fs.Parse(args); err != nil {
@@ -94,6 +104,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := checkOnly(*only); err != nil {
+		return config{}, err
 	}
 	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only, mc: *mcBin, rclone: *rcloneBin}
 	var err error
@@ -151,96 +164,31 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	rep := &report{env: env, cfg: cfg, command: reproduce()}
-	scenarios := []struct {
-		name string
-		run  func(context.Context) (*scenarioResult, error)
-	}{{"copy", b.copyScenario}, {"compress", b.compressScenario}, {"decompress", b.decompressScenario}}
-	want := func(name string) bool { return cfg.only == "" || strings.Contains(","+cfg.only+",", ","+name+",") }
 	for _, s := range scenarios {
-		if !want(s.name) {
+		if !cfg.runs(s.name) {
 			continue
 		}
-		r, err := s.run(ctx)
-		if err != nil {
+		if err := s.run(b, ctx, rep); err != nil {
 			return err
 		}
-		rep.scenarios = append(rep.scenarios, r)
-	}
-	if want("plugins") {
-		rs, err := b.pluginScenarios(ctx)
-		if err != nil {
-			return err
-		}
-		rep.scenarios = append(rep.scenarios, rs...)
-		if rep.startupPlugin, rep.startupInProcess, err = b.startupCost(ctx); err != nil {
-			return err
-		}
-	}
-	if want("s3") {
-		b.s3Size = 2 << 30
-		if cfg.quick {
-			b.s3Size = 256 << 20
-		}
-		if rep.s3, err = b.s3Scenario(ctx, s3Tools{mc: cfg.mc, rclone: cfg.rclone}); err != nil {
-			return err
-		}
-	}
-	if want("decode") {
-		rs, err := b.decodeScenarios(ctx)
-		if err != nil {
-			return err
-		}
-		rep.scenarios = append(rep.scenarios, rs...)
-	}
-	if want("catalog") {
-		if rep.catalog, err = b.catalogScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if want("postgres") {
-		if rep.pg, err = b.pgScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if want("pgcluster") {
-		if rep.pgCluster, err = b.pgClusterScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if want("mysqlcluster") {
-		if rep.mysqlCluster, err = b.mysqlClusterScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if want("wal") {
-		if rep.wal, err = b.walScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if want("basebackup") {
-		if rep.base, err = b.baseBackupScenario(ctx, cfg.mc); err != nil {
-			return err
-		}
-	}
-	if !cfg.skipMem {
-		m, err := b.memoryScenario(ctx)
-		if err != nil {
-			return err
-		}
-		rep.memory = m
 	}
 	rep.env.loadEnd = loadAvg()
-	text := rep.markdown()
+	return write(rep.markdown(), cfg.out)
+}
+
+// write prints the report and writes it to out ("" nowhere else).
+func write(text, out string) error {
 	fmt.Print(text)
-	if cfg.out != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.out, []byte(text), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
+	if out == "" {
+		return nil
 	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(text), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", out)
 	return nil
 }
 
@@ -254,15 +202,4 @@ func reproduce() string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
-}
-
-// mb formats bytes in decimal megabytes (throughputs are MB/s).
-func mb(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
-
-// mib formats bytes in binary units (memory).
-func mib(n int64) string {
-	if n >= 1<<30 && n%(1<<30) == 0 {
-		return fmt.Sprintf("%d GiB", n>>30)
-	}
-	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 }

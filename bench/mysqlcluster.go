@@ -27,10 +27,11 @@ type mysqlClusterResult struct {
 	cpus            int  // the machine's, which the containers share
 	dbs             []string
 	total           int64
-	backup, restore *scenarioResult
+	backup, restore *race
 }
 
-func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClusterResult, error) {
+func (b *bench) mysqlClusterScenario(ctx context.Context) (*mysqlClusterResult, error) {
+	mc := b.cfg.mc
 	logf("scenario: a MariaDB server of %d databases through MinIO: pipe's cluster mode against a mariadb-dump | zstd | mc loop", len(pgClusterDBs))
 	for _, tool := range []string{"mariadb-dump", "mariadb", "zstd"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -120,7 +121,7 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 		return nil, err
 	}
 	list := strings.Join(pgClusterDBs, " ")
-	res.backup, res.restore, err = b.race(ctx, m, mc, clusterRace{
+	res.backup, res.restore, err = b.clusterRaces(ctx, m, mc, clusterRace{
 		what: fmt.Sprintf("%d MariaDB databases", len(pgClusterDBs)), bytes: res.total,
 		pipeEnv: pipeEnv, loopEnv: m.mcEnv,
 		backupFile: fBackup, restoreFile: fRestore,
@@ -152,7 +153,9 @@ func (b *bench) mysqlClusterScenario(ctx context.Context, mc string) (*mysqlClus
 	return res, nil
 }
 
-func (r *mysqlClusterResult) markdown(w func(string, ...any)) {
+func (r *mysqlClusterResult) races() []*race { return []*race{r.backup, r.restore} }
+
+func (r *mysqlClusterResult) markdown(w writer) {
 	w("\n## MariaDB: a whole server through MinIO\n\n")
 	w("MariaDB (%s container) and MinIO on the same %d-CPU machine; %d databases of one events table each (one of 2,000,000 rows, seven of 150,000), %s in all as the server estimates it. pipe: one run, `databases = [\"*\"]`, two databases at once, zstd level 3 on 2 workers (its mariadb-dump writes rows in the binary character set; docs/databases.md says why). The reference: the loop people script, one database after another (`mariadb-dump --single-transaction --quick --hex-blob --databases | zstd -3 -T2 | mc pipe`; `mc cat | zstd -d | mariadb`). Each restore goes into a server without the databases (dropped untimed) and is checked database by database. %s Medians of interleaved runs; a time ratio below 1 means pipe is faster.\n\n",
 		mariadbImage, r.cpus, len(r.dbs), mib(r.total), connectionNote(r.direct))

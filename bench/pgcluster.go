@@ -16,13 +16,14 @@ type pgClusterResult struct {
 	dbs             []string
 	sizes           map[string]int64
 	total           int64
-	backup, restore *scenarioResult
+	backup, restore *race
 }
 
 // pgClusterDBs are the scenario's databases: one large, seven small.
 var pgClusterDBs = []string{"big", "crm", "billing", "shop", "hr", "wiki", "auth", "audit"}
 
-func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterResult, error) {
+func (b *bench) pgClusterScenario(ctx context.Context) (*pgClusterResult, error) {
+	mc := b.cfg.mc
 	logf("scenario: a PostgreSQL server of %d databases through MinIO: pipe's cluster mode against a pg_dump | zstd | mc loop", len(pgClusterDBs))
 	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
 		if _, err := lookPG(tool); err != nil {
@@ -110,7 +111,7 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 	}
 	list := strings.Join(pgClusterDBs, " ")
 	base := strings.TrimSuffix(pg.url("DB"), "/DB?sslmode=disable")
-	res.backup, res.restore, err = b.race(ctx, m, mc, clusterRace{
+	res.backup, res.restore, err = b.clusterRaces(ctx, m, mc, clusterRace{
 		what: fmt.Sprintf("%d databases", len(pgClusterDBs)), bytes: res.total,
 		pipeEnv: pipeEnv, loopEnv: append(append([]string{}, pgEnvVars...), m.mcEnv...),
 		backupFile: fBackup, restoreFile: fRestore,
@@ -150,7 +151,9 @@ func (b *bench) pgClusterScenario(ctx context.Context, mc string) (*pgClusterRes
 	return res, nil
 }
 
-func (r *pgClusterResult) markdown(w func(string, ...any)) {
+func (r *pgClusterResult) races() []*race { return []*race{r.backup, r.restore} }
+
+func (r *pgClusterResult) markdown(w writer) {
 	w("\n## PostgreSQL: a whole server through MinIO\n\n")
 	var sizes []string
 	for _, db := range r.dbs {

@@ -74,42 +74,36 @@ type stageMeter struct {
 	Throughput  float64 `json:"throughput_bytes_per_sec"`
 }
 
-// pipeRun is one measured `pipe run`.
-type pipeRun struct {
-	measurement
-	summary pipelineRun
-}
-
 // runPipe runs `pipe run FILE --json --progress never` as a user would and
-// checks that the run succeeded and read want bytes (want < 0: any).
-func runPipe(ctx context.Context, pipe, file string, want int64, env ...string) (pipeRun, error) {
+// checks that the run succeeded and read want bytes (want < 0: any); the
+// measurement holds pipe's summary of the run.
+func runPipe(ctx context.Context, pipe, file string, want int64, env ...string) (measurement, error) {
 	return runPipeWith(ctx, timeCommand, pipe, file, want, env...)
 }
 
 // runPipeRSS is runPipe that also follows the memory of pipe and its
 // plugin processes (treeRSS).
-func runPipeRSS(ctx context.Context, pipe, file string, want int64, env ...string) (pipeRun, error) {
+func runPipeRSS(ctx context.Context, pipe, file string, want int64, env ...string) (measurement, error) {
 	return runPipeWith(ctx, timeCommandRSS, pipe, file, want, env...)
 }
 
-func runPipeWith(ctx context.Context, measure func(context.Context, []string, ...string) (measurement, error), pipe, file string, want int64, env ...string) (pipeRun, error) {
+func runPipeWith(ctx context.Context, measure func(context.Context, []string, ...string) (measurement, error), pipe, file string, want int64, env ...string) (measurement, error) {
 	m, err := measure(ctx, []string{pipe, "run", file, "--json", "--progress", "never"}, env...)
-	r := pipeRun{measurement: m}
 	if err != nil {
-		return r, err
+		return m, err
 	}
 	var s runSummary
 	if err := json.Unmarshal(m.stdout, &s); err != nil {
-		return r, fmt.Errorf("pipe run %s: reading its JSON summary: %w", file, err)
+		return m, fmt.Errorf("pipe run %s: reading its JSON summary: %w", file, err)
 	}
 	if !s.OK || len(s.Pipelines) != 1 || !s.Pipelines[0].OK {
-		return r, fmt.Errorf("pipe run %s did not succeed: %s", file, m.stdout)
+		return m, fmt.Errorf("pipe run %s did not succeed: %s", file, m.stdout)
 	}
-	r.summary = s.Pipelines[0]
-	if want >= 0 && r.summary.BytesRead != want {
-		return r, fmt.Errorf("pipe run %s read %d bytes, want %d", file, r.summary.BytesRead, want)
+	m.summary = &s.Pipelines[0]
+	if want >= 0 && m.summary.BytesRead != want {
+		return m, fmt.Errorf("pipe run %s read %d bytes, want %d", file, m.summary.BytesRead, want)
 	}
-	return r, nil
+	return m, nil
 }
 
 // planBudget returns the memory budget `pipe plan --json` gives the file's

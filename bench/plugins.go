@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // inProcess runs pipe's built-in endpoints inside pipe instead of in its
@@ -15,10 +14,10 @@ const inProcess = "PIPE_BUILTINS=inprocess"
 // pluginScenarios run the copy and the zstd pipelines with the built-in
 // endpoints behind the plugin protocol (as pipe always runs them) and
 // in-process, on the same data, interleaved; the reference is the
-// in-process run.
-func (b *bench) pluginScenarios(ctx context.Context) ([]*scenarioResult, error) {
+// in-process run. Then the start-up cost: what the plugin process adds to
+// a one-byte run.
+func (b *bench) pluginScenarios(ctx context.Context, rep *report) error {
 	logf("scenario 4: through the plugin boundary vs in-process")
-	var out []*scenarioResult
 	for _, sc := range []struct {
 		name, file, stage string
 		ext               string
@@ -26,63 +25,59 @@ func (b *bench) pluginScenarios(ctx context.Context) ([]*scenarioResult, error) 
 		{"plugin boundary: fs → fs copy", "plugin_copy", "", ""},
 		{"plugin boundary: zstd -3, 2 workers", "plugin_zstd", "  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n", ".zst"},
 	} {
-		s := &scenarioResult{name: sc.name, data: b.dataLabel(), bytes: b.size}
 		outDir := filepath.Join(b.work, "plugin-out")
 		file, err := writePipeline(b.hcl, sc.file, fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n%s  sink \"fs\" {\n    path = %s\n  }\n",
 			hclString(b.data), sc.stage, hclString(outDir+"/")))
 		if err != nil {
-			return nil, err
-		}
-		check := func(ctx context.Context, rep int) error {
-			out := filepath.Join(outDir, filepath.Base(b.data)+sc.ext)
-			_, err := checkSize(out, map[bool]int64{true: b.size, false: -1}[sc.ext == ""])
 			return err
 		}
-		s.pipe = b.pipeContender(s, file, outDir, b.size, check)
-		s.pipe.label = "pipe (plugin)"
-		ref := b.pipeContender(s, file, outDir, b.size, check)
-		ref.label, ref.target, ref.env = "pipe, endpoints in-process", 0.9, []string{inProcess}
-		s.refs = []*contender{ref}
-		err = s.interleave(ctx, b.cfg.reps)
+		want := b.size // the copy's output is the data set; zstd's, smaller
+		if sc.ext != "" {
+			want = -1
+		}
+		check := sizeIs(filepath.Join(outDir, filepath.Base(b.data)+sc.ext), want)
+		r := &race{name: sc.name, data: b.dataLabel(), bytes: b.size,
+			pipe: &contender{label: "pipe (plugin)", clean: removing(outDir), run: b.pipeRun(file, b.size), check: check},
+			refs: []*contender{{label: "pipe, endpoints in-process", target: 0.9, clean: removing(outDir),
+				run: b.pipeRun(file, b.size, inProcess), check: check}}}
+		err = r.run(ctx, b.cfg.reps)
 		os.RemoveAll(outDir)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, s)
+		rep.throughput = append(rep.throughput, r)
 	}
-	return out, nil
+	startup, err := b.startupCost(ctx)
+	if err != nil {
+		return err
+	}
+	rep.startup = startup
+	return nil
 }
 
 // startupCost times a one-byte copy with the endpoints in their plugin
-// process and in-process: what starting the plugin process adds to a run.
-func (b *bench) startupCost(ctx context.Context) (plugin, inproc time.Duration, err error) {
+// process and in-process, 21 times each, alternating: what starting the
+// plugin process adds to a run.
+func (b *bench) startupCost(ctx context.Context) (*race, error) {
 	logf("scenario 5: start-up cost of the plugin process")
 	dir := filepath.Join(b.work, "startup")
 	defer os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	one := filepath.Join(dir, "one")
 	if err := os.WriteFile(one, []byte{1}, 0o644); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	file, err := writePipeline(b.hcl, "startup", fmt.Sprintf("  source \"fs\" {\n    path = %s\n  }\n  sink \"fs\" {\n    path = %s\n  }\n", hclString(one), hclString(filepath.Join(dir, "out")+"/")))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	var p, q []time.Duration
-	for i := 0; i < 21; i++ {
-		for _, env := range [][]string{nil, {inProcess}} {
-			r, err := runPipe(ctx, b.cfg.pipe, file, 1, env...)
-			if err != nil {
-				return 0, 0, err
-			}
-			if env == nil {
-				p = append(p, r.wall)
-			} else {
-				q = append(q, r.wall)
-			}
-		}
-	}
-	return median(p), median(q), nil
+	r := &race{name: "start-up: a one-byte fs → fs run", bytes: 1, noWarmup: true, noSync: true,
+		pipe: &contender{label: "pipe (plugin)", run: b.pipeRun(file, 1)},
+		refs: []*contender{{label: "pipe, endpoints in-process", run: b.pipeRun(file, 1, inProcess)}}}
+	return r, r.run(ctx, startupRuns)
 }
+
+// startupRuns is how many times the start-up race runs each contender.
+const startupRuns = 21

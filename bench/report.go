@@ -2,40 +2,99 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 )
 
-// report collects the results and renders them as markdown.
-type report struct {
-	env       environment
-	cfg       config
-	command   string
-	scenarios []*scenarioResult
-	memory    *memoryResult
-	// startup* are the median wall times of a one-byte copy with the
-	// endpoints in their plugin process and in-process (0: not measured).
-	startupPlugin, startupInProcess time.Duration
-	s3                              *s3Result
-	pg                              *pgResult
-	catalog                         *catalogResult
-	wal                             *walResult
-	base                            *baseResult
-	pgCluster                       *pgClusterResult
-	mysqlCluster                    *mysqlClusterResult
+// The report: a header (the machine, the tools, the command), the
+// Throughput table of the local scenarios and what pipe's run summaries
+// said of them, each other scenario's section, and every run's times.
+// docs/benchmarks.md quotes its rows and links to its sections: a change
+// of a row or a heading is a change of every report after it
+// (testdata/report.golden.md holds one, rendered from fake results).
+
+// section is a scenario's own part of the report.
+type section interface {
+	// markdown writes the section, from its "## " heading on.
+	markdown(w writer)
+	// races are its races, as "Every run" lists them.
+	races() []*race
 }
 
-func yesNo(ok bool) string {
-	if ok {
-		return "yes"
+// The report's sections come in sectionOrder, and "Every run" lists their
+// races in everyRunOrder: both orders are older than the registry, and
+// kept so that reports stay comparable line by line. A section named in
+// neither comes after those, in the order its scenario ran.
+var (
+	sectionOrder  = []string{"memory", "s3", "postgres", "catalog", "pgcluster", "mysqlcluster", "wal", "basebackup"}
+	everyRunOrder = []string{"s3", "postgres", "wal", "basebackup", "pgcluster", "mysqlcluster", "catalog"}
+)
+
+// writer appends formatted text to the report.
+type writer func(format string, args ...any)
+
+// table writes a markdown table's header row and the row under it.
+func (w writer) table(columns ...string) {
+	w("| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
+}
+
+// report collects the results and renders them as markdown.
+type report struct {
+	env     environment
+	cfg     config
+	command string
+	// throughput are the rows of the Throughput table, in run order.
+	throughput []*race
+	// startup is a one-byte run with the endpoints in their plugin
+	// process (pipe) and in-process (the reference); nil: not measured.
+	startup  *race
+	sections []namedSection // in run order
+}
+
+type namedSection struct {
+	name string
+	section
+}
+
+// add puts a scenario's section into the report.
+func (r *report) add(name string, s section) {
+	r.sections = append(r.sections, namedSection{name, s})
+}
+
+// ordered lists the sections as order names them, then the others in run
+// order.
+func (r *report) ordered(order []string) []section {
+	rank := func(name string) int {
+		if i := slices.Index(order, name); i >= 0 {
+			return i
+		}
+		return len(order)
 	}
-	return "**no**"
+	ns := slices.Clone(r.sections)
+	slices.SortStableFunc(ns, func(a, b namedSection) int { return rank(a.name) - rank(b.name) })
+	out := make([]section, len(ns))
+	for i, s := range ns {
+		out[i] = s.section
+	}
+	return out
 }
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w := writer(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	r.header(w)
+	r.throughputTable(w)
+	r.summaryTable(w)
+	for _, s := range r.ordered(sectionOrder) {
+		s.markdown(w)
+	}
+	r.everyRun(w)
+	return b.String()
+}
+
+func (r *report) header(w writer) {
 	e := r.env
 	mode := "full"
 	if r.cfg.quick {
@@ -54,15 +113,18 @@ func (r *report) markdown() string {
 	w("- load average at start / end: %s / %s\n", e.loadStart, e.loadEnd)
 	w("- mode: %s; %d runs of each tool per scenario, interleaved\n\n", mode, r.cfg.reps)
 	w("Reproduce: `%s` (after `make build`; `make bench` does both)\n\n", r.command)
+}
 
+// throughputTable is the Throughput section: a row per reference of each
+// local race, the start-up cost, the races' notes.
+func (r *report) throughputTable(w writer) {
 	w("## Throughput\n\n")
-	w("| scenario | data | pipe | reference | ratio | target | met? |\n")
-	w("|---|---|---|---|---|---|---|\n")
-	for _, s := range r.scenarios {
-		pm := median(s.pipe.times)
+	w.table("scenario", "data", "pipe", "reference", "ratio", "target", "met?")
+	for _, s := range r.throughput {
+		pm := s.pipe.median()
 		for _, ref := range s.refs {
-			rm := median(ref.times)
-			ratio := rm.Seconds() / pm.Seconds()
+			rm := ref.median()
+			ratio := speedup(pm, rm)
 			w("| %s | %s | %s | %s: %s | %.2f× | ≥ %.2f× | %s |\n",
 				s.name, s.data, rate(s.bytes, pm), ref.label, rate(s.bytes, rm), ratio, ref.target, yesNo(ratio >= ref.target))
 		}
@@ -70,72 +132,36 @@ func (r *report) markdown() string {
 	w("\nThroughput is uncompressed MB (10⁶ bytes) over the median wall time of the whole process, start to exit (pipe: `pipe run FILE.hcl --json --progress never`); ratio = pipe / reference. ")
 	w("pipe's fs sink fsyncs every file before renaming it into place; cp and zstd do not, so each scenario is also compared with the reference followed by `sync -d OUT` (timed together), which is the like-for-like durable comparison. ")
 	w("The page cache holds the input for every run; the disk is synced, untimed, before each run.\n\n")
-	if r.startupPlugin > 0 {
-		extra := r.startupPlugin - r.startupInProcess
-		w("\nStart-up: a one-byte fs → fs run takes %s with the built-in endpoints in their plugin process and %s in-process (median of 21 each): the plugin process adds %s (goal: under 50 ms for a run with two plugins; the fs source and sink share one process). %s\n\n",
-			r.startupPlugin.Round(100*time.Microsecond), r.startupInProcess.Round(100*time.Microsecond), extra.Round(100*time.Microsecond), yesNo(extra < 50*time.Millisecond))
+	if s := r.startup; s != nil {
+		plugin, inproc := s.pipe.median(), s.refs[0].median()
+		extra := plugin - inproc
+		w("\nStart-up: a one-byte fs → fs run takes %s with the built-in endpoints in their plugin process and %s in-process (median of %d each): the plugin process adds %s (goal: under 50 ms for a run with two plugins; the fs source and sink share one process). %s\n\n",
+			plugin.Round(100*time.Microsecond), inproc.Round(100*time.Microsecond), len(s.pipe.times), extra.Round(100*time.Microsecond), yesNo(extra < 50*time.Millisecond))
 	}
-	for _, s := range r.scenarios {
+	for _, s := range r.throughput {
 		for _, n := range s.notes {
 			w("- %s: %s\n", s.name, n)
 		}
 	}
+}
 
+// summaryTable says what pipe's own run summaries named, per local race.
+func (r *report) summaryTable(w writer) {
 	w("\n### What pipe's run summary says\n\n")
-	w("| scenario | bottleneck named (runs) | stages in the median run: busy %%, wait for input / blocked on output |\n")
-	w("|---|---|---|\n")
-	for _, s := range r.scenarios {
+	w.table("scenario", "bottleneck named (runs)", "stages in the median run: busy %, wait for input / blocked on output")
+	for _, s := range r.throughput {
 		w("| %s | %s | %s |\n", s.name, bottlenecks(s.pipeRuns), stages(s.pipeRuns, s.pipe.times))
 	}
+}
 
-	if m := r.memory; m != nil {
-		r.memoryMarkdown(&b, m)
-	}
-	if r.s3 != nil {
-		r.s3.markdown(w)
-	}
-	if r.pg != nil {
-		r.pg.markdown(w)
-	}
-	if r.catalog != nil {
-		r.catalog.markdown(w)
-	}
-	if r.pgCluster != nil {
-		r.pgCluster.markdown(w)
-	}
-	if r.mysqlCluster != nil {
-		r.mysqlCluster.markdown(w)
-	}
-	if r.wal != nil {
-		r.wal.markdown(w)
-	}
-	if r.base != nil {
-		r.base.markdown(w)
-	}
-
+// everyRun lists every race's runs in order, and each contender's spread
+// and CPU.
+func (r *report) everyRun(w writer) {
 	w("\n## Every run\n\n")
 	w("Wall seconds in the order they ran (after one untimed warm-up round). CPU time is less sensitive to a busy machine than wall time: it shows the work each tool does for the same bytes.\n\n")
-	all := r.scenarios
-	if r.s3 != nil {
-		all = append(all[:len(all):len(all)], r.s3.upload, r.s3.download)
-	}
-	if r.pg != nil {
-		all = append(all[:len(all):len(all)], r.pg.backup, r.pg.restore)
-	}
-	if r.wal != nil {
-		all = append(all[:len(all):len(all)], r.wal.single, r.wal.burst, r.wal.fetch)
-	}
-	if r.base != nil {
-		all = append(all[:len(all):len(all)], r.base.backup, r.base.restore)
-	}
-	if r.pgCluster != nil {
-		all = append(all[:len(all):len(all)], r.pgCluster.backup, r.pgCluster.restore)
-	}
-	if r.mysqlCluster != nil {
-		all = append(all[:len(all):len(all)], r.mysqlCluster.backup, r.mysqlCluster.restore)
-	}
-	if r.catalog != nil {
-		all = append(all[:len(all):len(all)], r.catalog.list, r.catalog.verify)
+	all := slices.Clone(r.throughput)
+	for _, s := range r.ordered(everyRunOrder) {
+		all = append(all, s.races()...)
 	}
 	for _, s := range all {
 		w("- %s:", s.name)
@@ -146,43 +172,37 @@ func (r *report) markdown() string {
 			w(" %s %.3f", l, s.runTimes[i].Seconds())
 		}
 		w("\n")
-		for _, c := range append([]*contender{s.pipe}, s.refs...) {
+		for _, c := range s.contenders() {
 			w("  - %s: wall min %.3f, median %.3f, max %.3f; CPU (user+sys) median %.2f s\n", c.label,
-				minD(c.times).Seconds(), median(c.times).Seconds(), maxD(c.times).Seconds(), median(c.cpu).Seconds())
+				minD(c.times).Seconds(), c.median().Seconds(), maxD(c.times).Seconds(), c.medianCPU().Seconds())
 		}
 	}
-	return b.String()
 }
 
-func (r *report) memoryMarkdown(b *strings.Builder, m *memoryResult) {
-	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("\n## Memory\n\n")
-	w("A balanced-profile backup: exec source (the harness's own binary as generator, `bench gen -bytes N`: the same pg_dump text) → compress zstd → encrypt (age, throwaway key) → checksum → exec sink (`cat >/dev/null`). ")
-	w("Peak RSS is the resident memory of `pipe run` and its plugin processes (the same binary), summed, sampled every 20 ms (and never below the kernel's maxrss of the largest); the commands the exec endpoints run (the generator, cat) are not pipe and not counted. The sum counts the pages the processes share (the binary's own) once in each, so it is an upper bound; peak PSS (sampled every 200 ms), which divides shared pages among their sharers, is what the run takes from the machine. The targets are checked on the RSS sum. ")
-	w("Budget: `pipe plan --json`, pipelines[].memory_bytes.budget = %s.\n\n", mib(m.budget))
-	w("| input | peak RSS | peak PSS | wall | throughput | bottleneck named |\n")
-	w("|---|---|---|---|---|---|\n")
-	for _, run := range m.runs {
-		w("| %s | %s | %s | %.1f s | %s | %s |\n", mib(run.input), mib(run.peak), mib(run.pss), run.wall.Seconds(), rate(run.input, run.wall), run.summary.Bottleneck)
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
 	}
-	w("\n| measure | value | target | met? |\n")
-	w("|---|---|---|---|\n")
-	for _, run := range m.runs {
-		w("| peak RSS, %s input | %s | ≤ %s and ≤ budget (%s) | %s |\n", mib(run.input), mib(run.peak), mib(memoryTarget), mib(m.budget),
-			yesNo(run.peak <= memoryTarget && run.peak <= m.budget))
+	return "**no**"
+}
+
+// cpuPerRun is the sentence of the database sections on the client
+// processes' CPU: each race (named as its direction, or by its own name)
+// and each contender's median.
+func cpuPerRun(w writer, races []namedRace) {
+	w("\nCPU seconds per run (user + system of the client processes; the server's work is not counted): ")
+	for _, d := range races {
+		for _, c := range d.race.contenders() {
+			w("%s %s %.1f s; ", d.name, c.label, c.medianCPU().Seconds())
+		}
 	}
-	if len(m.runs) == 2 {
-		ratio := float64(m.runs[1].peak) / float64(m.runs[0].peak)
-		w("| peak %s / peak %s | %.2f | ≤ 1.10 | %s |\n", mib(m.runs[1].input), mib(m.runs[0].input), ratio, yesNo(ratio <= 1.1))
-	}
-	for _, run := range m.runs {
-		w("| peak / budget, %s input | %.2f | ≤ 1.00 | %s |\n", mib(run.input), float64(run.peak)/float64(m.budget), yesNo(run.peak <= m.budget))
-	}
-	w("\n<details><summary>pipeline (N = input bytes)</summary>\n\n```hcl\n%s```\n\n</details>\n", m.pipeline)
-	if len(m.runs) > 0 {
-		last := m.runs[len(m.runs)-1].summary
-		w("\nStages of the %s run: %s.\n", mib(m.runs[len(m.runs)-1].input), stageList(last))
-	}
+	w("\n")
+}
+
+// namedRace is a race and the name a section gives it.
+type namedRace struct {
+	name string
+	race *race
 }
 
 // bottlenecks counts the positions pipe named as its bottleneck.
@@ -232,20 +252,4 @@ func stageList(r pipelineRun) string {
 			time.Duration(st.WaitInNS).Seconds(), time.Duration(st.BlockedNS).Seconds())
 	}
 	return strings.Join(parts, "; ") + fmt.Sprintf("; run %.2fs", r.Seconds)
-}
-
-func minD(ds []time.Duration) time.Duration {
-	m := ds[0]
-	for _, d := range ds {
-		m = min(m, d)
-	}
-	return m
-}
-
-func maxD(ds []time.Duration) time.Duration {
-	m := ds[0]
-	for _, d := range ds {
-		m = max(m, d)
-	}
-	return m
 }

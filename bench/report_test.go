@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,8 @@ func fakeContender(label string, target float64, wall []int, cpu []int, maxRSS i
 
 // fakeRace is a race whose contenders ran round-robin, as interleave runs
 // them: the run order of "Every run" follows from their times.
-func fakeRace(name, data string, bytes int64, pipe *contender, refs ...*contender) *scenarioResult {
-	s := &scenarioResult{name: name, data: data, bytes: bytes, pipe: pipe, refs: refs}
+func fakeRace(name, data string, bytes int64, pipe *contender, refs ...*contender) *race {
+	s := &race{name: name, data: data, bytes: bytes, pipe: pipe, refs: refs}
 	all := append([]*contender{pipe}, refs...)
 	for i := range pipe.times {
 		for _, c := range all {
@@ -83,10 +84,13 @@ func fakeReport() *report {
 		fakeContender("pipe verify --decrypt", 0, []int{1100, 1200}, []int{2000, 2100}, 0),
 		fakeContender("zstd -d", 1.6, []int{1700, 1750}, []int{1600, 1650}, 0))
 	verify.notes = []string{"pipe reads the object, checks its SHA-256 and decodes its frames on 2 workers; zstd -d decodes on one and writes a file"}
-	r.scenarios = []*scenarioResult{copyRace, compress, plugin, verify}
-	r.startupPlugin, r.startupInProcess = 69900*time.Microsecond, 29*time.Millisecond
+	r.throughput = []*race{copyRace, compress, plugin, verify}
+	r.startup = fakeRace("start-up: a one-byte fs → fs run", "", 1,
+		&contender{label: "pipe (plugin)", times: repeat(69900*time.Microsecond, startupRuns)},
+		&contender{label: "pipe, endpoints in-process", times: repeat(29*time.Millisecond, startupRuns)})
 
-	r.memory = &memoryResult{budget: 148 << 20, pipeline: "pipeline \"memory\" {\n  profile = \"balanced\"\n}\n", runs: []memRun{
+	// The sections, in the order their scenarios run.
+	memory := &memoryResult{budget: 148 << 20, pipeline: "pipeline \"memory\" {\n  profile = \"balanced\"\n}\n", runs: []memRun{
 		{input: 1 << 30, peak: 129 << 20, pss: 86 << 20, wall: ms(9500), summary: fakeSummary("compress", 9.4)},
 		{input: 8 << 30, peak: 128 << 20, pss: 85 << 20, wall: ms(76000), summary: fakeSummary("compress", 75.9)},
 	}}
@@ -104,17 +108,20 @@ func fakeReport() *report {
 		fakeContender("rclone copyto", 0, []int{6600, 6700}, []int{2500, 2500}, 0),
 		fakeContender("pipe, endpoints in-process", 0, []int{4500, 4450}, []int{2800, 2800}, 0),
 		mcSync, rcSync)
-	r.s3 = &s3Result{size: obj, upload: up, download: down, mcSync: mcSync, rcSync: rcSync,
+	r.add("s3", &s3Result{size: obj, upload: up, download: down, mcSync: mcSync, rcSync: rcSync,
 		sweep: []sweepPoint{{8 << 20, 4, ms(14000)}, {8 << 20, 8, ms(12000)}, {8 << 20, 16, ms(12500)},
 			{64 << 20, 4, ms(10000)}, {64 << 20, 8, ms(9400)}, {64 << 20, 16, ms(9800)}},
 		best:      sweepPoint{64 << 20, 8, ms(9400)},
 		downSweep: []sweepPoint{{8 << 20, 8, ms(5000)}, {16 << 20, 8, ms(4700)}, {64 << 20, 8, ms(4900)}},
 		downBest:  sweepPoint{16 << 20, 8, ms(4700)},
-		walPipe:   ms(179), walMC: ms(167), walInProcess: ms(120), walRuns: 11,
-		mcVersion: "github.com/minio/mc (devel)", rcVersion: "github.com/rclone/rclone v1.68.2"}
+		wal: fakeRace("a 16 MiB WAL segment, whole process", "", 16<<20,
+			&contender{label: "pipe", times: repeat(ms(179), walRuns)},
+			&contender{label: "pipe, endpoints in-process", times: repeat(ms(120), walRuns)},
+			&contender{label: "mc cp", times: repeat(ms(167), walRuns)}),
+		mcVersion: "github.com/minio/mc (devel)", rcVersion: "github.com/rclone/rclone v1.68.2"})
 
 	const db = 1444 << 20
-	r.pg = &pgResult{direct: true, cpus: 2, dbSize: db, rows: 8_000_000, indexes: 6, zstdVersion: "zstd v1.5.4",
+	pg := &pgResult{direct: true, cpus: 2, dbSize: db, rows: 8_000_000, indexes: 6, zstdVersion: "zstd v1.5.4",
 		backup: fakeRace("backup of a 1444 MiB database to MinIO", "", db,
 			fakeContender("pipe, jobs = 4", 0, []int{5560, 5600, 5500}, []int{4900, 4950, 4800}, 186<<20),
 			fakeContender("pg_dump | zstd | mc pipe", 0, []int{6380, 6400, 6350}, []int{4900, 4900, 4900}, 140<<20),
@@ -126,7 +133,7 @@ func fakeReport() *report {
 			fakeContender("pipe, custom format", 0, []int{19780, 19800, 19700}, []int{2300, 2300, 2300}, 150<<20)),
 	}
 
-	r.catalog = &catalogResult{runs: 1000, coldList: ms(4321), verifySize: obj,
+	catalog := &catalogResult{runs: 1000, coldList: ms(4321), verifySize: obj,
 		list: fakeRace("list 1000 runs (3001 objects)", "", 0,
 			fakeContender("pipe backups", 0, []int{120, 125}, []int{50, 50}, 0),
 			fakeContender("mc ls --recursive", 1/1.5, []int{200, 210}, []int{80, 80}, 0)),
@@ -136,7 +143,7 @@ func fakeReport() *report {
 	}
 
 	dbs := []string{"big", "crm"}
-	r.pgCluster = &pgClusterResult{direct: false, cpus: 2, dbs: dbs, sizes: map[string]int64{"big": 582 << 20, "crm": 46 << 20}, total: 628 << 20,
+	pgCluster := &pgClusterResult{direct: false, cpus: 2, dbs: dbs, sizes: map[string]int64{"big": 582 << 20, "crm": 46 << 20}, total: 628 << 20,
 		backup: fakeRace("backup of 2 databases (628 MiB) to MinIO", "", 628<<20,
 			fakeContender(clusterPipeLabel, 0, []int{4000, 4100}, []int{3000, 3000}, 0),
 			fakeContender("for db: pg_dump | zstd | mc pipe", 0, []int{5500, 5600}, []int{3500, 3500}, 0),
@@ -146,7 +153,7 @@ func fakeReport() *report {
 			fakeContender("for db: createdb; mc cat | zstd -d | pg_restore", 0, []int{12000, 12100}, []int{1700, 1700}, 0),
 			fakeContender(clusterJobsLabel, 0, []int{8000, 8100}, []int{1600, 1600}, 0)),
 	}
-	r.mysqlCluster = &mysqlClusterResult{direct: true, cpus: 2, dbs: dbs, total: 700 << 20,
+	mysqlCluster := &mysqlClusterResult{direct: true, cpus: 2, dbs: dbs, total: 700 << 20,
 		backup: fakeRace("backup of 2 MariaDB databases (700 MiB) to MinIO", "", 700<<20,
 			fakeContender(clusterPipeLabel, 0, []int{7000, 7100}, []int{5000, 5000}, 0),
 			fakeContender("for db: mariadb-dump | zstd | mc pipe", 0, []int{9500, 9600}, []int{5500, 5500}, 0)),
@@ -168,7 +175,7 @@ func fakeReport() *report {
 		fakeContender("barman-cloud-wal-restore", 1.2, []int{30000, 31000}, []int{20000, 20000}, 0),
 		fakeContender("pipe (prefetch 8, in restore_command)", 0, []int{1700, 1800}, []int{800, 800}, 0))
 	fetch.notes = []string{"the harness plays recovery"}
-	r.wal = &walResult{segments: 32, segSize: seg, pipeRSS: 35 << 20, budget: 64 << 20, pgbackrestWorkers: 2,
+	wal := &walResult{segments: 32, segSize: seg, pipeRSS: 35 << 20, budget: 64 << 20, pgbackrestWorkers: 2,
 		versions:   []string{"pgBackRest 2.54", "barman-cloud-wal-archive 3.12", "postgres (PostgreSQL) 15.10"},
 		compressed: map[string]int64{"pipe": 100 << 20, "pgbackrest": 101 << 20, "barman": 150 << 20},
 		single: fakeRace("push one 16 MiB segment, sync (whole process)", "", seg,
@@ -191,7 +198,7 @@ func fakeReport() *report {
 	}
 
 	const cluster = 1380 << 20
-	r.base = &baseResult{scale: 90, segments: 32, clusterSize: cluster, dbSize: 1350 << 20, walBytes: 512 << 20,
+	base := &baseResult{scale: 90, segments: 32, clusterSize: cluster, dbSize: 1350 << 20, walBytes: 512 << 20,
 		versions: []string{"pgBackRest 2.54", "barman-cloud-wal-archive 3.12"},
 		backup: fakeRace("full base backup of the server (1380 MiB) to MinIO", "", cluster,
 			fakeContender("pipe", 0, []int{8000, 8200}, []int{7000, 7100}, 0),
@@ -214,7 +221,33 @@ func fakeReport() *report {
 				mon: monitorTotals{pgCPU: ms(5000), originCPU: ms(200), minioCPU: ms(1500), detachedCPU: ms(600), busy: ms(30000), iowait: ms(1000), diskRead: 3 << 30, diskWrite: 4 << 30}},
 		},
 	}
+	r.add("catalog", catalog)
+	r.add("postgres", pg)
+	r.add("pgcluster", pgCluster)
+	r.add("mysqlcluster", mysqlCluster)
+	r.add("wal", wal)
+	r.add("basebackup", base)
+	r.add("memory", memory)
 	return r
+}
+
+// repeat is n runs of d each.
+func repeat(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+// sectionOf is the report's section of the named scenario.
+func sectionOf[S section](t *testing.T, r *report, name string) S {
+	t.Helper()
+	i := slices.IndexFunc(r.sections, func(s namedSection) bool { return s.name == name })
+	if i < 0 {
+		t.Fatalf("no section %s", name)
+	}
+	return r.sections[i].section.(S)
 }
 
 // TestReportGolden renders a report of every scenario from fake results:
@@ -277,10 +310,10 @@ func TestReportRows(t *testing.T) {
 		{name: "run summary: bottlenecks counted, the median run's stages", want: []string{
 			"| fs → fs copy, no stages | sink fs (2/3), (none) (1/3) | source 6% (0.00s / 3.00s); compress ×2 99% (0.02s / 3.29s); sink fs 5% (3.15s / 0.00s); run 0.39s |",
 		}},
-		{name: "start-up over its goal", edit: func(r *report) { r.startupPlugin = 80 * time.Millisecond }, want: []string{
+		{name: "start-up over its goal", edit: func(r *report) { r.startup.pipe.times = repeat(80*time.Millisecond, startupRuns) }, want: []string{
 			"the plugin process adds 51ms (goal: under 50 ms for a run with two plugins; the fs source and sink share one process). **no**",
 		}},
-		{name: "no start-up line unless measured", edit: func(r *report) { r.startupPlugin = 0 }, absent: "Start-up:"},
+		{name: "no start-up line unless measured", edit: func(r *report) { r.startup = nil }, absent: "Start-up:"},
 		// 129 and 128 MiB peaks: 128 / 129 = 0.99.
 		{name: "memory", want: []string{
 			"| 8 GiB | 128 MiB | 85 MiB | 76.0 s | 113 MB/s | compress |",
@@ -300,7 +333,7 @@ func TestReportRows(t *testing.T) {
 			"Backup in pipe's fastest mode, pipe, turbo profile, custom format (zstd level 1, so larger objects than level 3's): 6.21s, 0.97× the shell pipeline.",
 			"| backup, pg_dump \\| zstd \\| mc pipe | 140 MiB |",
 		}},
-		{name: "postgres without a turbo run", edit: func(r *report) { r.pg.backup.refs = r.pg.backup.refs[:2] }, want: []string{
+		{name: "postgres without a turbo run", edit: func(r *report) { pg := sectionOf[*pgResult](t, r, "postgres"); pg.backup.refs = pg.backup.refs[:2] }, want: []string{
 			"| backup | 6.38s | 6.06s | 5.56s | 0.95× | 0.87× | 1.00× custom, 0.80× fastest | yes, **no** |",
 		}},
 		{name: "catalog", want: []string{

@@ -52,6 +52,33 @@ func TestMinMax(t *testing.T) {
 	}
 }
 
+func TestRatios(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		pipe, ref        time.Duration
+		timeRatio, speed float64
+	}{
+		{"pipe twice as fast", ms(100), ms(200), 0.5, 2},
+		{"pipe slower", ms(410), ms(325), 410.0 / 325, 325.0 / 410},
+		{"as fast", ms(7), ms(7), 1, 1},
+		// An exact target is met: 90/100 is 0.9 itself, where the ratio
+		// of two times in seconds is 0.8999999999999999.
+		{"a ratio exactly at a target", ms(100), ms(90), 100.0 / 90, 0.9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timeRatio(tc.pipe, tc.ref); got != tc.timeRatio {
+				t.Errorf("timeRatio = %v, want %v", got, tc.timeRatio)
+			}
+			if got := speedup(tc.pipe, tc.ref); got != tc.speed {
+				t.Errorf("speedup = %v, want %v", got, tc.speed)
+			}
+		})
+	}
+	if got := speedup(ms(100), ms(90)); !(got >= 0.9) {
+		t.Errorf("speedup(100 ms, 90 ms) = %v misses a 0.9 target", got)
+	}
+}
+
 func TestThroughput(t *testing.T) {
 	for _, tc := range []struct {
 		bytes int64
@@ -151,7 +178,7 @@ func TestFastestSweepPoint(t *testing.T) {
 }
 
 func TestTurboRatio(t *testing.T) {
-	s := fakeReport().pg.backup
+	s := sectionOf[*pgResult](t, fakeReport(), "postgres").backup
 	// turbo 6.21 s against the shell's 6.38 s
 	if got := turboRatio(s); math.Abs(got-6210.0/6380.0) > 1e-9 {
 		t.Errorf("turboRatio = %f, want %f", got, 6210.0/6380.0)

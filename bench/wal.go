@@ -66,9 +66,9 @@ type walBench struct {
 type walResult struct {
 	segments          int
 	segSize           int64
-	single            *scenarioResult // one segment, whole process, sync
-	burst             *scenarioResult // n segments through the archiver loop
-	fetch             *scenarioResult // n segments through the recovery loop
+	single            *race // one segment, whole process, sync
+	burst             *race // n segments through the archiver loop
+	fetch             *race // n segments through the recovery loop
 	pipeRSS, budget   int64
 	phases            []walPhase // every burst and fetch run, monitored
 	versions          []string
@@ -82,7 +82,8 @@ const (
 	walBarmanID = "bench"
 )
 
-func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) {
+func (b *bench) walScenario(ctx context.Context) (*walResult, error) {
+	mc := b.cfg.mc
 	n := 256
 	if b.cfg.quick {
 		n = 32
@@ -131,7 +132,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 
 	// One segment, sync, whole process: a different segment each run
 	// (a second push of the same one would be a no-op for every tool).
-	single := &scenarioResult{name: "push one 16 MiB segment, sync (whole process)", bytes: res.segSize}
+	single := &race{name: "push one 16 MiB segment, sync (whole process)", bytes: res.segSize}
 	seg := func(rep int) string { return "pg_wal/" + w.segs[rep] }
 	single.pipe = &contender{label: "pipe wal push", clean: w.cleaner(ctx, "pipe"), run: func(ctx context.Context, rep int) (measurement, error) {
 		return w.run(ctx, w.pipeEnv(), w.b.cfg.pipe, "wal", "push", pipeFile, seg(rep))
@@ -145,14 +146,14 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 		}},
 	}
 	singleReps := max(b.cfg.reps*2+1, 5)
-	if err := single.interleave(ctx, min(singleReps, 15)); err != nil {
+	if err := single.run(ctx, min(singleReps, 15)); err != nil {
 		return nil, err
 	}
 	res.single = single
 
 	// A burst: n segments ready at once, through the archiver loop.
 	burstSegs := w.segs[16 : 16+n]
-	burst := &scenarioResult{name: fmt.Sprintf("a burst of %d segments (%s of WAL), until all are archived", n, mib(int64(n)*res.segSize)), bytes: int64(n) * res.segSize, noWarmup: true}
+	burst := &race{name: fmt.Sprintf("a burst of %d segments (%s of WAL), until all are archived", n, mib(int64(n)*res.segSize)), bytes: int64(n) * res.segSize, noWarmup: true}
 	burst.pipe = &contender{label: "pipe-wal (async, 4 workers, background pusher)", clean: w.burstCleaner(ctx, "pipe", burstSegs), run: func(ctx context.Context, rep int) (measurement, error) {
 		m, err := w.watch(res, "burst", "pipe", rep, func() (measurement, error) {
 			return w.archiver(ctx, burstSegs, w.pipeEnv(), pipeWAL, "push", pipeAsync)
@@ -184,7 +185,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 		return m, err
 	}})
 	burst.notes = append(burst.notes, "the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets; archive_command is pipe-wal push, which answers for the files an earlier command sent); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode")
-	if err := burst.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
+	if err := burst.run(ctx, min(b.cfg.reps, 3)); err != nil {
 		return nil, err
 	}
 	res.burst = burst
@@ -192,7 +193,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 	// Recovery: the same segments, fetched in order as restore_command.
 	// Every tool's archive holds them from the burst.
 	restoreDir := filepath.Join(w.dir, "restore")
-	fetch := &scenarioResult{name: fmt.Sprintf("fetch %d segments in order, as restore_command during recovery", n), bytes: int64(n) * res.segSize, noWarmup: true}
+	fetch := &race{name: fmt.Sprintf("fetch %d segments in order, as restore_command during recovery", n), bytes: int64(n) * res.segSize, noWarmup: true}
 	fetch.pipe = &contender{label: "pipe (prefetch 8, background prefetcher)", clean: w.restoreCleaner(restoreDir), run: func(ctx context.Context, rep int) (measurement, error) {
 		return w.watch(res, "fetch", "pipe", rep, func() (measurement, error) {
 			return w.recovery(ctx, restoreDir, burstSegs, w.pipeEnv(), w.b.cfg.pipe, "wal", "fetch", pipeAsync)
@@ -217,7 +218,7 @@ func (b *bench) walScenario(ctx context.Context, mc string) (*walResult, error) 
 		})
 	}})
 	fetch.notes = append(fetch.notes, "the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments)")
-	if err := fetch.interleave(ctx, min(b.cfg.reps, 3)); err != nil {
+	if err := fetch.run(ctx, min(b.cfg.reps, 3)); err != nil {
 		return nil, err
 	}
 	res.fetch = fetch
@@ -790,11 +791,13 @@ func (w *walBench) stored(ctx context.Context, tool string) int64 {
 	return du.Size
 }
 
-func (r *walResult) markdown(w func(string, ...any)) {
+func (r *walResult) races() []*race { return []*race{r.single, r.burst, r.fetch} }
+
+func (r *walResult) markdown(w writer) {
 	w("\n## WAL archiving (PostgreSQL 15, MinIO with TLS)\n\n")
 	w("Tools: %s. Each archives into its own bucket of one MinIO; pipe and pgBackRest compress with zstd level 3, barman-cloud with gzip (`-z`: it has no zstd). Medians.\n\n", strings.Join(r.versions, "; "))
 	w("| what | pipe | pgBackRest | barman-cloud | pipe / fastest peer | target | met? |\n|---|---|---|---|---|---|---|\n")
-	row := func(what string, s *scenarioResult, pipe *contender, faster bool, target float64, targetText string) {
+	row := func(what string, s *race, pipe *contender, faster bool, target float64, targetText string) {
 		p := median(pipe.times)
 		pg, bc := median(s.refs[0].times), median(s.refs[1].times)
 		best := min(pg, bc)
@@ -818,7 +821,7 @@ func (r *walResult) markdown(w func(string, ...any)) {
 		w("\nStored after the burst (%s of WAL): pipe %s, pgBackRest %s, barman-cloud %s.\n", mib(int64(r.segments)*r.segSize),
 			mib(r.compressed["pipe"]), mib(r.compressed["pgbackrest"]), mib(r.compressed["barman"]))
 	}
-	for _, s := range []*scenarioResult{r.burst, r.fetch} {
+	for _, s := range []*race{r.burst, r.fetch} {
 		for _, n := range s.notes {
 			w("\n- %s: %s\n", s.name, n)
 		}
