@@ -3,6 +3,7 @@ package integration
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,6 +70,9 @@ const pgData = "/var/lib/postgresql/data"
 type walCluster struct {
 	name string
 	c    testcontainers.Container
+	// dir is its data directory when not pgData (postgres:18's is
+	// /var/lib/postgresql/18/docker).
+	dir string
 }
 
 // inside is the environment of a pipe in a container that reaches MinIO
@@ -94,7 +98,7 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 	t.Helper()
 	ctx := context.Background()
 	file := strings.Replace(walFile, "ASYNC", fmt.Sprint(async), 1)
-	env["POSTGRES_INITDB_ARGS"] = "--wal-segsize=1"
+	env["POSTGRES_INITDB_ARGS"] = strings.TrimSpace("--wal-segsize=1 " + env["POSTGRES_INITDB_ARGS"])
 	opts := []testcontainers.ContainerCustomizer{tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
 		testcontainers.WithEnv(env),
@@ -122,7 +126,7 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 func (w *walCluster) sh(t *testing.T, script string) (int, string) {
 	t.Helper()
 	code, r, err := w.c.Exec(context.Background(), []string{"sh", "-c", script}, tcexec.Multiplexed(),
-		tcexec.WithUser("postgres"), tcexec.WithWorkingDir(pgData))
+		tcexec.WithUser("postgres"), tcexec.WithWorkingDir(cmp.Or(w.dir, pgData)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +167,9 @@ func (w *walCluster) archivedOn(t *testing.T, port int, why func() string) strin
 	// the current one, so the byte before is in the last completed
 	// segment either way. (pg_current_wal_lsn() - 1 named the current
 	// segment when it held only its page header, which is never archived.)
-	want := w.psql(t, port, "SELECT pg_walfile_name(pg_switch_wal() - 1)")
+	// PostgreSQL 13 subtracts from a pg_lsn only another: n is the byte
+	// before as a number, spelled out as a pg_lsn again.
+	want := w.psql(t, port, "SELECT pg_walfile_name((to_hex(floor(n / 4294967296)::bigint) || '/' || to_hex((n % 4294967296)::bigint))::pg_lsn) FROM (SELECT pg_switch_wal() - '0/0'::pg_lsn - 1 AS n) s")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		last := w.psql(t, port, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
@@ -512,6 +518,18 @@ EOF
 `, dir, port, restoreCommand)
 }
 
+// walSetup is what a test of a server that archives with pipe starts
+// from: MinIO and a bucket of its own, an age key pair in keys, and the
+// environment of a pipe inside the server's container.
+func walSetup(t *testing.T, bucket string) (b *s3Bench, keys string, env map[string]string) {
+	t.Helper()
+	b = newS3Bench(t)
+	b.bucket(t, bucket)
+	keys = t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "wal")
+	return b, keys, b.inside(bucket)
+}
+
 // TestWALSpoolFull archives with a background pusher whose spool is on a
 // disk with no room left (a full tmpfs): no note of a file pushed ahead
 // can be written, so each archive_command pushes its file itself, says
@@ -519,11 +537,8 @@ EOF
 // note and blaming the pusher.
 func TestWALSpoolFull(t *testing.T) {
 	requireDocker(t)
-	b := newS3Bench(t)
-	bucket := b.bucket(t, "spoolfull")
-	keys := t.TempDir()
-	mustPipe(t, keys, nil, "keygen", "-o", "wal")
-	env := b.inside(bucket)
+	bucket := "spoolfull"
+	b, keys, env := walSetup(t, bucket)
 	env["PIPE_VAR_background"], env["PIPE_VAR_spool"] = "always", "/spool"
 	pg := startWALCluster(t, "spoolfull", true, env, keys, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 		hc.ShmSize = 256 << 20

@@ -143,9 +143,15 @@ type BaseSource struct {
 	done    chan struct{} // closed when the copy ended
 	end     map[string]string
 	err     error // why the copy failed, once done is closed
-	once    sync.Once
-	cancel  context.CancelFunc
-	opened  sync.Mutex
+	// damage is the server's data_corrupted error at the end of a backup
+	// it sent whole; warned counts its warnings, warnings keeps the first
+	// of them.
+	damage   []string
+	warned   int
+	warnings []string
+	once     sync.Once
+	cancel   context.CancelFunc
+	opened   sync.Mutex
 }
 
 // basePipe is one archive of the copy, through an OS pipe: across the
@@ -262,8 +268,13 @@ func checkServer(ctx context.Context, pc *pgconn.PgConn) (map[string]string, err
 	if got["wal_level"] == "minimal" {
 		return nil, errors.New("wal_level is minimal, which cannot give an online backup: set wal_level = replica in postgresql.conf and restart the server")
 	}
-	if got["archive_mode"] == "off" {
-		return nil, errors.New("archive_mode is off: a base backup restores only with the WAL written while it ran, which pipe takes from the archive: set archive_mode = on and archive_command = 'pipe wal push /etc/pipe/pg.hcl %p' (restart the server), then back up")
+	// A hot standby (in_hot_standby, 14 and later) archives nothing
+	// unless archive_mode = always: the WAL its backup needs comes from
+	// the primary's archive, which it cannot see.
+	standby, _ := show(ctx, pc, "in_hot_standby")
+	got["in_hot_standby"] = standby
+	if got["archive_mode"] == "off" && standby != "on" {
+		return nil, errors.New("archive_mode is off: a base backup restores only with the WAL written while it ran, which pipe takes from the archive: set archive_mode = on and archive_command = 'pipe wal push /etc/pipe/pg.hcl %p' (restart the server), then back up (on a standby of PostgreSQL 13, whose standby pipe cannot tell, archive_mode = always)")
 	}
 	return got, nil
 }
@@ -429,15 +440,9 @@ func (s *BaseSource) copyOld(ctx context.Context) {
 			if next < len(s.streams) {
 				continue
 			}
-			stop, err := pglogrepl.FinishBaseBackup(ctx, s.pc)
-			if err != nil {
-				fail(fmt.Errorf("ending the base backup: %w", err))
+			if err := s.finish(ctx); err != nil {
+				fail(err)
 				return
-			}
-			s.end = map[string]string{
-				factStopLSN:  stop.LSN.String(),
-				factStopTLI:  strconv.Itoa(int(stop.TimelineID)),
-				factStopTime: time.Now().UTC().Format(time.RFC3339Nano),
 			}
 			close(s.done)
 			return
@@ -523,15 +528,9 @@ func (s *BaseSource) copy(ctx context.Context) {
 			if cur != nil {
 				cur.end(nil)
 			}
-			stop, err := pglogrepl.FinishBaseBackup(ctx, s.pc)
-			if err != nil {
-				fail(fmt.Errorf("ending the base backup: %w", err))
+			if err := s.finish(ctx); err != nil {
+				fail(err)
 				return
-			}
-			s.end = map[string]string{
-				factStopLSN:  stop.LSN.String(),
-				factStopTLI:  strconv.Itoa(int(stop.TimelineID)),
-				factStopTime: time.Now().UTC().Format(time.RFC3339Nano),
 			}
 			for _, p := range s.pipes {
 				p.end(errors.New("the server sent no data for this archive"))
@@ -548,13 +547,86 @@ func (s *BaseSource) copy(ctx context.Context) {
 	}
 }
 
-// onNotice takes a notice the server sends during the backup.
-func (s *BaseSource) onNotice(m *pgproto3.NoticeResponse) {}
+// finish reads what the server sends after the archives: the end
+// position (a row of recptr and tli), then, when it found pages whose
+// checksum failed, its warnings and the error it raises only once it sent
+// everything (data_corrupted, XX001). That error keeps the backup: every
+// byte and the end position are there, and Conclude names the damage.
+func (s *BaseSource) finish(ctx context.Context) error {
+	var end map[string]string
+	for {
+		msg, err := s.pc.ReceiveMessage(ctx)
+		if err != nil {
+			return fmt.Errorf("ending the base backup: %w", serverGone(err))
+		}
+		switch m := msg.(type) {
+		case *pgproto3.RowDescription, *pgproto3.CommandComplete:
+		case *pgproto3.DataRow:
+			if len(m.Values) != 2 {
+				return fmt.Errorf("ending the base backup: the server sent %d values for the end position, not 2", len(m.Values))
+			}
+			lsn, err := pglogrepl.ParseLSN(string(m.Values[0]))
+			tli, err2 := strconv.Atoi(string(m.Values[1]))
+			if err != nil || err2 != nil || tli <= 0 {
+				return fmt.Errorf("ending the base backup: the server sent the end position %q on timeline %q", m.Values[0], m.Values[1])
+			}
+			end = map[string]string{
+				factStopLSN:  lsn.String(),
+				factStopTLI:  strconv.Itoa(tli),
+				factStopTime: time.Now().UTC().Format(time.RFC3339Nano),
+			}
+		case *pgproto3.NoticeResponse:
+			s.onNotice(m)
+		case *pgproto3.ErrorResponse:
+			if m.Code != dataCorrupted || end == nil {
+				return s.onError(m)
+			}
+			s.damage = append(s.damage, m.Message)
+		case *pgproto3.ReadyForQuery:
+			if end == nil {
+				return errors.New("ending the base backup: the server sent no end position")
+			}
+			s.end = end
+			return nil
+		default:
+			return fmt.Errorf("ending the base backup: unexpected %T", msg)
+		}
+	}
+}
+
+// dataCorrupted is SQLSTATE data_corrupted, the error a base backup ends
+// with when a page's checksum failed.
+const dataCorrupted = "XX001"
+
+// maxWarnings bounds the server's warnings a backup keeps for its damage
+// fact (the server itself reports at most 5 pages a file).
+const maxWarnings = 32
+
+// onNotice takes a notice the server sends during the backup: a warning
+// (a page whose checksum failed, say) is logged, and kept for the damage
+// fact should the backup end with data_corrupted.
+func (s *BaseSource) onNotice(m *pgproto3.NoticeResponse) {
+	if m.Severity != "WARNING" {
+		return
+	}
+	sdk.Log().Warn("the server warns during the base backup: "+m.Message, "endpoint", "postgres_basebackup")
+	s.warned++
+	if len(s.warnings) < maxWarnings {
+		s.warnings = append(s.warnings, m.Message)
+	}
+}
 
 // onError is the failure an error the server sends during the backup
 // makes.
 func (s *BaseSource) onError(m *pgproto3.ErrorResponse) error {
-	return fmt.Errorf("the server stopped the base backup: %w", pgconn.ErrorResponseToPgError(m))
+	err := fmt.Errorf("the server stopped the base backup: %w", pgconn.ErrorResponseToPgError(m))
+	switch {
+	case strings.Contains(m.Message, "promoted during online backup"):
+		return fmt.Errorf("%w: the standby backed up became a primary while the backup ran, so what it sent is not a consistent backup and nothing was stored; take the backup again, from the new primary or another standby", err)
+	case m.Hint != "":
+		return fmt.Errorf("%w; the server says: %s", err, m.Hint)
+	}
+	return err
 }
 
 func (s *BaseSource) Open(ctx context.Context, name string) (io.ReadCloser, error) {
@@ -596,7 +668,18 @@ func (s *BaseSource) Conclude(ctx context.Context) (map[string]string, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.end, nil
+	if len(s.damage) == 0 {
+		return s.end, nil
+	}
+	// The server's own words: which files and blocks failed their
+	// checksum, and its verdict.
+	what := append(s.damage[:len(s.damage):len(s.damage)], s.warnings...)
+	if more := s.warned - len(s.warnings); more > 0 {
+		what = append(what, fmt.Sprintf("and %d more warnings", more))
+	}
+	facts := maps.Clone(s.end)
+	facts[sdk.FactDamage] = strings.Join(what, "; ")
+	return facts, nil
 }
 
 // Close ends the copy (the server aborts a backup whose connection goes)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -29,6 +30,10 @@ type fakeServer struct {
 	// message, as a backend blocked writing is: half the message, then
 	// the connection closes with no error.
 	dies bool
+	// damaged: the server found pages whose checksum failed; it warns of
+	// each as it reads them and, after the end position, ends with
+	// data_corrupted, as PostgreSQL does.
+	damaged []string
 }
 
 func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
@@ -102,8 +107,16 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 				_, _ = conn.Write([]byte{'d', 0, 0, 0x10, 0, 'd', 'h', 'a', 'l', 'f'})
 				return
 			}
+			for _, w := range f.damaged {
+				send(&pgproto3.NoticeResponse{Severity: "WARNING", Code: "01000", Message: w})
+			}
 			send(&pgproto3.CopyDone{})
 			send(row([]string{"recptr", "tli"}, "0/2000100", "1")...)
+			if len(f.damaged) > 0 {
+				send(&pgproto3.NoticeResponse{Severity: "WARNING", Code: "01000", Message: fmt.Sprintf("%d total checksum verification failures", len(f.damaged))},
+					&pgproto3.ErrorResponse{Severity: "ERROR", Code: "XX001", Message: "checksum verification failure during base backup"}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+				continue
+			}
 			send(&pgproto3.CommandComplete{CommandTag: []byte("BASE_BACKUP")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
 		default:
 			send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "42601", Message: "unexpected " + q.String}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
@@ -281,5 +294,48 @@ func TestBaseSourceCloseStopsAWaitingCopy(t *testing.T) {
 	}
 	if _, err := s.Conclude(ctx); err == nil {
 		t.Error("a stopped backup concluded")
+	}
+}
+
+// A page whose checksum failed: the server sends everything, warns of
+// the page, and ends with data_corrupted after the end position. Every
+// stream reads whole, and Conclude returns the end position with the
+// damage in the server's words; a data_corrupted error before the end
+// position fails the backup.
+func TestBaseSourceKeepsADamagedBackup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bad := `checksum verification failed in file "./base/5/16397", block 3: calculated 9D3B but expected 1F2C`
+	s := fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "the data directory"}, {"", "{}"}}, damaged: []string{bad}})
+	if _, err := s.Streams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"base.tar", "backup_manifest"} {
+		r, err := s.Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAll(r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	end, err := s.Conclude(ctx)
+	if err != nil {
+		t.Fatalf("a damaged backup failed: %v", err)
+	}
+	if end["stop_lsn"] != "0/2000100" || !strings.Contains(end["damage"], bad) || !strings.Contains(end["damage"], "checksum verification failure during base backup") {
+		t.Errorf("conclude: %v", end)
+	}
+
+	// data_corrupted before the end position: nothing to recover to.
+	s = fakeSource(t, &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "x"}},
+		extra: []pgproto3.BackendMessage{&pgproto3.ErrorResponse{Severity: "ERROR", Code: "XX001", Message: "checksum verification failure during base backup"}}})
+	if _, err := s.Streams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.Open(ctx, "base.tar")
+	_, _ = io.ReadAll(r)
+	if _, err := s.Conclude(ctx); err == nil || !strings.Contains(err.Error(), "checksum verification failure") {
+		t.Errorf("data_corrupted inside the copy: %v", err)
 	}
 }

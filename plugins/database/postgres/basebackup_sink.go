@@ -557,6 +557,13 @@ func (s *BaseSink) Flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("writing the recovery settings: %w", sdk.ExplainIO(err))
 	}
+	// A backup taken from a standby holds its standby.signal, which would
+	// make the restored server a standby of that standby's primary for
+	// ever (standby mode wins over recovery.signal): it recovers, to the
+	// target or the end of the archive, as any backup does.
+	if err := os.Remove(filepath.Join(dd, "standby.signal")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return sdk.ExplainIO(err)
+	}
 	signal, err := os.OpenFile(filepath.Join(dd, "recovery.signal"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return sdk.ExplainIO(err)

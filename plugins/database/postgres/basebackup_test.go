@@ -76,7 +76,8 @@ func TestBaseSinkRestoresAndSetsRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := tarOf(t, map[string]string{"PG_VERSION": "15\n", "global/": "", "global/pg_control": "control", "pg_tblspc/": "",
-		"tablespace_map": "16385 /srv/ts\n", "postgresql.auto.conf": "# Do not edit\nwork_mem = '8MB'\n", "backup_label": "START WAL LOCATION"})
+		"tablespace_map": "16385 /srv/ts\n", "postgresql.auto.conf": "# Do not edit\nwork_mem = '8MB'\n", "backup_label": "START WAL LOCATION",
+		"standby.signal": ""}) // taken from a standby
 	if err := put(t, s, "base.tar", base); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +107,9 @@ func TestBaseSinkRestoresAndSetsRecovery(t *testing.T) {
 		} else if fi.Mode().Perm() != 0o700 {
 			t.Errorf("%s: mode %v, want 0700", dir, fi.Mode())
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dd, "standby.signal")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("standby.signal stayed: the server would stay a standby, and never recover to the target")
 	}
 	if _, err := os.Stat(filepath.Join(dd, "tablespace_map")); !errors.Is(err, os.ErrNotExist) {
 		t.Error("tablespace_map stayed: the server would link the tablespace to its old place")
