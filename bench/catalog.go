@@ -27,129 +27,144 @@ type catalogResult struct {
 
 // catalogScenario lists n runs and verifies a large run on MinIO.
 func (b *bench) catalogScenario(ctx context.Context) (*catalogResult, error) {
-	mc := b.cfg.mc
 	n, bigSize := 1000, int64(2<<30)
 	if b.cfg.quick {
 		n, bigSize = 100, 256<<20
 	}
 	logf("scenario: the catalog on MinIO: pipe backups over %d runs vs mc ls --recursive; pipe verify of %s vs mc cat | sha256sum", n, mib(bigSize))
-	m, err := b.startMinIO(ctx, mc)
+	m, err := b.startMinIO(ctx, b.cfg.mc)
 	if err != nil {
 		return nil, err
 	}
 	defer m.stop()
+	c := &catalogBench{bench: b, m: m, pipeEnv: []string{"PIPE_VAR_secret=" + minioSecret}}
 	res := &catalogResult{runs: n, verifySize: bigSize}
-	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret}
-
-	// n runs of a pipeline "p", each a manifest and two small objects,
-	// written as pipe writes them and copied up in one mc mirror.
-	tree := filepath.Join(b.work, "catalog-runs")
-	if err := fakeRuns(tree, n); err != nil {
+	if res.list, res.coldList, err = c.listRace(ctx, n); err != nil {
 		return nil, err
 	}
-	prefix := mcAlias + "/" + s3Bucket + "/cat/p/"
-	if _, err := timeCommand(ctx, []string{mc, "mirror", "--quiet", tree + "/", prefix}, m.mcEnv...); err != nil {
+	if res.verify, err = c.verifyRace(ctx, bigSize); err != nil {
 		return nil, err
+	}
+	return res, nil
+}
+
+// catalogBench is the catalog scenario's set-up.
+type catalogBench struct {
+	*bench
+	m       *minio
+	pipeEnv []string
+}
+
+// listRace stores n runs of a pipeline "p", each a manifest and two small
+// objects, written as pipe writes them and copied up in one mc mirror;
+// lists them once without the store's index (cold: every manifest read,
+// then the index written), then races `pipe backups` against mc ls.
+func (c *catalogBench) listRace(ctx context.Context, n int) (r *race, cold time.Duration, err error) {
+	tree := filepath.Join(c.work, "catalog-runs")
+	if err := fakeRuns(tree, n); err != nil {
+		return nil, 0, err
+	}
+	prefix := object("cat/p/")
+	if _, err := timeCommand(ctx, []string{c.cfg.mc, "mirror", "--quiet", tree + "/", prefix}, c.m.mcEnv...); err != nil {
+		return nil, 0, err
 	}
 	os.RemoveAll(tree)
-	list, err := writePipeline(b.hcl, "p", fmt.Sprintf(`  source "fs" {
+	list, err := writePipeline(c.hcl, "p", fmt.Sprintf(`  source "fs" {
     path = "unused"
   }
   sink "s3" {
 %s    key               = "cat/${pipeline.name}/${run.id}/"
   }
-`, m.attrs()), "secret")
+`, c.m.attrs()), "secret")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	listOnce := func(ctx context.Context) (measurement, error) {
-		m, err := timeCommand(ctx, []string{b.cfg.pipe, "backups", list, "--json"}, pipeEnv...)
-		if err == nil {
-			if got := strings.Count(string(m.stdout), `"run_id":`); got != n {
-				err = fmt.Errorf("pipe backups listed %d runs, want %d", got, n)
-			}
-		}
-		return m, err
-	}
-	cold, err := listOnce(ctx) // reads every manifest, then writes the index
+	pipe := counting(commands(c.pipeEnv, []string{c.cfg.pipe, "backups", list, "--json"}), `"run_id":`, n, "pipe backups listed %d runs, want %d")
+	m, err := pipe(ctx, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	res.coldList = cold.wall
-	logf("  pipe backups without an index: %s", cold.wall.Round(time.Millisecond))
-	ls := &race{name: fmt.Sprintf("list %d runs (%d objects)", n, 3*n+1)}
-	ls.pipe = &contender{label: "pipe backups", run: func(ctx context.Context, rep int) (measurement, error) { return listOnce(ctx) }}
-	ls.refs = []*contender{{label: "mc ls --recursive", target: 1 / 1.5, run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommand(ctx, []string{mc, "ls", "--recursive", prefix}, m.mcEnv...)
-		if err == nil {
-			if got := strings.Count(string(m.stdout), "pipe-manifest.json"); got != n {
-				err = fmt.Errorf("mc ls listed %d manifests, want %d", got, n)
-			}
-		}
-		return m, err
-	}}}
-	if err := ls.run(ctx, b.cfg.reps); err != nil {
-		return nil, err
-	}
-	res.list = ls
+	logf("  pipe backups without an index: %s", m.wall.Round(time.Millisecond))
+	r = &race{name: fmt.Sprintf("list %d runs (%d objects)", n, 3*n+1),
+		pipe: &contender{label: "pipe backups", run: pipe},
+		refs: []*contender{{label: "mc ls --recursive", target: 1 / 1.5,
+			run: counting(commands(c.m.mcEnv, []string{c.cfg.mc, "ls", "--recursive", prefix}), "pipe-manifest.json", n, "mc ls listed %d manifests, want %d")}}}
+	return r, m.wall, r.run(ctx, c.cfg.reps)
+}
 
-	// One large run, stored as it is (no stages), verified against
-	// mc cat | sha256sum of its object.
-	data, err := ensureData(b.cfg.dataDir, bigSize, logf)
+// verifyRace stores one large run as it is (no stages) and verifies it,
+// against mc cat | sha256sum of its object.
+func (c *catalogBench) verifyRace(ctx context.Context, size int64) (*race, error) {
+	data, err := ensureData(c.cfg.dataDir, size, logf)
 	if err != nil {
 		return nil, err
 	}
-	big, err := writePipeline(b.hcl, "big", fmt.Sprintf(`  source "fs" {
+	big, err := writePipeline(c.hcl, "big", fmt.Sprintf(`  source "fs" {
     path = %s
   }
   sink "s3" {
 %s    key               = "big/${pipeline.name}/${run.id}/"
   }
-`, hclString(data), m.attrs()), "secret")
+`, hclString(data), c.m.attrs()), "secret")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := runPipe(ctx, b.cfg.pipe, big, bigSize, pipeEnv...); err != nil {
+	if _, err := runPipe(ctx, c.cfg.pipe, big, size, c.pipeEnv...); err != nil {
 		return nil, err
 	}
-	out, err := timeCommand(ctx, []string{mc, "ls", "--recursive", mcAlias + "/" + s3Bucket + "/big/"}, m.mcEnv...)
+	obj, err := c.find(ctx, "big/", filepath.Base(data))
 	if err != nil {
 		return nil, err
-	}
-	var obj string
-	for _, l := range strings.Split(string(out.stdout), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 0 && strings.HasSuffix(f[len(f)-1], filepath.Base(data)) {
-			obj = mcAlias + "/" + s3Bucket + "/big/" + f[len(f)-1]
-		}
-	}
-	if obj == "" {
-		return nil, fmt.Errorf("the large run's object is not in the bucket:\n%s", out.stdout)
 	}
 	want, err := fileDigest(data)
 	if err != nil {
 		return nil, err
 	}
-	vs := &race{name: "verify a run of one " + mib(bigSize) + " object", data: "pg_dump text, stored as is", bytes: bigSize}
-	vs.pipe = &contender{label: "pipe verify", run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommand(ctx, []string{b.cfg.pipe, "verify", big, "--json"}, pipeEnv...)
-		if err == nil && !strings.Contains(string(m.stdout), `"ok": true`) {
-			err = fmt.Errorf("pipe verify did not find the run good: %s", m.stdout)
-		}
-		return m, err
-	}}
-	vs.refs = []*contender{{label: "mc cat | sha256sum", target: 1, run: func(ctx context.Context, rep int) (measurement, error) {
-		m, err := timeCommand(ctx, []string{"bash", "-o", "pipefail", "-c", `"$0" cat "$1" | sha256sum`, mc, obj}, m.mcEnv...)
-		if err == nil && !strings.HasPrefix(string(m.stdout), want) {
-			err = fmt.Errorf("mc cat | sha256sum printed %q, want %s", m.stdout, want)
-		}
-		return m, err
-	}}}
-	if err := vs.run(ctx, b.cfg.reps); err != nil {
-		return nil, err
+	sum := commands(c.m.mcEnv, []string{"bash", "-o", "pipefail", "-c", `"$0" cat "$1" | sha256sum`, c.cfg.mc, obj})
+	r := &race{name: "verify a run of one " + mib(size) + " object", data: "pg_dump text, stored as is", bytes: size,
+		pipe: &contender{label: "pipe verify", run: verifiedBy(commands(c.pipeEnv, []string{c.cfg.pipe, "verify", big, "--json"}))},
+		refs: []*contender{{label: "mc cat | sha256sum", target: 1, run: func(ctx context.Context, rep int) (measurement, error) {
+			m, err := sum(ctx, rep)
+			if err == nil && !strings.HasPrefix(string(m.stdout), want) {
+				err = fmt.Errorf("mc cat | sha256sum printed %q, want %s", m.stdout, want)
+			}
+			return m, err
+		}}}}
+	return r, r.run(ctx, c.cfg.reps)
+}
+
+// find names the object under prefix in the bench bucket whose name ends
+// with suffix, as mc names it.
+func (c *catalogBench) find(ctx context.Context, prefix, suffix string) (string, error) {
+	out, err := timeCommand(ctx, []string{c.cfg.mc, "ls", "--recursive", object(prefix)}, c.m.mcEnv...)
+	if err != nil {
+		return "", err
 	}
-	res.verify = vs
-	return res, nil
+	var obj string
+	for _, l := range strings.Split(string(out.stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 0 && strings.HasSuffix(f[len(f)-1], suffix) {
+			obj = object(prefix + f[len(f)-1])
+		}
+	}
+	if obj == "" {
+		return "", fmt.Errorf("the large run's object is not in the bucket:\n%s", out.stdout)
+	}
+	return obj, nil
+}
+
+// counting is run that fails unless its output holds want times substr;
+// format says so with the count and want.
+func counting(run runFunc, substr string, want int, format string) runFunc {
+	return func(ctx context.Context, rep int) (measurement, error) {
+		m, err := run(ctx, rep)
+		if err == nil {
+			if got := strings.Count(string(m.stdout), substr); got != want {
+				err = fmt.Errorf(format, got, want)
+			}
+		}
+		return m, err
+	}
 }
 
 // fakeRuns writes n runs of pipeline "p" under dir as pipe's fs sink
@@ -210,12 +225,13 @@ func (r *catalogResult) races() []*race { return []*race{r.list, r.verify} }
 
 func (r *catalogResult) markdown(w writer) {
 	w("\n## The catalog on MinIO\n\n")
-	lp, lm := median(r.list.pipe.times), median(r.list.refs[0].times)
-	vp, vm := median(r.verify.pipe.times), median(r.verify.refs[0].times)
-	w("| what | pipe | reference | pipe / reference (time) | target | met? |\n|---|---|---|---|---|---|\n")
+	lp, lm := r.list.pipe.median(), r.list.refs[0].median()
+	vp, vm := r.verify.pipe.median(), r.verify.refs[0].median()
+	lr, vr := timeRatio(lp, lm), timeRatio(vp, vm)
+	w.table("what", "pipe", "reference", "pipe / reference (time)", "target", "met?")
 	w("| list %d runs (`pipe backups FILE --json`, through the store's index) | %.3f s | `mc ls --recursive` %.3f s | %.2f× | ≤ 1.5× | %s |\n",
-		r.runs, lp.Seconds(), lm.Seconds(), lp.Seconds()/lm.Seconds(), yesNo(lp.Seconds()/lm.Seconds() <= 1.5))
+		r.runs, lp.Seconds(), lm.Seconds(), lr, yesNo(lr <= 1.5))
 	w("| verify a run of one %s object (`pipe verify FILE`: size and SHA-256) | %.3f s (%s) | `mc cat \\| sha256sum` %.3f s (%s) | %.2f× | ≤ 1.0× | %s |\n",
-		mib(r.verifySize), vp.Seconds(), rate(r.verifySize, vp), vm.Seconds(), rate(r.verifySize, vm), vp.Seconds()/vm.Seconds(), yesNo(vp <= vm))
+		mib(r.verifySize), vp.Seconds(), rate(r.verifySize, vp), vm.Seconds(), rate(r.verifySize, vm), vr, yesNo(vr <= 1))
 	w("\nWithout its index (a store written by an older pipe, or an index lost), the listing read every manifest: %.3f s, once.\n", r.coldList.Seconds())
 }
