@@ -33,7 +33,8 @@ const clusterJobsLabel = `pipe, databases = ["*"], 2 at once, jobs = 2`
 const clusterPipeLabel = `pipe, databases = ["*"], 2 at once`
 
 // clusterRaces runs the backups, then the restores, interleaved.
-func (b *bench) clusterRaces(ctx context.Context, m *minio, mc string, c clusterRace) (backup, restore *race, err error) {
+func (b *bench) clusterRaces(ctx context.Context, m *minio, c clusterRace) (backup, restore *race, err error) {
+	mc := b.cfg.mc
 	loop := func(text string) runFunc { return script(text, c.loopEnv) }
 	pipe := func(file string) runFunc { return b.pipeRun(file, -1, c.pipeEnv...) }
 	check := func(ctx context.Context, rep int) error { return c.check(ctx) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
+	tcmariadb "github.com/testcontainers/testcontainers-go/modules/mariadb"
 	tcminio "github.com/testcontainers/testcontainers-go/modules/minio"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
@@ -255,6 +257,66 @@ func pgBenchDataset(accounts, events int) []string {
 		`CREATE INDEX events_kind ON events (kind, account)`,
 		`VACUUM ANALYZE`,
 	}
+}
+
+const (
+	mariadbImage    = "mariadb:10.11"
+	mariadbPassword = "bench-maria-secret-42"
+)
+
+// mariaServer is the MariaDB container of the MariaDB cluster scenario.
+type mariaServer struct {
+	host, port string
+	direct     bool   // host:port is the container's own address (see directAddr)
+	cnf        string // the client's option file: root, its password, host:port
+	stop       func()
+}
+
+// startMariaDB starts MariaDB in a container and writes the client's
+// option file at cnf, at the container's own address when the host can
+// reach it.
+func startMariaDB(ctx context.Context, cnf string) (*mariaServer, error) {
+	c, err := tcmariadb.Run(ctx, mariadbImage, tcmariadb.WithDatabase("bench"), tcmariadb.WithUsername("root"), tcmariadb.WithPassword(mariadbPassword))
+	s := &mariaServer{cnf: cnf, stop: func() {
+		if c != nil {
+			_ = testcontainers.TerminateContainer(c)
+		}
+	}}
+	fail := func(err error) (*mariaServer, error) {
+		s.stop()
+		return nil, err
+	}
+	if err != nil {
+		return fail(fmt.Errorf("starting MariaDB (docker and ../shared/testimages/build.sh): %w", err))
+	}
+	if s.host, err = c.Host(ctx); err != nil {
+		return fail(err)
+	}
+	mapped, err := c.MappedPort(ctx, "3306/tcp")
+	if err != nil {
+		return fail(err)
+	}
+	s.port = mapped.Port()
+	if host, port, ok := directAddr(ctx, c, "3306/tcp"); ok {
+		s.host, s.port, s.direct = host, port, true
+	}
+	if err := os.WriteFile(cnf, fmt.Appendf(nil, "[client]\nuser=root\npassword=%q\nhost=%s\nport=%s\nprotocol=tcp\n", mariadbPassword, s.host, s.port), 0o600); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// sql runs statements with the mariadb client and returns what it
+// printed, without column names.
+func (s *mariaServer) sql(ctx context.Context, q string) (string, error) {
+	cmd := exec.CommandContext(ctx, "mariadb", "--defaults-extra-file="+s.cnf, "--batch", "--skip-column-names")
+	cmd.Stdin = strings.NewReader(q)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, errb.String())
+	}
+	return strings.TrimSpace(out.String()), nil
 }
 
 // The database scenarios put the database server, MinIO and both

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The cluster scenario: every database of a PostgreSQL server backed up
@@ -23,14 +26,13 @@ type pgClusterResult struct {
 var pgClusterDBs = []string{"big", "crm", "billing", "shop", "hr", "wiki", "auth", "audit"}
 
 func (b *bench) pgClusterScenario(ctx context.Context) (*pgClusterResult, error) {
-	mc := b.cfg.mc
 	logf("scenario: a PostgreSQL server of %d databases through MinIO: pipe's cluster mode against a pg_dump | zstd | mc loop", len(pgClusterDBs))
 	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
 		if _, err := lookPG(tool); err != nil {
 			return nil, fmt.Errorf("the cluster benchmark needs %s (Debian: postgresql-client, zstd)", tool)
 		}
 	}
-	m, err := b.startMinIO(ctx, mc)
+	m, err := b.startMinIO(ctx, b.cfg.mc)
 	if err != nil {
 		return nil, err
 	}
@@ -43,16 +45,35 @@ func (b *bench) pgClusterScenario(ctx context.Context) (*pgClusterResult, error)
 	res := &pgClusterResult{dbs: pgClusterDBs, sizes: map[string]int64{}, cpus: runtime.NumCPU()}
 	minioDirect, pgDirect := m.direct(ctx), pg.direct(ctx)
 	res.direct = minioDirect && pgDirect
-	// Accounts in multiples of 100,000 (pgbench's branches), events.
-	big, bigEvents, small, smallEvents := 2_000_000, 1_200_000, 100_000, 100_000
-	if b.cfg.quick {
-		big, bigEvents = 300_000, 200_000
-	}
 	admin, err := pg.connect(ctx, "postgres")
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
+	rows, err := b.loadPGCluster(ctx, pg, admin, res)
+	if err != nil {
+		return nil, err
+	}
+	c, err := b.pgClusterRace(ctx, m, pg, admin, rows)
+	if err != nil {
+		return nil, err
+	}
+	c.bytes = res.total
+	if res.backup, res.restore, err = b.clusterRaces(ctx, m, c); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// loadPGCluster creates the scenario's databases, each with the data
+// set (the big one larger), and returns the rows of each; res gets their
+// sizes.
+func (b *bench) loadPGCluster(ctx context.Context, pg *pgServer, admin *pgx.Conn, res *pgClusterResult) (map[string]int64, error) {
+	// Accounts in multiples of 100,000 (pgbench's branches), events.
+	big, bigEvents, small, smallEvents := 2_000_000, 1_200_000, 100_000, 100_000
+	if b.cfg.quick {
+		big, bigEvents = 300_000, 200_000
+	}
 	rows := map[string]int64{}
 	for _, db := range pgClusterDBs {
 		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
@@ -62,93 +83,78 @@ func (b *bench) pgClusterScenario(ctx context.Context) (*pgClusterResult, error)
 		if db == "big" {
 			accounts, events = big, bigEvents
 		}
-		c, err := pg.connect(ctx, db)
+		d, err := pg.load(ctx, db, pgBenchDataset(accounts, events))
 		if err != nil {
 			return nil, err
 		}
-		for _, q := range pgBenchDataset(accounts, events) {
-			if _, err = c.Exec(ctx, q); err != nil {
-				err = fmt.Errorf("loading %s: %w", db, err)
-				break
-			}
-		}
-		var n, size int64
-		if err == nil {
-			err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events), pg_database_size(current_database())").Scan(&n, &size)
-		}
-		c.Close(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		rows[db], res.sizes[db] = n, size
-		res.total += size
+		rows[db], res.sizes[db] = d.rows, d.size
+		res.total += d.size
 	}
 	logf("  %d databases loaded, %s in all", len(pgClusterDBs), mib(res.total))
+	return rows, nil
+}
 
-	s3 := m.attrs()
-	pgConn := fmt.Sprintf("    host     = %q\n    port     = %s\n    user     = %q\n    password = var.pgpass\n    sslmode  = \"disable\"\n", pg.host, pg.port, pgUser)
-	pipeEnv := []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword}
-	// streams = 2: two databases at once on 2 CPUs, as the loop's -T2
-	// gives zstd two threads. The second pair reads and restores each
-	// database table by table, two tables at once.
+// pgClusterRace is what the cluster races run: pipe's files (a pair with
+// streams = 2: two databases at once on 2 CPUs, as the loop's -T2 gives
+// zstd two threads; a second pair that reads and restores each database
+// table by table, two tables at once), the loops, how a restore is
+// undone and checked.
+func (b *bench) pgClusterRace(ctx context.Context, m *minio, pg *pgServer, admin *pgx.Conn, rows map[string]int64) (clusterRace, error) {
 	files := func(name, prefix, jobs string) (backup, restore string, err error) {
 		backup, err = writePipeline(b.hcl, name+"_backup", fmt.Sprintf("  streams = 2\n  source \"postgres\" {\n%s    databases = [\"*\"]\n    exclude_databases = [%q]\n%s  }\n  compress {\n    codec   = \"zstd\"\n    level   = 3\n    workers = 2\n  }\n  sink \"s3\" {\n%s    key               = %q\n  }\n",
-			pgConn, pgDB, jobs, s3, prefix), "secret", "pgpass")
+			pg.attrs(), pgDB, jobs, m.attrs(), prefix), "secret", "pgpass")
 		if err == nil {
 			restore, err = writePipeline(b.hcl, name+"_restore", fmt.Sprintf("  streams = 2\n  source \"s3\" {\n%s    prefix            = %q\n  }\n  decompress {}\n  sink \"postgres\" {\n%s    databases = [\"*\"]\n%s  }\n",
-				s3, prefix, pgConn, jobs), "secret", "pgpass")
+				m.attrs(), prefix, pg.attrs(), jobs), "secret", "pgpass")
 		}
 		return backup, restore, err
 	}
-	const pipePrefix, jobsPrefix = "cluster/pipe/", "cluster/pipe-jobs/"
-	fBackup, fRestore, err := files("cluster", pipePrefix, "")
-	if err != nil {
-		return nil, err
-	}
-	fJobsBackup, fJobsRestore, err := files("cluster_jobs", jobsPrefix, "    jobs = 2\n")
-	if err != nil {
-		return nil, err
-	}
-	list := strings.Join(pgClusterDBs, " ")
-	base := strings.TrimSuffix(pg.url("DB"), "/DB?sslmode=disable")
-	res.backup, res.restore, err = b.clusterRaces(ctx, m, mc, clusterRace{
-		what: fmt.Sprintf("%d databases", len(pgClusterDBs)), bytes: res.total,
-		pipeEnv: pipeEnv, loopEnv: append(append([]string{}, pgEnvVars...), m.mcEnv...),
-		backupFile: fBackup, restoreFile: fRestore,
-		backupLabel: "for db: pg_dump | zstd | mc pipe", backupLoop: fmt.Sprintf(
-			`for db in %s; do pg_dump -Fc -Z0 --dbname="%s/$db?sslmode=disable" | zstd -q -3 -T2 | %q pipe "%s/%s/cluster/loop/$db.dump.zst"; done`,
-			list, base, mc, mcAlias, s3Bucket),
-		restoreLabel: "for db: createdb; mc cat | zstd -d | pg_restore", restoreLoop: fmt.Sprintf(
-			`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
-			list, base, mc, mcAlias, s3Bucket, base),
-		pipePrefix: pipePrefix, loopPrefix: "cluster/loop/",
-		jobsBackupFile: fJobsBackup, jobsRestoreFile: fJobsRestore, jobsPrefix: jobsPrefix,
+	c := clusterRace{
+		what:    fmt.Sprintf("%d databases", len(pgClusterDBs)),
+		pipeEnv: []string{"PIPE_VAR_secret=" + minioSecret, "PIPE_VAR_pgpass=" + pgPassword},
+		loopEnv: append(slices.Clone(pgEnvVars), m.mcEnv...),
 		drop: func() {
 			for _, db := range pgClusterDBs {
 				_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
 			}
 			_, _ = admin.Exec(ctx, "CHECKPOINT")
 		},
-		check: func(ctx context.Context) error {
-			for _, db := range pgClusterDBs {
-				c, err := pg.connect(ctx, db)
-				if err != nil {
-					return fmt.Errorf("after the restore: %w", err)
-				}
-				var r int64
-				err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)").Scan(&r)
-				c.Close(context.Background())
-				if err != nil || r != rows[db] {
-					return fmt.Errorf("the restore of %s has %d rows (%v), want %d", db, r, err, rows[db])
-				}
-			}
-			return nil
-		},
-	})
-	if err != nil {
-		return nil, err
+		check:      func(ctx context.Context) error { return pgClusterRestored(ctx, pg, rows) },
+		pipePrefix: "cluster/pipe/", loopPrefix: "cluster/loop/", jobsPrefix: "cluster/pipe-jobs/",
 	}
-	return res, nil
+	var err error
+	if c.backupFile, c.restoreFile, err = files("cluster", c.pipePrefix, ""); err != nil {
+		return c, err
+	}
+	if c.jobsBackupFile, c.jobsRestoreFile, err = files("cluster_jobs", c.jobsPrefix, "    jobs = 2\n"); err != nil {
+		return c, err
+	}
+	list, mc := strings.Join(pgClusterDBs, " "), b.cfg.mc
+	base := strings.TrimSuffix(pg.url("DB"), "/DB?sslmode=disable")
+	c.backupLabel, c.backupLoop = "for db: pg_dump | zstd | mc pipe", fmt.Sprintf(
+		`for db in %s; do pg_dump -Fc -Z0 --dbname="%s/$db?sslmode=disable" | zstd -q -3 -T2 | %q pipe "%s/%s/cluster/loop/$db.dump.zst"; done`,
+		list, base, mc, mcAlias, s3Bucket)
+	c.restoreLabel, c.restoreLoop = "for db: createdb; mc cat | zstd -d | pg_restore", fmt.Sprintf(
+		`for db in %s; do psql -X -q --dbname="%s/postgres?sslmode=disable" -c "CREATE DATABASE $db" && %q cat "%s/%s/cluster/loop/$db.dump.zst" | zstd -q -d | pg_restore --exit-on-error --dbname="%s/$db?sslmode=disable"; done`,
+		list, base, mc, mcAlias, s3Bucket, base)
+	return c, nil
+}
+
+// pgClusterRestored checks each database's rows after a restore.
+func pgClusterRestored(ctx context.Context, pg *pgServer, rows map[string]int64) error {
+	for _, db := range pgClusterDBs {
+		c, err := pg.connect(ctx, db)
+		if err != nil {
+			return fmt.Errorf("after the restore: %w", err)
+		}
+		var r int64
+		err = c.QueryRow(ctx, "SELECT (SELECT count(*) FROM pgbench_accounts) + (SELECT count(*) FROM events)").Scan(&r)
+		c.Close(context.Background())
+		if err != nil || r != rows[db] {
+			return fmt.Errorf("the restore of %s has %d rows (%v), want %d", db, r, err, rows[db])
+		}
+	}
+	return nil
 }
 
 func (r *pgClusterResult) races() []*race { return []*race{r.backup, r.restore} }
