@@ -98,7 +98,7 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 	t.Helper()
 	ctx := context.Background()
 	file := strings.Replace(walFile, "ASYNC", fmt.Sprint(async), 1)
-	env["POSTGRES_INITDB_ARGS"] = "--wal-segsize=1"
+	env["POSTGRES_INITDB_ARGS"] = strings.TrimSpace("--wal-segsize=1 " + env["POSTGRES_INITDB_ARGS"])
 	opts := []testcontainers.ContainerCustomizer{tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
 		testcontainers.WithEnv(env),
@@ -518,6 +518,18 @@ EOF
 `, dir, port, restoreCommand)
 }
 
+// walSetup is what a test of a server that archives with pipe starts
+// from: MinIO and a bucket of its own, an age key pair in keys, and the
+// environment of a pipe inside the server's container.
+func walSetup(t *testing.T, bucket string) (b *s3Bench, keys string, env map[string]string) {
+	t.Helper()
+	b = newS3Bench(t)
+	b.bucket(t, bucket)
+	keys = t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "wal")
+	return b, keys, b.inside(bucket)
+}
+
 // TestWALSpoolFull archives with a background pusher whose spool is on a
 // disk with no room left (a full tmpfs): no note of a file pushed ahead
 // can be written, so each archive_command pushes its file itself, says
@@ -525,11 +537,8 @@ EOF
 // note and blaming the pusher.
 func TestWALSpoolFull(t *testing.T) {
 	requireDocker(t)
-	b := newS3Bench(t)
-	bucket := b.bucket(t, "spoolfull")
-	keys := t.TempDir()
-	mustPipe(t, keys, nil, "keygen", "-o", "wal")
-	env := b.inside(bucket)
+	bucket := "spoolfull"
+	b, keys, env := walSetup(t, bucket)
 	env["PIPE_VAR_background"], env["PIPE_VAR_spool"] = "always", "/spool"
 	pg := startWALCluster(t, "spoolfull", true, env, keys, testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 		hc.ShmSize = 256 << 20
