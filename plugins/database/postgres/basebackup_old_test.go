@@ -46,6 +46,11 @@ func (f *fakeServer) serveOld(conn net.Conn, send func(...pgproto3.BackendMessag
 			send(&pgproto3.CopyData{Data: b[:n]})
 			b = b[n:]
 		}
+		if a[0] == streamBase { // 13 warns of a damaged page as it reads it
+			for _, w := range f.damaged {
+				send(&pgproto3.NoticeResponse{Severity: "WARNING", Code: "01000", Message: w})
+			}
+		}
 		send(&pgproto3.CopyDone{})
 	}
 	send(f.extra...)
@@ -55,6 +60,10 @@ func (f *fakeServer) serveOld(conn net.Conn, send func(...pgproto3.BackendMessag
 		return true
 	}
 	send(row([]string{"recptr", "tli"}, "0/2000100", "1")...)
+	if len(f.damaged) > 0 { // after the end position, as from 15 on
+		send(&pgproto3.ErrorResponse{Severity: "ERROR", Code: "XX001", Message: "checksum verification failure during base backup"}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+		return true
+	}
 	send(&pgproto3.CommandComplete{CommandTag: []byte("BASE_BACKUP")}, &pgproto3.ReadyForQuery{TxStatus: 'I'})
 	return true
 }
@@ -175,5 +184,28 @@ func TestBaseSourceOldProtocolFails(t *testing.T) {
 		if _, err := s.Conclude(ctx); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: conclude: %v, want %q", name, err, tc.want)
 		}
+	}
+}
+
+// The server's warnings and errors reach the same two places from 13 on:
+// a backup a 13 or 14 server ends with data_corrupted is kept, with the
+// damage named, as from 15 on.
+func TestBaseSourceOldProtocolKeepsADamagedBackup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bad := `checksum verification failed in file "./base/5/16397", block 3: calculated 9D3B but expected 1F2C`
+	s := fakeSource(t, &fakeServer{settings: oldSettings("140019", "14.19"), archives: [][2]string{{"base.tar", "x"}, {"", "{}"}}, damaged: []string{bad}})
+	if _, err := s.Streams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"base.tar", "backup_manifest"} {
+		r, _ := s.Open(ctx, name)
+		if _, err := io.ReadAll(r); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	end, err := s.Conclude(ctx)
+	if err != nil || end["stop_lsn"] != "0/2000100" || !strings.Contains(end["damage"], bad) {
+		t.Errorf("conclude: %v %v", end, err)
 	}
 }
