@@ -106,16 +106,9 @@ func (b *bench) baseBackupScenario(ctx context.Context) (*baseResult, error) {
 	defer bb.stopRestored()
 
 	// Base backups, each tool's archive pushing synchronously in turn.
-	backup := &race{name: fmt.Sprintf("full base backup of the server (%s) to MinIO", mib(res.clusterSize)), bytes: res.clusterSize, noWarmup: true}
-	for i, tool := range baseTools {
-		c := &contender{label: baseToolLabel[tool], target: 0, clean: bb.backupCleaner(ctx, tool)}
-		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.backupRun(ctx, tool, rep) }
-		if i == 0 {
-			backup.pipe = c
-		} else {
-			backup.refs = append(backup.refs, c)
-		}
-	}
+	cs := bb.contenders(func(tool string) func() { return bb.backupCleaner(ctx, tool) }, bb.backupRun)
+	backup := &race{name: fmt.Sprintf("full base backup of the server (%s) to MinIO", mib(res.clusterSize)), bytes: res.clusterSize, noWarmup: true,
+		pipe: cs[0], refs: cs[1:]}
 	if err := backup.run(ctx, b.cfg.reps); err != nil {
 		return nil, bb.withLog(err)
 	}
@@ -127,21 +120,24 @@ func (b *bench) baseBackupScenario(ctx context.Context) (*baseResult, error) {
 	}
 
 	// Restore the newest backup and recover to the end of the archive.
-	restore := &race{name: fmt.Sprintf("restore the newest backup and recover %d segments to the end of the archive", n), bytes: res.clusterSize, noWarmup: true}
-	for i, tool := range baseTools {
-		c := &contender{label: baseToolLabel[tool], clean: bb.restoreCleaner(ctx)}
-		c.run = func(ctx context.Context, rep int) (measurement, error) { return bb.restoreRun(ctx, tool, rep) }
-		if i == 0 {
-			restore.pipe = c
-		} else {
-			restore.refs = append(restore.refs, c)
-		}
-	}
+	cs = bb.contenders(func(string) func() { return bb.restoreCleaner(ctx) }, bb.restoreRun)
+	restore := &race{name: fmt.Sprintf("restore the newest backup and recover %d segments to the end of the archive", n), bytes: res.clusterSize, noWarmup: true,
+		pipe: cs[0], refs: cs[1:]}
 	if err := restore.run(ctx, b.cfg.reps); err != nil {
 		return nil, bb.withLog(err)
 	}
 	res.restore = restore
 	return res, nil
+}
+
+// contenders are the tools, pipe first, each with its clean and its run.
+func (bb *baseBench) contenders(clean func(tool string) func(), run func(ctx context.Context, tool string, rep int) (measurement, error)) []*contender {
+	var cs []*contender
+	for _, tool := range baseTools {
+		cs = append(cs, &contender{label: baseToolLabel[tool], clean: clean(tool),
+			run: func(ctx context.Context, rep int) (measurement, error) { return run(ctx, tool, rep) }})
+	}
+	return cs
 }
 
 // baseBench is the scenario's state on top of the WAL scenario's server
@@ -581,100 +577,35 @@ func dropCaches() {
 	}
 }
 
+// restoreRun restores the newest backup with tool, starts the restored
+// server and waits for the end of recovery, under the monitor: the wall
+// time is all of it. It checks that recovery reached the end of the
+// archive, and notes where the time went (bb.res.phases).
 func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (measurement, error) {
-	w := bb.walBench
-	timed := filepath.Join(w.dir, "timed.sh")
-	var env []string
-	var rc string
-	switch tool {
-	case "pipe":
-		env = w.pipeEnv()
-		rc = fmt.Sprintf("%s %s wal fetch %s %%f %%p", timed, w.b.cfg.pipe, filepath.Join(w.dir, "pipe-archive.hcl"))
-	case "pgbackrest":
-		env = append(w.pgbackrestEnv(true), "PGBACKREST_PG1_PATH="+bb.restoreDir)
-		rc = fmt.Sprintf(`%s pgbackrest --stanza=%s archive-get %%f "%%p"`, timed, walStanza)
-	case "barman":
-		env = w.barmanEnv()
-		rc = fmt.Sprintf("%s barman-cloud-wal-restore --endpoint-url %s s3://barman/wal %s %%f %%p", timed, w.endpoint, baseBarmanID)
-	}
-	var pipeFile string
-	if tool == "pipe" {
-		var err error
-		if pipeFile, err = bb.pipeRestoreFile(rc); err != nil {
-			return measurement{}, err
-		}
-	}
-	if tool != "pipe" {
-		// pgBackRest restores into an existing, empty directory;
-		// barman-cloud-restore's would be 0755, which PostgreSQL refuses.
-		if err := os.MkdirAll(bb.restoreDir, 0o700); err != nil {
-			return measurement{}, err
-		}
-		_ = w.chown(bb.restoreDir)
+	env, rc := bb.restoreCommand(tool)
+	restore, err := bb.restoreTool(tool, env, rc)
+	if err != nil {
+		return measurement{}, err
 	}
 	settle()
 	mon := startMonitor(bb.watched(), true)
 	start := time.Now()
-	var m measurement
-	var err error
-	switch tool {
-	case "pipe":
-		m, err = runPipeWith(ctx, bb.asPG, w.b.cfg.pipe, pipeFile, -1, env...)
-		if err == nil {
-			bb.res.pipeRuns["restore"] = append(bb.res.pipeRuns["restore"], *m.summary)
-		}
-	case "pgbackrest":
-		m, err = bb.asPG(ctx, []string{"pgbackrest", "--stanza=" + walStanza, "restore", "--recovery-option=restore_command=" + rc}, env...)
-	case "barman":
-		m, err = bb.asPG(ctx, []string{"barman-cloud-restore", "--endpoint-url", w.endpoint, "s3://barman/base", baseBarmanID, fmt.Sprintf("bench-%d", w.b.cfg.reps), bb.restoreDir}, env...)
-		if err == nil {
-			// barman-cloud-restore writes no recovery settings: what its
-			// documentation has the user add.
-			err = bb.appendRecovery(rc)
-		}
-	}
+	m, err := restore(ctx)
 	cmdWall := time.Since(start)
-	if err != nil {
-		mon.stop()
-		return m, err
-	}
 	startLSN := backupStartLSN(bb.restoreDir)
-	// Start the restored server and wait for the end of recovery (the
-	// promotion: postmaster.pid says "ready", not "standby").
-	pgctl, _ := lookPG("pg_ctl")
-	opts := fmt.Sprintf("-c port=%d -c listen_addresses='' -c unix_socket_directories=%s -c archive_mode=off -c max_wal_size=16GB -c checkpoint_timeout=1h -c fsync=off", basePort, w.dir)
-	bb.restored = true
-	ms, err := w.runIn(ctx, w.dir, env, pgctl, "-D", bb.restoreDir, "-l", filepath.Join(w.dir, "restored.log"), "-o", opts, "-w", "-t", "1800", "start")
-	if err != nil {
-		mon.stop()
-		return m, err
-	}
-	for !bb.promoted(ctx) {
-		if time.Since(start) > 30*time.Minute {
-			mon.stop()
-			return m, fmt.Errorf("still recovering after 30 minutes")
-		}
-		select {
-		case <-ctx.Done():
-			mon.stop()
-			return m, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	var ms measurement
+	if err == nil {
+		ms, err = bb.recover(ctx, env, start)
 	}
 	wall := time.Since(start)
 	tot := mon.stop()
-	cmdCPU := m.cpu
-	m.wall, m.cpu = wall, m.cpu+ms.cpu
-	// The recovery reached the end of the archive: the last row is there.
-	got, err := bb.psqlAt(ctx, basePort, "bench", "SELECT note FROM marks ORDER BY id DESC LIMIT 1")
 	if err != nil {
 		return m, err
 	}
-	if got != bb.endMark {
-		return m, fmt.Errorf("the restored server's last mark is %q, want %q: recovery stopped before the end of the archive", got, bb.endMark)
-	}
-	if inRec, _ := bb.psqlAt(ctx, basePort, "postgres", "SELECT pg_is_in_recovery()"); inRec != "f" {
-		return m, fmt.Errorf("the restored server is still in recovery (%q)", inRec)
+	cmdCPU := m.cpu
+	m.wall, m.cpu = wall, m.cpu+ms.cpu
+	if err := bb.recovered(ctx); err != nil {
+		return m, err
 	}
 	bb.stopRestored()
 	if tool == "pipe" {
@@ -683,8 +614,8 @@ func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (meas
 		waitUnlocked(filepath.Join(bb.restoreDir, "pg_wal", "pipe-spool", "fetch", "prefetch.lock"))
 	}
 	ph := basePhase{phase: "restore", tool: tool, rep: rep, wall: wall, cmdCPU: cmdCPU, cmdWall: cmdWall, mon: tot}
-	ph.rcCalls, ph.rcWall, ph.rcCPU = restoreCommandLog(filepath.Join(w.dir, "rc.log"))
-	ph.redoCPU, ph.redoElapsed = redoUsage(filepath.Join(w.dir, "restored.log"))
+	ph.rcCalls, ph.rcWall, ph.rcCPU = restoreCommandLog(filepath.Join(bb.dir, "rc.log"))
+	ph.redoCPU, ph.redoElapsed = redoUsage(filepath.Join(bb.dir, "restored.log"))
 	bb.res.phases = append(bb.res.phases, ph)
 	bb.res.rss["restore"][tool] = max(bb.res.rss["restore"][tool], tot.toolPeakRSS, m.maxRSS)
 	if startLSN != "" && bb.endLSN != "" {
@@ -693,6 +624,99 @@ func (bb *baseBench) restoreRun(ctx context.Context, tool string, rep int) (meas
 		}
 	}
 	return m, nil
+}
+
+// restoreCommand is tool's environment and its restore_command, run
+// under timed.sh, which logs each call's wall and CPU.
+func (bb *baseBench) restoreCommand(tool string) (env []string, rc string) {
+	timed := filepath.Join(bb.dir, "timed.sh")
+	switch tool {
+	case "pipe":
+		return bb.pipeEnv(), fmt.Sprintf("%s %s wal fetch %s %%f %%p", timed, bb.b.cfg.pipe, filepath.Join(bb.dir, "pipe-archive.hcl"))
+	case "pgbackrest":
+		return append(bb.pgbackrestEnv(true), "PGBACKREST_PG1_PATH="+bb.restoreDir), fmt.Sprintf(`%s pgbackrest --stanza=%s archive-get %%f "%%p"`, timed, walStanza)
+	default: // barman
+		return bb.barmanEnv(), fmt.Sprintf("%s barman-cloud-wal-restore --endpoint-url %s s3://barman/wal %s %%f %%p", timed, bb.endpoint, baseBarmanID)
+	}
+}
+
+// restoreTool prepares tool's restore (pipe's pipeline file; the empty
+// data directory the others restore into) and returns the command that
+// restores the newest backup into bb.restoreDir with restore_command rc.
+func (bb *baseBench) restoreTool(tool string, env []string, rc string) (func(ctx context.Context) (measurement, error), error) {
+	if tool == "pipe" {
+		file, err := bb.pipeRestoreFile(rc)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) (measurement, error) {
+			m, err := runPipeWith(ctx, bb.asPG, bb.b.cfg.pipe, file, -1, env...)
+			if err == nil {
+				bb.res.pipeRuns["restore"] = append(bb.res.pipeRuns["restore"], *m.summary)
+			}
+			return m, err
+		}, nil
+	}
+	// pgBackRest restores into an existing, empty directory;
+	// barman-cloud-restore's would be 0755, which PostgreSQL refuses.
+	if err := os.MkdirAll(bb.restoreDir, 0o700); err != nil {
+		return nil, err
+	}
+	_ = bb.chown(bb.restoreDir)
+	if tool == "pgbackrest" {
+		return func(ctx context.Context) (measurement, error) {
+			return bb.asPG(ctx, []string{"pgbackrest", "--stanza=" + walStanza, "restore", "--recovery-option=restore_command=" + rc}, env...)
+		}, nil
+	}
+	return func(ctx context.Context) (measurement, error) {
+		m, err := bb.asPG(ctx, []string{"barman-cloud-restore", "--endpoint-url", bb.endpoint, "s3://barman/base", baseBarmanID, fmt.Sprintf("bench-%d", bb.b.cfg.reps), bb.restoreDir}, env...)
+		if err == nil {
+			// barman-cloud-restore writes no recovery settings: what its
+			// documentation has the user add.
+			err = bb.appendRecovery(rc)
+		}
+		return m, err
+	}, nil
+}
+
+// recover starts the restored server and waits for the end of recovery
+// (the promotion: postmaster.pid says "ready", not "standby"), at most 30
+// minutes after start; it returns pg_ctl's measurement.
+func (bb *baseBench) recover(ctx context.Context, env []string, start time.Time) (measurement, error) {
+	pgctl, _ := lookPG("pg_ctl")
+	opts := fmt.Sprintf("-c port=%d -c listen_addresses='' -c unix_socket_directories=%s -c archive_mode=off -c max_wal_size=16GB -c checkpoint_timeout=1h -c fsync=off", basePort, bb.dir)
+	bb.restored = true
+	ms, err := bb.runIn(ctx, bb.dir, env, pgctl, "-D", bb.restoreDir, "-l", filepath.Join(bb.dir, "restored.log"), "-o", opts, "-w", "-t", "1800", "start")
+	if err != nil {
+		return ms, err
+	}
+	for !bb.promoted(ctx) {
+		if time.Since(start) > 30*time.Minute {
+			return ms, fmt.Errorf("still recovering after 30 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ms, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return ms, nil
+}
+
+// recovered checks that the recovery reached the end of the archive (the
+// last row is there) and that the server left recovery.
+func (bb *baseBench) recovered(ctx context.Context) error {
+	got, err := bb.psqlAt(ctx, basePort, "bench", "SELECT note FROM marks ORDER BY id DESC LIMIT 1")
+	if err != nil {
+		return err
+	}
+	if got != bb.endMark {
+		return fmt.Errorf("the restored server's last mark is %q, want %q: recovery stopped before the end of the archive", got, bb.endMark)
+	}
+	if inRec, _ := bb.psqlAt(ctx, basePort, "postgres", "SELECT pg_is_in_recovery()"); inRec != "f" {
+		return fmt.Errorf("the restored server is still in recovery (%q)", inRec)
+	}
+	return nil
 }
 
 // appendRecovery writes recovery.signal and restore_command, as
@@ -804,11 +828,11 @@ func (r *baseResult) markdown(w writer) {
 	w("\n## PostgreSQL base backup and recovery (PostgreSQL 15, MinIO with TLS)\n\n")
 	w("Tools: %s. One server (pgbench scale %d: the bench database %s, the cluster %s), one MinIO, one run; pipe and pgBackRest compress with zstd level 3, barman-cloud with gzip (it has no zstd); no tool encrypts. pgBackRest: process-max 2; barman-cloud-backup: -J 2. Medians of %d run(s) each.\n\n",
 		strings.Join(r.versions, "; "), r.scale, mib(r.dbSize), mib(r.clusterSize), len(r.backup.pipe.times))
-	w("| what | pipe | pgBackRest | barman-cloud | pipe / faster peer | target | met? |\n|---|---|---|---|---|---|---|\n")
+	w.table("what", "pipe", "pgBackRest", "barman-cloud", "pipe / faster peer", "target", "met?")
 	row := func(what string, s *race) {
-		p := median(s.pipe.times)
-		pg, bc := median(s.refs[0].times), median(s.refs[1].times)
-		ratio := p.Seconds() / min(pg, bc).Seconds()
+		p := s.pipe.median()
+		pg, bc := s.refs[0].median(), s.refs[1].median()
+		ratio := timeRatio(p, min(pg, bc))
 		w("| %s | %.1f s | %.1f s | %.1f s | %.2f× | ≤ 0.80× | %s |\n", what, p.Seconds(), pg.Seconds(), bc.Seconds(), ratio, yesNo(ratio <= 0.8))
 	}
 	row("base backup, wall", r.backup)
@@ -818,10 +842,22 @@ func (r *baseResult) markdown(w writer) {
 	}
 	w("| stored backup | %s | %s | %s | | | |\n", mib(r.stored["pipe"]), mib(r.stored["pgbackrest"]), mib(r.stored["barman"]))
 	w("| WAL replayed (backup start → end) | %s | %s | %s | | | |\n", mib(r.replayed["pipe"]), mib(r.replayed["pgbackrest"]), mib(r.replayed["barman"]))
+	r.phasesMarkdown(w)
+	for _, ph := range []string{"backup", "restore"} {
+		if runs := r.pipeRuns[ph]; len(runs) > 0 {
+			w("\npipe's run summary, %s: bottleneck %s; %s.\n", ph, bottlenecks(runs), stageList(runs[len(runs)-1]))
+		}
+	}
+	for _, n := range r.notes {
+		w("\n- %s\n", n)
+	}
+}
 
+// phasesMarkdown writes where each run's time went.
+func (r *baseResult) phasesMarkdown(w writer) {
 	w("\n### Where the time goes\n\n")
 	w("CPU seconds during each run (the machine has 2 CPUs, so 2 × wall is all there is). *tool* is the tool's own commands, exact (rusage of the command and its waited-for children: `pipe run`, `pgbackrest backup|restore`, `barman-cloud-backup|restore`; for restores also `pg_ctl`), plus, for recovery, restore_command (exact, from a wrapper's `times`) and any detached helper (sampled: pgBackRest's async archive-get); *PostgreSQL* and *MinIO* are sampled from /proc every 100 ms; *archiving* is the other tools' queued archive pushes and the measured tool's synchronous one (sampled); *other* is the machine's busy time less all of those (the harness, the kernel's own work, neighbours). Recovery splits into the restore command, then the server's start and recovery, of which *waiting for WAL* is the sum of restore_command's wall times.\n\n")
-	w("| phase | tool | run | wall | tool CPU | PostgreSQL CPU | MinIO CPU | archiving CPU | other CPU (largest) | iowait | disk read / written | restore cmd wall | restore_command: calls, wall (CPU) | replay: CPU, elapsed (PostgreSQL's log) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w.table("phase", "tool", "run", "wall", "tool CPU", "PostgreSQL CPU", "MinIO CPU", "archiving CPU", "other CPU (largest)", "iowait", "disk read / written", "restore cmd wall", "restore_command: calls, wall (CPU)", "replay: CPU, elapsed (PostgreSQL's log)")
 	for _, p := range r.phases {
 		tool := p.cmdCPU + p.rcCPU + p.mon.detachedCPU
 		other := p.mon.busy - tool - p.mon.pgCPU - p.mon.minioCPU - p.mon.archiveCPU
@@ -839,13 +875,5 @@ func (r *baseResult) markdown(w writer) {
 		w("| %s | %s | %d | %.1f s | %.1f s | %s | %.1f s | %.1f s | %.1f s (%s) | %.1f s | %s / %s | %s | %s | %s |\n", p.phase, baseToolLabel[p.tool], p.rep, p.wall.Seconds(),
 			tool.Seconds(), pg, p.mon.minioCPU.Seconds(), p.mon.archiveCPU.Seconds(), max(other, 0).Seconds(), p.mon.others, p.mon.iowait.Seconds(),
 			mb(p.mon.diskRead), mb(p.mon.diskWrite), rcmd, rcs, redo)
-	}
-	for _, ph := range []string{"backup", "restore"} {
-		if runs := r.pipeRuns[ph]; len(runs) > 0 {
-			w("\npipe's run summary, %s: bottleneck %s; %s.\n", ph, bottlenecks(runs), stageList(runs[len(runs)-1]))
-		}
-	}
-	for _, n := range r.notes {
-		w("\n- %s\n", n)
 	}
 }
