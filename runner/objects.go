@@ -1,0 +1,301 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/internal/version"
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/checksum"
+	"github.com/pipebackup/pipe/stages/stagekind"
+)
+
+// nameObjects renders each stream's object key for each sink and the
+// manifest key of each storage sink, and fills the job's streams.
+//
+// A restore writes no manifest: neither a pipeline that decodes nor one
+// that reads a backup through its manifest (a restore without stages, of a
+// backup that had only a checksum, would otherwise leave a manifest among
+// the restored files, and a copy of a compressed backup would get one that
+// calls its objects plain).
+func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
+	manifests := map[int]string{}
+	restoring := p.Restores() || (sp.from != nil && !sp.copy)
+	for i, s := range sinks {
+		key := s.def.Key
+		if sp.copy && key != nil {
+			key = key.For(sp.from.Manifest.RunID) // the copy keeps its run's id
+		}
+		if !restoring && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+			if _, ok := s.sink.(sdk.Storage); !ok {
+				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
+			}
+		}
+		if !restoring && s.def.Stores() {
+			k, err := key.ManifestKey()
+			if err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+			manifests[i] = k
+		}
+		if s.def.Key != nil && s.def.Key.Kind == pipefile.KeyObject && len(sp.streams) != 1 {
+			return nil, fmt.Errorf("sink %s: %s = %s names one object, but the source yields %d streams: end it with \"/\" to make it a folder, or use ${stream.name} in it", s.name, s.def.Key.Attr, s.def.Key.Text, len(sp.streams))
+		}
+	}
+	keys := make([]map[string]string, len(sinks))
+	for i := range keys {
+		keys[i] = map[string]string{}
+		if m, ok := manifests[i]; ok {
+			keys[i][m] = "the manifest"
+		}
+	}
+	for _, st := range sp.streams {
+		es := engine.Stream{Name: st.source, Size: st.size}
+		for i, s := range sinks {
+			key := st.name + st.ext
+			if s.def.Key != nil {
+				tmpl := s.def.Key
+				if sp.copy {
+					tmpl = tmpl.For(sp.from.Manifest.RunID)
+				}
+				var err error
+				if key, err = tmpl.Render(st.name, st.ext); err != nil {
+					return nil, fmt.Errorf("sink %s: %w", s.name, err)
+				}
+			}
+			if prev, dup := keys[i][key]; dup {
+				return nil, fmt.Errorf("sink %s: stream %q and %s would both be written to %s: make the sink's path a folder (ending in /) or use ${stream.name} in it", s.name, st.name, prev, key)
+			}
+			keys[i][key] = fmt.Sprintf("%q", st.name)
+			max := st.maxSize
+			if st.outSize >= 0 {
+				max = st.outSize
+			}
+			es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize, MaxSize: max})
+		}
+		if st.digest != "" {
+			v, err := checksum.Verify(st.digest, fmt.Sprintf("object %q", st.source))
+			if err != nil {
+				return nil, err
+			}
+			es.Checks = append(es.Checks, v)
+		}
+		job.Streams = append(job.Streams, es)
+	}
+	return manifests, nil
+}
+
+// outcome is what a manifest says of its run's streams besides the
+// objects: those that failed, and whether they stand alone.
+type outcome struct {
+	failed      []manifest.Failed
+	independent bool
+	damage      string
+}
+
+// writeManifests writes the run's manifest to each storage sink, last.
+func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, out outcome, wrote *[]wroteManifest) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if sp.copy {
+		return writeCopies(ctx, sinks, keys, sp, res, wrote)
+	}
+	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
+	if c := p.Stage(stagekind.Compress.Name); c != nil && !c.Idle() {
+		codec, frame = c.Codec, int64(c.ChunkSize)
+	}
+	if e := p.Stage(stagekind.Encrypt.Name); e != nil {
+		encryption, recipients = "age", e.Keys.Fingerprints
+	}
+	decodes := p.Stage(stagekind.Decompress.Name) != nil || p.Stage(stagekind.Decrypt.Name) != nil
+	var written []string
+	for i, s := range sinks {
+		mkey, ok := keys[i]
+		if !ok {
+			continue
+		}
+		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
+			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent, Damage: out.damage}
+		if runKey != nil {
+			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
+		}
+		for k, r := range res.Streams {
+			if !r.Committed {
+				continue // failed, in an isolated run
+			}
+			o := manifest.Object{Stream: sp.streams[k].name, Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written,
+				OriginalSize: r.Read, Digest: r.Observed[stagekind.Checksum.Name], Codec: codec, Encryption: encryption, Recipients: recipients}
+			if decodes {
+				o.OriginalSize = -1
+			}
+			m.Objects = append(m.Objects, o)
+		}
+		b, err := m.Marshal()
+		if err == nil {
+			err = put(ctx, s.sink, mkey, b)
+		}
+		if err != nil {
+			removeAll(ctx, sinks, keys, written)
+			return nil, fmt.Errorf("sink %s: writing the manifest %s: %w", s.name, mkey, err)
+		}
+		written = append(written, mkey)
+		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: m, size: int64(len(b))})
+	}
+	return written, nil
+}
+
+// writeCopies writes a copied run's manifest to each storage sink: the
+// run as it was (its id, pipeline, times, facts and objects' codecs and
+// recipients), its objects where the copy put them, and when it was
+// copied. The copy's digests are the bytes it wrote, which the source's
+// recorded digests checked on the way.
+func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, wrote *[]wroteManifest) ([]string, error) {
+	orig := sp.from.Manifest
+	byStream := map[string]manifest.Object{}
+	for _, o := range orig.Objects {
+		byStream[o.Stream] = o
+	}
+	var written []string
+	for i, s := range sinks {
+		mkey, ok := keys[i]
+		if !ok {
+			continue
+		}
+		m := *orig
+		m.Objects, m.RunKey = nil, nil
+		m.CopiedAt = time.Now().UTC()
+		for k, r := range res.Streams {
+			st := sp.streams[k]
+			if st.runKey {
+				m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, r.Objects[i].Key), Size: r.Written, Digest: r.Observed[stagekind.Checksum.Name]}
+				continue
+			}
+			o := byStream[st.name]
+			o.Key, o.Size, o.Digest = manifest.Rel(mkey, r.Objects[i].Key), r.Written, r.Observed[stagekind.Checksum.Name]
+			m.Objects = append(m.Objects, o)
+		}
+		b, err := m.Marshal()
+		if err == nil {
+			err = put(ctx, s.sink, mkey, b)
+		}
+		if err != nil {
+			removeAll(ctx, sinks, keys, written)
+			return nil, fmt.Errorf("sink %s: writing the copy's manifest %s: %w", s.name, mkey, err)
+		}
+		written = append(written, mkey)
+		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: &m, size: int64(len(b))})
+	}
+	return written, nil
+}
+
+// wroteManifest is a manifest a run wrote, for the stores' indexes.
+type wroteManifest struct {
+	sink int
+	key  string
+	m    *manifest.Manifest
+	size int64
+}
+
+// updateIndexes adds the run to the index of each store of runs it wrote
+// to (see catalog.Index). A failure costs the next listing speed, not the
+// backup: it is a warning.
+func updateIndexes(ctx context.Context, sinks []*endpoint, wrote []wroteManifest, warn func(string)) {
+	for _, w := range wrote {
+		s := sinks[w.sink]
+		i := strings.Index(w.key, w.m.RunID)
+		if i < 0 {
+			continue // not a store of runs: one run in its place
+		}
+		root := w.key[:i]
+		st := sinkStore{st: s.sink.(sdk.Storage), sink: s.sink, root: root}
+		e := catalog.NewEntry(strings.TrimPrefix(w.key, root), w.size, w.m)
+		if err := catalog.UpdateIndex(ctx, st, []catalog.Entry{e}, nil); err != nil {
+			warn(fmt.Sprintf("sink %s: %v; listings read the manifests instead (the backup is complete)", s.name, err))
+		}
+	}
+}
+
+// prepare tells the sinks that want it every object of the run, in order,
+// and, for a partial run, the streams that failed in the backup. It
+// returns those of them a sink asked for (see sdk.PartialPreparer): every
+// one that a sink which cannot tell would have restored.
+func prepare(ctx context.Context, sinks []*endpoint, job *engine.Job, failed []string) (missing []string, err error) {
+	wanted := make([]bool, len(failed))
+	for i, s := range sinks {
+		objs := make([]sdk.Object, 0, len(job.Streams))
+		for _, st := range job.Streams {
+			objs = append(objs, st.Objects[i])
+		}
+		var w []bool
+		if pp, ok := s.sink.(sdk.PartialPreparer); ok && len(failed) > 0 {
+			if w, err = pp.PreparePartial(ctx, objs, failed); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+		} else if p, ok := s.sink.(sdk.Preparer); ok {
+			if err := p.Prepare(ctx, objs); err != nil {
+				return nil, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+		}
+		for j := range wanted {
+			wanted[j] = wanted[j] || len(w) != len(failed) || w[j]
+		}
+	}
+	for j, f := range failed {
+		if wanted[j] {
+			missing = append(missing, f)
+		}
+	}
+	return missing, nil
+}
+
+func put(ctx context.Context, s sdk.Sink, key string, b []byte) error {
+	return putObject(ctx, s, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b))}, b)
+}
+
+// replace writes b at key over what is there (a store's index).
+func replace(ctx context.Context, s sdk.Sink, key string, b []byte) error {
+	return putObject(ctx, s, sdk.Object{Key: key, Stream: path.Base(key), Size: int64(len(b)), Replace: true}, b)
+}
+
+func putObject(ctx context.Context, s sdk.Sink, obj sdk.Object, b []byte) error {
+	w, err := s.Create(ctx, obj)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	if err := w.Commit(ctx); err != nil {
+		w.Abort(context.WithoutCancel(ctx))
+		return err
+	}
+	if f, ok := s.(sdk.Flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// removeAll takes back manifests already written when a later one failed.
+func removeAll(ctx context.Context, sinks []*endpoint, keys map[int]string, written []string) {
+	done := map[string]bool{}
+	for _, k := range written {
+		done[k] = true
+	}
+	for i, s := range sinks {
+		if k, ok := keys[i]; ok && done[k] {
+			if rm, ok := s.sink.(sdk.Remover); ok {
+				_ = rm.Remove(context.WithoutCancel(ctx), k)
+			}
+		}
+	}
+}
