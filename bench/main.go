@@ -51,6 +51,7 @@ import (
 type config struct {
 	pipe     string // absolute path of the pipe binary
 	out      string
+	report   string // -report: bench/reports/DATE-NAME.md, not there yet; "" for none
 	dataDir  string
 	workDir  string
 	quick    bool
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	only := fs.String("only", "", "run only these scenarios: "+strings.Join(scenarioNames(), ", ")+" (comma-separated)")
 	mcBin := fs.String("mc", "bench/results/tools/mc", "MinIO's client, for the s3 scenario (`make bench` builds it)")
 	rcloneBin := fs.String("rclone", "bench/results/tools/rclone", "rclone, for the s3 scenario (`make bench` builds it)")
+	report := fs.String("report", "", "also write the report to "+reportsDir+"/DATE-NAME.md (DATE: today, UTC), a record of the run; it must not exist yet")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -110,6 +112,11 @@ func parseFlags(args []string) (config, error) {
 	}
 	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only, mc: *mcBin, rclone: *rcloneBin}
 	var err error
+	if *report != "" {
+		if c.report, err = reportPath(reportsDir, *report, time.Now()); err != nil {
+			return c, err
+		}
+	}
 	if c.pipe, err = filepath.Abs(*pipe); err != nil {
 		return c, err
 	}
@@ -173,7 +180,11 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	rep.env.loadEnd = loadAvg()
-	return write(rep.markdown(), cfg.out)
+	text := rep.markdown()
+	if err := write(text, cfg.out); err != nil {
+		return err
+	}
+	return record(text, cfg.report)
 }
 
 // write prints the report and writes it to out ("" nowhere else).
@@ -189,6 +200,49 @@ func write(text, out string) error {
 		return err
 	}
 	logf("wrote %s", out)
+	return nil
+}
+
+// reportsDir holds the reports kept in the repository, one a run worth
+// keeping; bench/reports/HISTORY.md tells their story.
+const reportsDir = "bench/reports"
+
+// reportPath is where -report NAME writes: dir/DATE-NAME.md, DATE the UTC
+// day of now. NAME is a file name's part (letters, digits, '.', '_', '-');
+// the file must not exist yet, and dir must: a run of hours finds out
+// before it starts.
+func reportPath(dir, name string, now time.Time) (string, error) {
+	if name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" || strings.HasPrefix(name, ".") {
+		return "", fmt.Errorf("-report %q: a name of letters, digits, '.', '_' and '-', as in %s/2026-11-22-copy-l2.md", name, dir)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("-report: no folder %s here; run the bench from the repository's root", dir)
+	}
+	p := filepath.Join(dir, now.UTC().Format("2006-01-02")+"-"+name+".md")
+	if _, err := os.Stat(p); err == nil {
+		return "", fmt.Errorf("-report: %s exists; choose another name", p)
+	}
+	return p, nil
+}
+
+// record writes the report to path ("" nowhere), never over a file: the
+// reports under bench/reports are records.
+func record(text, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("-report: %w", err)
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	logf("wrote %s: say in it what the run was for, and add it to %s/HISTORY.md", path, reportsDir)
 	return nil
 }
 

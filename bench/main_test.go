@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakePipe is an executable file for -pipe.
@@ -34,6 +35,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "an argument", args: []string{"copy"}, err: "unexpected arguments: copy"},
 		{name: "a scenario no one has", args: []string{"-only", "copy,s4"}, err: `-only: no scenario "s4"`},
 		{name: "memory alone", args: []string{"-only", "memory"}, reps: 5, size: 600_000_000},
+		// go test runs in bench/, where there is no bench/reports.
+		{name: "-report away from the repository's root", args: []string{"-report", "x"}, err: "no folder bench/reports"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseFlags(append([]string{"-pipe", pipe}, tc.args...))
@@ -88,5 +91,53 @@ func TestScenarioNames(t *testing.T) {
 	want := "copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, wal, basebackup"
 	if got := strings.Join(scenarioNames(), ", "); got != want {
 		t.Errorf("scenarios %s, want %s", got, want)
+	}
+}
+
+func TestReportPath(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 28, 23, 30, 0, 0, time.FixedZone("UTC+2", 2*3600)) // 21:30 UTC
+	if err := os.WriteFile(filepath.Join(dir, "2026-11-28-taken.md"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, name string
+		want      string // the path, or a part of the error
+		ok        bool
+	}{
+		{dir, "copy-l2", filepath.Join(dir, "2026-11-28-copy-l2.md"), true},
+		{dir, "s3_tag.second", filepath.Join(dir, "2026-11-28-s3_tag.second.md"), true},
+		{dir, "taken", "exists", false},
+		{dir, "../elsewhere", "a name of letters", false},
+		{dir, "a b", "a name of letters", false},
+		{dir, ".hidden", "a name of letters", false},
+		{filepath.Join(dir, "none"), "copy", "no folder", false},
+	} {
+		got, err := reportPath(tc.dir, tc.name, now)
+		if tc.ok && (err != nil || got != tc.want) {
+			t.Errorf("reportPath(%q) = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("reportPath(%q) = %q, %v; want an error with %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestRecord(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "2026-11-28-x.md")
+	if err := record("# report\n", p); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "# report\n" {
+		t.Errorf("the record holds %q, %v", b, err)
+	}
+	if err := record("# another\n", p); err == nil {
+		t.Error("a second record overwrote the first")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "# report\n" {
+		t.Errorf("the record holds %q after a refused write", b)
+	}
+	if err := record("text", ""); err != nil {
+		t.Errorf("no -report: %v", err)
 	}
 }
