@@ -100,6 +100,17 @@ func runCommandIn(ctx context.Context, dir string, argv []string, sampleTree boo
 	return m, nil
 }
 
+// needTools fails on the first of tools that look cannot find, saying
+// how to install it (hint).
+func needTools(look func(string) (string, error), hint string, tools ...string) error {
+	for _, tool := range tools {
+		if _, err := look(tool); err != nil {
+			return fmt.Errorf("%s is not installed (%s)", tool, hint)
+		}
+	}
+	return nil
+}
+
 // settle makes the disk quiet before a measurement: whatever the previous
 // run left dirty is written now, outside any timing.
 func settle() {

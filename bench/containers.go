@@ -70,11 +70,7 @@ func (m *minio) emptier(ctx context.Context, mc, prefix string) func() {
 }
 
 func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
-	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
-		if _, err := os.Stat("/.dockerenv"); err == nil {
-			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
-		}
-	}
+	dockerHost()
 	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret))
 	stop := func() {
 		if c != nil {
@@ -317,6 +313,16 @@ func (s *mariaServer) sql(ctx context.Context, q string) (string, error) {
 		return "", fmt.Errorf("%v: %s", err, errb.String())
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// dockerHost points testcontainers at localhost when the bench runs in a
+// container itself (/.dockerenv): the ports Docker maps are there.
+func dockerHost() {
+	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
+		if _, err := os.Stat("/.dockerenv"); err == nil {
+			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
+		}
+	}
 }
 
 // The database scenarios put the database server, MinIO and both

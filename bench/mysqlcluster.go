@@ -22,10 +22,8 @@ type mysqlClusterResult struct {
 
 func (b *bench) mysqlClusterScenario(ctx context.Context) (*mysqlClusterResult, error) {
 	logf("scenario: a MariaDB server of %d databases through MinIO: pipe's cluster mode against a mariadb-dump | zstd | mc loop", len(pgClusterDBs))
-	for _, tool := range []string{"mariadb-dump", "mariadb", "zstd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("the MariaDB cluster benchmark needs %s (Debian: mariadb-client, zstd)", tool)
-		}
+	if err := needTools(exec.LookPath, "Debian: mariadb-client, zstd", "mariadb-dump", "mariadb", "zstd"); err != nil {
+		return nil, err
 	}
 	m, err := b.startMinIO(ctx, b.cfg.mc)
 	if err != nil {

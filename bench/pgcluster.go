@@ -27,10 +27,8 @@ var pgClusterDBs = []string{"big", "crm", "billing", "shop", "hr", "wiki", "auth
 
 func (b *bench) pgClusterScenario(ctx context.Context) (*pgClusterResult, error) {
 	logf("scenario: a PostgreSQL server of %d databases through MinIO: pipe's cluster mode against a pg_dump | zstd | mc loop", len(pgClusterDBs))
-	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
-		if _, err := lookPG(tool); err != nil {
-			return nil, fmt.Errorf("the cluster benchmark needs %s (Debian: postgresql-client, zstd)", tool)
-		}
+	if err := needTools(lookPG, "Debian: postgresql-client, zstd", "pg_dump", "pg_restore", "zstd"); err != nil {
+		return nil, err
 	}
 	m, err := b.startMinIO(ctx, b.cfg.mc)
 	if err != nil {

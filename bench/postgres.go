@@ -31,10 +31,8 @@ type pgResult struct {
 
 func (b *bench) pgScenario(ctx context.Context) (*pgResult, error) {
 	logf("scenario 7: PostgreSQL backup and restore through MinIO: pipe against pg_dump | zstd | mc")
-	for _, tool := range []string{"pg_dump", "pg_restore", "zstd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("the database benchmark needs %s (Debian: postgresql-client, zstd)", tool)
-		}
+	if err := needTools(exec.LookPath, "Debian: postgresql-client, zstd", "pg_dump", "pg_restore", "zstd"); err != nil {
+		return nil, err
 	}
 	m, err := b.startMinIO(ctx, b.cfg.mc)
 	if err != nil {

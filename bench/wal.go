@@ -44,10 +44,9 @@ func (b *bench) walScenario(ctx context.Context) (*walResult, error) {
 		n = 32
 	}
 	logf("scenario: WAL archiving: pipe wal vs pgBackRest and barman-cloud, %d segments of 16 MiB", n)
-	for _, tool := range []string{"pgbackrest", "barman-cloud-wal-archive", "barman-cloud-wal-restore", "initdb", "pg_ctl", "pgbench"} {
-		if _, err := lookPG(tool); err != nil {
-			return nil, fmt.Errorf("%s is not installed: apt-get install pgbackrest barman-cli-cloud postgresql-15", tool)
-		}
+	if err := needTools(lookPG, "apt-get install pgbackrest barman-cli-cloud postgresql-15",
+		"pgbackrest", "barman-cloud-wal-archive", "barman-cloud-wal-restore", "initdb", "pg_ctl", "pgbench"); err != nil {
+		return nil, err
 	}
 	// archive_command is pipe-wal, which answers for a file the pusher
 	// or an earlier push noted without starting pipe.

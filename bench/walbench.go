@@ -252,11 +252,7 @@ func (w *walBench) startMinIO(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(certDir, "private.key"), key, 0o644); err != nil {
 		return err
 	}
-	if os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == "" {
-		if _, err := os.Stat("/.dockerenv"); err == nil {
-			os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "localhost")
-		}
-	}
+	dockerHost()
 	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret),
 		testcontainers.WithFiles(
 			testcontainers.ContainerFile{HostFilePath: w.cert, ContainerFilePath: "/certs/public.crt", FileMode: 0o644},
