@@ -5,17 +5,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // The facts a base backup's run records (the postgres_basebackup
 // source's, in its manifest's "source"): what WAL it needs.
 const (
-	factSystemID = "system_identifier"
-	factTimeline = "timeline"
-	factStartLSN = "start_lsn"
-	factStopLSN  = "stop_lsn"
-	factStopTLI  = "stop_timeline"
-	factSegSize  = "wal_segment_size"
+	factSystemID = sdk.FactSystemID
+	factTimeline = sdk.FactTimeline
+	factStartLSN = sdk.FactStartLSN
+	factStopLSN  = sdk.FactStopLSN
+	factStopTLI  = sdk.FactStopTimeline
+	factSegSize  = sdk.FactWALSegmentSize
 )
 
 // Range is the WAL a base backup needs to be consistent: every segment

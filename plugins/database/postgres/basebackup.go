@@ -30,17 +30,17 @@ const (
 	tablespaceExt  = ".tar"
 )
 
-// Facts a base backup records in the run's manifest. pipe's catalog reads
-// the WAL range from them (wal.BackupRange, which spells the names again:
-// a plugin does not import the host; a test holds the two together).
+// Facts a base backup records in the run's manifest: the WAL range pipe's
+// catalog reads (named in the SDK, which it shares with the WAL archive),
+// and the plugin's own.
 const (
-	factSystemID  = "system_identifier"
-	factTimeline  = "timeline"
-	factStartLSN  = "start_lsn"
-	factStopLSN   = "stop_lsn"
-	factStopTLI   = "stop_timeline"
-	factStopTime  = "stop_time"
-	factSegSize   = "wal_segment_size"
+	factSystemID  = sdk.FactSystemID
+	factTimeline  = sdk.FactTimeline
+	factStartLSN  = sdk.FactStartLSN
+	factStopLSN   = sdk.FactStopLSN
+	factStopTLI   = sdk.FactStopTimeline
+	factStopTime  = sdk.FactStopTime
+	factSegSize   = sdk.FactWALSegmentSize
 	factVersion   = "server_version"
 	factLabel     = "backup_label"
 	factTablespcs = "tablespaces"

@@ -158,12 +158,7 @@ func (c *Cmd) Wait() error {
 }
 
 // Scrub replaces every secret in s.
-func (c *Cmd) Scrub(s string) string {
-	for _, sec := range c.secrets {
-		s = strings.ReplaceAll(s, sec, "(sensitive)")
-	}
-	return s
-}
+func (c *Cmd) Scrub(s string) string { return sdk.Scrub(s, c.secrets...) }
 
 func (c *Cmd) waitOnce() error {
 	// Once the program exits (waited for without reaping it, so its group
