@@ -58,9 +58,9 @@ type race struct {
 	// noWarmup skips the untimed first round: runs so long that caches
 	// are warm after the first seconds of each.
 	noWarmup bool
-	// noSync leaves the disk as it is before each run: runs of a few
-	// milliseconds that write next to nothing, timed as they were before
-	// they were races.
+	// noSync leaves the disk as it is before each run: runs of tens of
+	// milliseconds that write next to nothing (the start-up cost, a WAL
+	// segment's push), measured back to back as a user runs them.
 	noSync bool
 
 	pipeRuns []pipelineRun // pipe's own summaries of its `pipe run`s, in run order
