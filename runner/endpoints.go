@@ -141,3 +141,39 @@ func joinFacts(facts, more map[string]string) map[string]string {
 	}
 	return out
 }
+
+// describe asks the source what it reads (a server's version, its
+// databases), for the manifest; a source may check there that what it
+// will read exists.
+func (r *run) describe(ctx context.Context) (map[string]string, error) {
+	facts := map[string]string{}
+	if d, ok := r.src.source.(sdk.Describer); ok {
+		var err error
+		if facts, err = d.Describe(ctx); err != nil {
+			return nil, fmt.Errorf("source %s: describing what it reads: %w", r.src.name, err)
+		}
+	}
+	return facts, nil
+}
+
+// conclude adds to facts what the source learned by reading (see
+// sdk.Concluder). Damage it found goes to the report instead: the run is
+// stored all the same, and named (see sdk.FactDamage).
+func (r *run) conclude(ctx context.Context, facts map[string]string) (map[string]string, error) {
+	c, ok := r.src.source.(sdk.Concluder)
+	if !ok {
+		return facts, nil
+	}
+	more, err := c.Conclude(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: concluding what it read: %w", r.src.name, err)
+	}
+	if d := more[sdk.FactDamage]; d != "" {
+		if r.o.Scrub != nil {
+			d = r.o.Scrub(d)
+		}
+		r.rep.Damage = oneLine(d)
+		delete(more, sdk.FactDamage)
+	}
+	return joinFacts(facts, more), nil
+}

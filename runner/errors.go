@@ -29,6 +29,23 @@ func (e *MissingError) Error() string {
 	return b.String()
 }
 
+// missingError is the MissingError of a restore of run runID that
+// restored restored streams and asked for the streams missing of those
+// that failed in the backup.
+func missingError(pipeline, runID string, restored int, missing []string, failedInBackup []manifest.Failed) *MissingError {
+	me := &MissingError{Pipeline: pipeline, RunID: runID, Restored: restored}
+	asked := map[string]bool{}
+	for _, m := range missing {
+		asked[m] = true
+	}
+	for _, f := range failedInBackup {
+		if asked[f.Stream] {
+			me.Missing = append(me.Missing, f)
+		}
+	}
+	return me
+}
+
 // DamagedError is the error of a run that was stored whole although its
 // source found what it read damaged (see sdk.FactDamage).
 type DamagedError struct {

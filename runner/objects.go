@@ -18,28 +18,47 @@ import (
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
-// nameObjects renders each stream's object key for each sink and the
-// manifest key of each storage sink, and fills the job's streams.
-//
-// A restore writes no manifest: neither a pipeline that decodes nor one
-// that reads a backup through its manifest (a restore without stages, of a
-// backup that had only a checksum, would otherwise leave a manifest among
-// the restored files, and a copy of a compressed backup would get one that
-// calls its objects plain).
-func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engine.Job) (map[int]string, error) {
+// nameObjects renders each stream's object key for each sink and, for a
+// run that stores (not a restore: see kind), the manifest key of each
+// storage sink, and fills the job's streams. A copy's keys take the id of
+// the run it copies.
+func nameObjects(sinks []*endpoint, sp *streamsPlan, job *engine.Job, stores bool) (map[int]string, error) {
+	manifests, err := manifestKeys(sinks, sp, stores)
+	if err != nil {
+		return nil, err
+	}
+	taken := make([]map[string]string, len(sinks)) // by sink: what each key holds
+	for i := range taken {
+		taken[i] = map[string]string{}
+		if m, ok := manifests[i]; ok {
+			taken[i][m] = "the manifest"
+		}
+	}
+	for _, st := range sp.streams {
+		es, err := jobStream(st, sinks, sp, taken)
+		if err != nil {
+			return nil, err
+		}
+		job.Streams = append(job.Streams, es)
+	}
+	return manifests, nil
+}
+
+// manifestKeys checks each sink's settings against the run and returns,
+// for a run that stores, the manifest key of each storage sink.
+func manifestKeys(sinks []*endpoint, sp *streamsPlan, stores bool) (map[int]string, error) {
 	manifests := map[int]string{}
-	restoring := p.Restores() || (sp.from != nil && !sp.copy)
 	for i, s := range sinks {
 		key := s.def.Key
 		if sp.copy && key != nil {
 			key = key.For(sp.from.Manifest.RunID) // the copy keeps its run's id
 		}
-		if !restoring && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+		if stores && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
 			if _, ok := s.sink.(sdk.Storage); !ok {
 				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
 			}
 		}
-		if !restoring && s.def.Stores() {
+		if stores && s.def.Stores() {
 			k, err := key.ManifestKey()
 			if err != nil {
 				return nil, fmt.Errorf("sink %s: %w", s.name, err)
@@ -50,47 +69,44 @@ func nameObjects(p *plan.Pipeline, sinks []*endpoint, sp *streamsPlan, job *engi
 			return nil, fmt.Errorf("sink %s: %s = %s names one object, but the source yields %d streams: end it with \"/\" to make it a folder, or use ${stream.name} in it", s.name, s.def.Key.Attr, s.def.Key.Text, len(sp.streams))
 		}
 	}
-	keys := make([]map[string]string, len(sinks))
-	for i := range keys {
-		keys[i] = map[string]string{}
-		if m, ok := manifests[i]; ok {
-			keys[i][m] = "the manifest"
-		}
-	}
-	for _, st := range sp.streams {
-		es := engine.Stream{Name: st.source, Size: st.size}
-		for i, s := range sinks {
-			key := st.name + st.ext
-			if s.def.Key != nil {
-				tmpl := s.def.Key
-				if sp.copy {
-					tmpl = tmpl.For(sp.from.Manifest.RunID)
-				}
-				var err error
-				if key, err = tmpl.Render(st.name, st.ext); err != nil {
-					return nil, fmt.Errorf("sink %s: %w", s.name, err)
-				}
-			}
-			if prev, dup := keys[i][key]; dup {
-				return nil, fmt.Errorf("sink %s: stream %q and %s would both be written to %s: make the sink's path a folder (ending in /) or use ${stream.name} in it", s.name, st.name, prev, key)
-			}
-			keys[i][key] = fmt.Sprintf("%q", st.name)
-			max := st.maxSize
-			if st.outSize >= 0 {
-				max = st.outSize
-			}
-			es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize, MaxSize: max})
-		}
-		if st.digest != "" {
-			v, err := checksum.Verify(st.digest, fmt.Sprintf("object %q", st.source))
-			if err != nil {
-				return nil, err
-			}
-			es.Checks = append(es.Checks, v)
-		}
-		job.Streams = append(job.Streams, es)
-	}
 	return manifests, nil
+}
+
+// jobStream is st as the engine moves it: its object in each sink, under
+// a key that nothing else of the run takes (taken says, by sink, what
+// holds each key so far), and the check of its recorded digest.
+func jobStream(st stream, sinks []*endpoint, sp *streamsPlan, taken []map[string]string) (engine.Stream, error) {
+	es := engine.Stream{Name: st.source, Size: st.size}
+	for i, s := range sinks {
+		key := st.name + st.ext
+		if s.def.Key != nil {
+			tmpl := s.def.Key
+			if sp.copy {
+				tmpl = tmpl.For(sp.from.Manifest.RunID)
+			}
+			var err error
+			if key, err = tmpl.Render(st.name, st.ext); err != nil {
+				return es, fmt.Errorf("sink %s: %w", s.name, err)
+			}
+		}
+		if prev, dup := taken[i][key]; dup {
+			return es, fmt.Errorf("sink %s: stream %q and %s would both be written to %s: make the sink's path a folder (ending in /) or use ${stream.name} in it", s.name, st.name, prev, key)
+		}
+		taken[i][key] = fmt.Sprintf("%q", st.name)
+		max := st.maxSize
+		if st.outSize >= 0 {
+			max = st.outSize
+		}
+		es.Objects = append(es.Objects, sdk.Object{Key: key, Stream: st.name, Size: st.outSize, MaxSize: max})
+	}
+	if st.digest != "" {
+		v, err := checksum.Verify(st.digest, fmt.Sprintf("object %q", st.source))
+		if err != nil {
+			return es, err
+		}
+		es.Checks = append(es.Checks, v)
+	}
+	return es, nil
 }
 
 // outcome is what a manifest says of its run's streams besides the
@@ -105,9 +121,6 @@ type outcome struct {
 func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started time.Time, facts map[string]string, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, runKey *wrappedKey, out outcome, wrote *[]wroteManifest) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
-	}
-	if sp.copy {
-		return writeCopies(ctx, sinks, keys, sp, res, wrote)
 	}
 	codec, frame, recipients, encryption := "none", int64(0), []string(nil), ""
 	if c := p.Stage(stagekind.Compress.Name); c != nil && !c.Idle() {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/pipebackup/pipe/engine"
@@ -82,4 +83,26 @@ func oneLine(msg string) string {
 		msg = strings.ToValidUTF8(msg[:manifest.MaxErrorLen-3], "") + "..."
 	}
 	return msg
+}
+
+// streamsError is the error of a run the engine finished whose streams
+// did not all come through, nil when they did: some failed in a run
+// whose streams stand alone (the others were stored), the source found
+// what it read damaged (stored and flagged), a restore asked for streams
+// that failed in the backup. Retention follows none of them.
+func (r *run) streamsError(res *engine.Result) error {
+	var errs []error
+	if len(r.rep.Failed) > 0 {
+		errs = append(errs, &PartialError{Pipeline: r.p.Name, Failed: r.rep.Failed, Stored: len(res.Streams) - len(r.rep.Failed)})
+	}
+	if r.rep.Damage != "" {
+		errs = append(errs, &DamagedError{Pipeline: r.p.Name, RunID: r.o.RunID, Damage: r.rep.Damage})
+	}
+	if len(r.rep.Missing) > 0 {
+		errs = append(errs, missingError(r.p.Name, r.sp.from.Manifest.RunID, len(res.Streams)-len(r.rep.Failed), r.rep.Missing, r.rep.FailedInBackup))
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }

@@ -26,6 +26,30 @@ type RetentionReport struct {
 // retention deletes it: younger ones may belong to a run still writing.
 const garbageAge = 24 * time.Hour
 
+// retainRuns applies retention once a run that stores (a backup, a copy)
+// is complete, never after a failure: on each sink, to the runs of
+// pipeline but runID (see applyRetention); then, with a WAL archive,
+// removes the WAL that only the runs it deleted needed. A retention
+// problem does not undo the run: it is reported, and warned of.
+func (r *run) retainRuns(ctx context.Context, pipeline, runID string) {
+	var kept []*catalog.Run
+	r.rep.Retention, kept = applyRetention(ctx, pipeline, runID, r.started, r.sinks, r.manifests, r.o.Warn)
+	a := r.o.WALArchive
+	if a == nil || len(r.rep.Retention) == 0 || failedRetention(r.rep.Retention) {
+		return
+	}
+	deleted := 0
+	for _, rr := range r.rep.Retention {
+		deleted += len(rr.DeletedRuns)
+	}
+	w, err := PruneWAL(ctx, a, r.o.Registry, kept, deleted, false)
+	if err != nil {
+		w.Error = err.Error()
+		r.o.Warn(fmt.Sprintf("archive %q: removing the WAL archived before the oldest base backup kept: %v; the backup itself is complete", a.Name, err))
+	}
+	r.rep.WALRetention = w
+}
+
 // applyRetention deletes, on each storage sink with keep_last or
 // keep_within, the runs of this pipeline that are neither the current one,
 // nor among the newest keep_last, nor finished within keep_within; then the
