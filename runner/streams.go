@@ -64,7 +64,8 @@ type streamsPlan struct {
 // complete run's objects (its manifest says what they are and how to
 // verify them), never objects that no manifest names. One object named on
 // purpose is read as it is (or, if it is a manifest, as that run). Other
-// sources' streams are read as they are.
+// sources' streams are read as they are. copying says whether the run
+// copies a run it reads (see copies).
 func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, sel catalog.Selection, copying bool, warn func(string)) (*streamsPlan, error) {
 	for _, in := range infos {
 		if err := sdk.CheckStreamName(in.Name); err != nil {
@@ -77,71 +78,20 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		single = sel.Single()
 	}
 	storage := src.def != nil && src.def.Schema.Storage
+	var err error
 	switch {
 	case storage && single && len(infos) == 1 && manifest.IsKey(infos[0].Name):
-		m, err := catalog.ReadManifest(ctx, src.source, infos[0].Name)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: manifest %s: %w", src.name, infos[0].Name, err)
-		}
-		r := &catalog.Run{Key: infos[0].Name, Manifest: m}
-		if sel.RunID != "" && sel.RunID != m.RunID {
-			return nil, fmt.Errorf("source %s names the manifest of run %s, not of run %s", src.name, m.RunID, sel.RunID)
-		}
-		if sel.Pipeline != "" && sel.Pipeline != m.Pipeline {
-			return nil, fmt.Errorf("source %s names a run of pipeline %q, not of %q", src.name, m.Pipeline, sel.Pipeline)
-		}
-		if t := sel.Target; t != nil {
-			if ok, why := t.Reaches(r); !ok {
-				return nil, fmt.Errorf("source %s names run %s, which cannot be recovered to %s: %s, after the target, and a recovery replays forward from the end of the backup it restores (the server would refuse to start); point the source at the folder or prefix of all runs to restore the newest that can (pipe backups lists them), or choose a later target", src.name, m.RunID, t, why)
-			}
-		}
-		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
-			return nil, err
+		var r *catalog.Run
+		if r, err = namedRun(ctx, src, infos[0].Name, sel); err == nil {
+			err = fromManifest(ctx, p, src, r, sp, copying)
 		}
 	case storage && !single:
-		cat, err := catalog.Read(ctx, sourceStore{src.source, infos})
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", src.name, err)
-		}
-		for _, bad := range cat.Invalid {
-			if sel.RunID == "" {
-				return nil, fmt.Errorf("source %s: manifest %s: %w; remove it, or choose a run (run = \"…\", or point the source at one run's folder or manifest)", src.name, bad.Key, bad.Err)
-			}
-			warn(fmt.Sprintf("source %s: manifest %s is not valid, its run is left out: %v", src.name, bad.Key, bad.Err))
-		}
-		if len(cat.Runs) == 0 {
-			if p.Restores() || len(infos) == 0 {
-				return nil, noRun(src, cat)
-			}
-			// A backup of a folder of files.
-			if err := fromListing(p, infos, sp); err != nil {
-				return nil, err
-			}
-			break
-		}
-		r, err := cat.Select(sel)
-		if err != nil {
-			return nil, fmt.Errorf("source %s (%s): %w", src.name, where(src), err)
-		}
-		if sel.RunID == "" && sel.Before.IsZero() && sel.Target == nil {
-			for _, g := range cat.Newer(r.Manifest.StartedAt) {
-				warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
-			}
-		}
-		if err := fromManifest(ctx, p, src, r, sp, copying, warn); err != nil {
-			return nil, err
-		}
+		err = fromRuns(ctx, p, src, infos, sel, sp, copying, warn)
 	default:
-		if err := fromListing(p, infos, sp); err != nil {
-			return nil, err
-		}
-		if p.Restores() && len(infos) > 0 {
-			what := fmt.Sprintf("%d streams of source %s", len(infos), src.name)
-			if len(infos) == 1 {
-				what = fmt.Sprintf("%s of source %s", infos[0].Name, src.name)
-			}
-			warn(fmt.Sprintf("reading %s as it is: no manifest names it, so nothing verifies it", what))
-		}
+		err = fromSource(p, src, infos, sp, warn)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if len(sp.streams) == 0 {
 		return nil, fmt.Errorf("source %s yields no streams: nothing to back up; check its %s", src.name, where(src))
@@ -155,6 +105,78 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 		sp.total += s.size
 	}
 	return sp, nil
+}
+
+// namedRun reads the run whose manifest a storage source names (key), and
+// checks that it is the run sel asks for.
+func namedRun(ctx context.Context, src *endpoint, key string, sel catalog.Selection) (*catalog.Run, error) {
+	m, err := catalog.ReadManifest(ctx, src.source, key)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: manifest %s: %w", src.name, key, err)
+	}
+	r := &catalog.Run{Key: key, Manifest: m}
+	if sel.RunID != "" && sel.RunID != m.RunID {
+		return nil, fmt.Errorf("source %s names the manifest of run %s, not of run %s", src.name, m.RunID, sel.RunID)
+	}
+	if sel.Pipeline != "" && sel.Pipeline != m.Pipeline {
+		return nil, fmt.Errorf("source %s names a run of pipeline %q, not of %q", src.name, m.Pipeline, sel.Pipeline)
+	}
+	if t := sel.Target; t != nil {
+		if ok, why := t.Reaches(r); !ok {
+			return nil, fmt.Errorf("source %s names run %s, which cannot be recovered to %s: %s, after the target, and a recovery replays forward from the end of the backup it restores (the server would refuse to start); point the source at the folder or prefix of all runs to restore the newest that can (pipe backups lists them), or choose a later target", src.name, m.RunID, t, why)
+		}
+	}
+	return r, nil
+}
+
+// fromRuns reads a storage source's folder or prefix as runs: the run sel
+// picks (the newest complete one unless it says otherwise), through its
+// manifest; or, for a backup of a folder that holds no run, its files as
+// they are.
+func fromRuns(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, sel catalog.Selection, sp *streamsPlan, copying bool, warn func(string)) error {
+	cat, err := catalog.Read(ctx, sourceStore{src.source, infos})
+	if err != nil {
+		return fmt.Errorf("source %s: %w", src.name, err)
+	}
+	for _, bad := range cat.Invalid {
+		if sel.RunID == "" {
+			return fmt.Errorf("source %s: manifest %s: %w; remove it, or choose a run (run = \"…\", or point the source at one run's folder or manifest)", src.name, bad.Key, bad.Err)
+		}
+		warn(fmt.Sprintf("source %s: manifest %s is not valid, its run is left out: %v", src.name, bad.Key, bad.Err))
+	}
+	if len(cat.Runs) == 0 {
+		if p.Restores() || len(infos) == 0 {
+			return noRun(src, cat)
+		}
+		// A backup of a folder of files.
+		return fromListing(p, infos, sp)
+	}
+	r, err := cat.Select(sel)
+	if err != nil {
+		return fmt.Errorf("source %s (%s): %w", src.name, where(src), err)
+	}
+	if sel.RunID == "" && sel.Before.IsZero() && sel.Target == nil {
+		for _, g := range cat.Newer(r.Manifest.StartedAt) {
+			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
+		}
+	}
+	return fromManifest(ctx, p, src, r, sp, copying)
+}
+
+// fromSource reads the streams of a source that is not read as runs as
+// they are; a restore is warned that nothing verifies them.
+func fromSource(p *plan.Pipeline, src *endpoint, infos []sdk.StreamInfo, sp *streamsPlan, warn func(string)) error {
+	if err := fromListing(p, infos, sp); err != nil {
+		return err
+	}
+	if p.Restores() && len(infos) > 0 {
+		what := fmt.Sprintf("%d streams of source %s", len(infos), src.name)
+		if len(infos) == 1 {
+			what = fmt.Sprintf("%s of source %s", infos[0].Name, src.name)
+		}
+		warn(fmt.Sprintf("reading %s as it is: no manifest names it, so nothing verifies it", what))
+	}
+	return nil
 }
 
 // selection is the run the pipeline's source asks for, with what the
@@ -213,7 +235,10 @@ func noRun(src *endpoint, cat *catalog.Catalog) error {
 	return fmt.Errorf("%s. pipe restores only runs whose manifest it finds (%w). To read one object on purpose, name it in the source (path = \"…/%s\" for fs; key = \"%s\" for s3, gcs and azure): nothing will verify it", b.String(), catalog.ErrNoRun, first, first)
 }
 
-func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, copying bool, warn func(string)) error {
+// fromManifest reads run r through its manifest: its objects, each
+// checked against the pipeline's decrypt stage unless the run copies
+// them as they are (copying), and their codec.
+func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catalog.Run, sp *streamsPlan, copying bool) error {
 	m := r.Manifest
 	sp.manifestKey, sp.from = r.Key, r
 	sp.frame = int(m.FrameSize)
@@ -230,33 +255,58 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catal
 		if key == ".." || strings.HasPrefix(key, "../") {
 			return fmt.Errorf("manifest %s: object %q lies outside the source", sp.manifestKey, o.Key)
 		}
-		switch {
-		case copying:
-			// The objects go as they are: encrypted ones stay so.
-		case o.Encryption != "" && dec == nil && m.RunKey != nil:
-			return fmt.Errorf("the backup in %s is encrypted with a passphrase: add decrypt { passphrase = env(\"PIPE_PASSPHRASE\") } to pipeline %q", sp.manifestKey, p.Name)
-		case o.Encryption != "" && dec == nil:
-			return fmt.Errorf("the backup in %s is encrypted (recipients %s): add decrypt { identities = [file(\"keys/backup.key\")] } to pipeline %q", sp.manifestKey, strings.Join(o.Recipients, ", "), p.Name)
-		case o.Encryption == "" && dec != nil:
-			return fmt.Errorf("the backup in %s is not encrypted: remove the decrypt stage from pipeline %q", sp.manifestKey, p.Name)
-		case dec != nil && dec.Keys.Passphrase() && !anyShared(dec.Keys.Fingerprints, o.Recipients):
-			return fmt.Errorf("%s was encrypted to keys (%s), not to a passphrase: give decrypt { identities = [file(\"keys/backup.key\")] } with one of their identity files", o.Key, strings.Join(o.Recipients, ", "))
-		case dec != nil && !anyShared(dec.Keys.Fingerprints, o.Recipients):
-			return fmt.Errorf("wrong key: %s was encrypted to %s, and decrypt holds %s; use the identity file of one of those recipients", o.Key, strings.Join(o.Recipients, ", "), strings.Join(dec.Keys.Fingerprints, ", "))
+		// A copy's objects go as they are: encrypted ones stay so.
+		if !copying {
+			if err := checkDecrypt(p, sp.manifestKey, o, dec, m.RunKey != nil); err != nil {
+				return err
+			}
 		}
-		ext := ""
-		if c, ok := compress.Lookup(o.Codec); ok && decomp == nil {
-			ext = c.Ext
-		}
-		if o.Encryption != "" && dec == nil {
-			ext += encrypt.Ext
-		}
-		s := stream{source: key, name: o.Stream, ext: ext + p.Ext(), size: o.Size, outSize: -1, maxSize: -1, digest: o.Digest}
-		if (o.Codec == "none" || decomp != nil) && (o.Encryption == "" || dec != nil) && p.Ext() == "" {
-			s.outSize, s.maxSize = o.OriginalSize, o.OriginalSize
-		}
-		sp.streams = append(sp.streams, s)
+		sp.streams = append(sp.streams, objectStream(p, key, o, dec, decomp))
 	}
+	return runCodec(sp, codecs, decomp)
+}
+
+// checkDecrypt says what the pipeline's decrypt stage (dec, nil without
+// one) lacks to open object o of the run whose manifest is at mkey;
+// passphrase says whether the run was encrypted with a passphrase.
+func checkDecrypt(p *plan.Pipeline, mkey string, o manifest.Object, dec *plan.Stage, passphrase bool) error {
+	switch {
+	case o.Encryption != "" && dec == nil && passphrase:
+		return fmt.Errorf("the backup in %s is encrypted with a passphrase: add decrypt { passphrase = env(\"PIPE_PASSPHRASE\") } to pipeline %q", mkey, p.Name)
+	case o.Encryption != "" && dec == nil:
+		return fmt.Errorf("the backup in %s is encrypted (recipients %s): add decrypt { identities = [file(\"keys/backup.key\")] } to pipeline %q", mkey, strings.Join(o.Recipients, ", "), p.Name)
+	case o.Encryption == "" && dec != nil:
+		return fmt.Errorf("the backup in %s is not encrypted: remove the decrypt stage from pipeline %q", mkey, p.Name)
+	case dec != nil && dec.Keys.Passphrase() && !anyShared(dec.Keys.Fingerprints, o.Recipients):
+		return fmt.Errorf("%s was encrypted to keys (%s), not to a passphrase: give decrypt { identities = [file(\"keys/backup.key\")] } with one of their identity files", o.Key, strings.Join(o.Recipients, ", "))
+	case dec != nil && !anyShared(dec.Keys.Fingerprints, o.Recipients):
+		return fmt.Errorf("wrong key: %s was encrypted to %s, and decrypt holds %s; use the identity file of one of those recipients", o.Key, strings.Join(o.Recipients, ", "), strings.Join(dec.Keys.Fingerprints, ", "))
+	}
+	return nil
+}
+
+// objectStream is object o of a run, at key in the source, as the run
+// reads it: under its stream's name, with the extensions of what no stage
+// decodes, and of the size it had before the backup encoded it when the
+// stages decode all of it.
+func objectStream(p *plan.Pipeline, key string, o manifest.Object, dec, decomp *plan.Stage) stream {
+	ext := ""
+	if c, ok := compress.Lookup(o.Codec); ok && decomp == nil {
+		ext = c.Ext
+	}
+	if o.Encryption != "" && dec == nil {
+		ext += encrypt.Ext
+	}
+	s := stream{source: key, name: o.Stream, ext: ext + p.Ext(), size: o.Size, outSize: -1, maxSize: -1, digest: o.Digest}
+	if (o.Codec == "none" || decomp != nil) && (o.Encryption == "" || dec != nil) && p.Ext() == "" {
+		s.outSize, s.maxSize = o.OriginalSize, o.OriginalSize
+	}
+	return s
+}
+
+// runCodec is the codec of a run's objects (codecs), which must be one,
+// and the one a decompress stage that names its codec names.
+func runCodec(sp *streamsPlan, codecs map[string]bool, decomp *plan.Stage) error {
 	if len(codecs) > 1 {
 		return fmt.Errorf("manifest %s mixes codecs (%s); restore them in separate runs", sp.manifestKey, strings.Join(slices.Sorted(maps.Keys(codecs)), ", "))
 	}
