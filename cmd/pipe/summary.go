@@ -77,8 +77,8 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 	return s
 }
 
+// printSummary prints a pipeline's run for people, on stderr.
 func (a *app) printSummary(s runSummary) {
-	size := pipefile.HumanSize
 	status := "ok"
 	if !s.OK {
 		status = "FAILED"
@@ -95,32 +95,27 @@ func (a *app) printSummary(s runSummary) {
 		what += ", manifest " + strings.Join(s.Manifests, ", ")
 	}
 	fmt.Fprintf(a.stderr, "  %-14s %s\n", "streams", what)
+	a.printLeftOut(s)
+	for _, m := range s.Stages {
+		if m.BytesIn == 0 && m.BytesOut == 0 && m.Busy == 0 {
+			continue
+		}
+		fmt.Fprintln(a.stderr, stageLine(m, s.Wall.Seconds(), s.Bottleneck))
+	}
+	fmt.Fprintf(a.stderr, "  %-14s peak %d of %d buffers, budget %s\n", "memory", s.Memory.PeakBuffers, s.Memory.Buffers, pipefile.HumanSize(s.Memory.Budget))
+	a.printRetention(s)
+}
+
+// printLeftOut prints the streams a run did not move: skipped, left out
+// of a restore, missing from the backup, damaged, failed.
+func (a *app) printLeftOut(s runSummary) {
 	if len(s.Skipped) > 0 {
 		fmt.Fprintf(a.stderr, "  %-14s %s the sink does not restore, not read: %s\n", "skipped", plan.Plural(len(s.Skipped), "stream"), strings.Join(s.Skipped, ", "))
 	}
 	if len(s.Incomplete) > 0 {
 		fmt.Fprintf(a.stderr, "  %-14s not restored, as part of each failed in the backup: %s\n", "incomplete", strings.Join(groups(s.Incomplete), ", "))
 	}
-	if len(s.FailedInBackup) > 0 {
-		asked := map[string]bool{}
-		for _, m := range s.Missing {
-			asked[m] = true
-		}
-		var missing, other []string
-		for _, f := range s.FailedInBackup {
-			if asked[f.Stream] {
-				missing = append(missing, f.Stream)
-			} else {
-				other = append(other, f.Stream)
-			}
-		}
-		if len(missing) > 0 {
-			fmt.Fprintf(a.stderr, "  %-14s asked for, not in the run (each failed in the backup): %s\n", "missing", strings.Join(groups(missing), ", "))
-		}
-		if len(other) > 0 {
-			fmt.Fprintf(a.stderr, "  %-14s not asked for, and not in the run (each failed in the backup): %s\n", "not in run", strings.Join(groups(other), ", "))
-		}
-	}
+	a.printFailedInBackup(s)
 	if s.Damage != "" {
 		fmt.Fprintf(a.stderr, "  %-14s stored and flagged: %s\n", "DAMAGED", s.Damage)
 	}
@@ -131,36 +126,66 @@ func (a *app) printSummary(s runSummary) {
 		}
 		fmt.Fprintf(a.stderr, "  %-14s %d succeeded, %d failed: %s\n", "partial", s.Streams-len(s.Failed), len(s.Failed), strings.Join(groups(names), ", "))
 	}
-	wall := s.Wall.Seconds()
-	for _, m := range s.Stages {
-		if m.BytesIn == 0 && m.BytesOut == 0 && m.Busy == 0 {
-			continue
-		}
-		bytes := size(m.BytesIn)
-		if m.Name == "source" {
-			bytes = size(m.BytesOut) + " read"
-		} else if m.BytesOut != m.BytesIn && !strings.HasPrefix(m.Name, "sink") {
-			bytes = fmt.Sprintf("%s → %s", size(m.BytesIn), size(m.BytesOut))
-		}
-		rate := ""
-		if wall > 0 {
-			n := m.BytesIn
-			if m.Name == "source" {
-				n = m.BytesOut
-			}
-			rate = size(int64(float64(n)/wall)) + "/s"
-		}
-		mark := ""
-		if m.Name == s.Bottleneck {
-			mark = "  ← bottleneck"
-		}
-		label := m.Name
-		if m.Label != "" {
-			label += " (" + m.Label + ")"
-		}
-		fmt.Fprintf(a.stderr, "  %-30s %-24s %12s  busy %3.0f%%%s\n", label, bytes, rate, 100*m.Utilization, mark)
+}
+
+// printFailedInBackup prints, for a restore of a partial run, the streams
+// that failed in the backup: those the restore asked for, and the others.
+func (a *app) printFailedInBackup(s runSummary) {
+	if len(s.FailedInBackup) == 0 {
+		return
 	}
-	fmt.Fprintf(a.stderr, "  %-14s peak %d of %d buffers, budget %s\n", "memory", s.Memory.PeakBuffers, s.Memory.Buffers, size(s.Memory.Budget))
+	asked := map[string]bool{}
+	for _, m := range s.Missing {
+		asked[m] = true
+	}
+	var missing, other []string
+	for _, f := range s.FailedInBackup {
+		if asked[f.Stream] {
+			missing = append(missing, f.Stream)
+		} else {
+			other = append(other, f.Stream)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(a.stderr, "  %-14s asked for, not in the run (each failed in the backup): %s\n", "missing", strings.Join(groups(missing), ", "))
+	}
+	if len(other) > 0 {
+		fmt.Fprintf(a.stderr, "  %-14s not asked for, and not in the run (each failed in the backup): %s\n", "not in run", strings.Join(groups(other), ", "))
+	}
+}
+
+// stageLine is the summary's line of one stage (the source, a sink):
+// its bytes, its rate over the run's wall seconds, how busy it was, and
+// whether it was the bottleneck.
+func stageLine(m engine.MeterReport, wall float64, bottleneck string) string {
+	size := pipefile.HumanSize
+	bytes := size(m.BytesIn)
+	if m.Name == "source" {
+		bytes = size(m.BytesOut) + " read"
+	} else if m.BytesOut != m.BytesIn && !strings.HasPrefix(m.Name, "sink") {
+		bytes = fmt.Sprintf("%s → %s", size(m.BytesIn), size(m.BytesOut))
+	}
+	rate := ""
+	if wall > 0 {
+		n := m.BytesIn
+		if m.Name == "source" {
+			n = m.BytesOut
+		}
+		rate = size(int64(float64(n)/wall)) + "/s"
+	}
+	mark := ""
+	if m.Name == bottleneck {
+		mark = "  ← bottleneck"
+	}
+	label := m.Name
+	if m.Label != "" {
+		label += " (" + m.Label + ")"
+	}
+	return fmt.Sprintf("  %-30s %-24s %12s  busy %3.0f%%%s", label, bytes, rate, 100*m.Utilization, mark)
+}
+
+// printRetention prints what retention did (its failures were warned of).
+func (a *app) printRetention(s runSummary) {
 	for _, r := range s.Retention {
 		if r.Error != "" {
 			continue // printed as a warning
