@@ -201,11 +201,45 @@ func warnAt(rng hcl.Range, summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: summary, Detail: detail, Subject: rng.Ptr()}
 }
 
+// resolve resolves one pipeline: its profile, its sizes, its endpoints'
+// settings, its stages, and the memory it takes.
 func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	a := def.Attrs
 	p := &Pipeline{Name: def.Name, Def: def, Source: def.Source, Sinks: def.Sinks}
+	diags := p.resolveProfile(o)
+	diags = append(diags, p.resolveSizes(o)...)
+	p.FromProfile = map[*pipefile.Endpoint][]string{}
+	for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
+		if e == nil {
+			continue
+		}
+		p.FromProfile[e] = applyProfile(e, p.Profile)
+		applyOverrides(e, o.Overrides)
+		diags = append(diags, checkRetention(e)...)
+	}
+	if _, set := def.Attrs.Int("streams"); !set && o.Overrides["streams"] == 0 {
+		p.Streams = max(p.Streams, endpointJobs(def))
+	}
+	for _, b := range def.Stages {
+		s, d := resolveStage(b, p)
+		diags = append(diags, d...)
+		if s != nil {
+			diags = append(diags, overrideStage(s, o.Overrides)...)
+			p.Stages = append(p.Stages, s)
+		}
+	}
+	diags = append(diags, checkOrder(p)...)
+	if diags.HasErrors() {
+		return p, diags
+	}
+	p.addRunKeyAndChecksum()
+	return p, append(diags, p.resolveMemory(o)...)
+}
 
+// resolveProfile picks the profile (--profile, else the file's, else the
+// default) and takes its sizes.
+func (p *Pipeline) resolveProfile(o Options) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	a := p.Def.Attrs
 	name, from := profiles.Default, "default"
 	if a.Has("profile") && !a.Unknown["profile"] {
 		name, from = a.String("profile"), "file"
@@ -213,14 +247,21 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 	if o.Profile != "" {
 		name, from = o.Profile, "flag"
 	}
-	prof, err := profiles.ResolveFor(name, o.Host, expectedStreams(def, o))
+	prof, err := profiles.ResolveFor(name, o.Host, expectedStreams(p.Def, o))
 	if err != nil {
 		diags = append(diags, errAt(a.AttrRange("profile"), "Unknown profile", err.Error()+"."))
 		prof, _ = profiles.Resolve(profiles.Default, o.Host)
 	}
 	p.Profile, p.ProfileFrom = prof, from
 	p.ChunkSize, p.Streams, p.Depth = int(prof.ChunkSize), prof.Streams, prof.Depth
+	return diags
+}
 
+// resolveSizes takes the file's chunk_size, streams and buffers, and the
+// overrides of the first two.
+func (p *Pipeline) resolveSizes(o Options) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	a := p.Def.Attrs
 	if n, ok := a.Int("chunk_size"); ok {
 		if d := checkChunk(a, "chunk_size", n); d != nil {
 			diags = append(diags, d)
@@ -248,31 +289,13 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 			p.Buffers = int(n)
 		}
 	}
+	return diags
+}
 
-	p.FromProfile = map[*pipefile.Endpoint][]string{}
-	for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
-		if e == nil {
-			continue
-		}
-		p.FromProfile[e] = applyProfile(e, prof)
-		applyOverrides(e, o.Overrides)
-		diags = append(diags, checkRetention(e)...)
-	}
-	if _, set := a.Int("streams"); !set && o.Overrides["streams"] == 0 {
-		p.Streams = max(p.Streams, endpointJobs(def))
-	}
-	for _, b := range def.Stages {
-		s, d := resolveStage(b, p)
-		diags = append(diags, d...)
-		if s != nil {
-			diags = append(diags, overrideStage(s, o.Overrides)...)
-			p.Stages = append(p.Stages, s)
-		}
-	}
-	diags = append(diags, checkOrder(p)...)
-	if diags.HasErrors() {
-		return p, diags
-	}
+// addRunKeyAndChecksum completes the stages of a valid pipeline: a
+// passphrase encrypt stage whose every sink stores writes a run key, and
+// a pipeline that writes a manifest gets a checksum stage if it has none.
+func (p *Pipeline) addRunKeyAndChecksum() {
 	if e := p.Stage(stagekind.Encrypt.Name); e != nil && !p.Restores() {
 		e.writesRunKey = len(p.Sinks) > 0
 		for _, s := range p.Sinks {
@@ -280,25 +303,31 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 	if p.WritesManifest() && p.Stage(stagekind.Checksum.Name) == nil {
-		p.Stages = append(p.Stages, &Stage{Type: stagekind.Checksum.Name, Def: &pipefile.Block{Type: stagekind.Checksum.Name, Range: def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})
+		p.Stages = append(p.Stages, &Stage{Type: stagekind.Checksum.Name, Def: &pipefile.Block{Type: stagekind.Checksum.Name, Range: p.Def.Range}, Workers: 1, ChunkSize: p.ChunkSize, Explicit: map[string]bool{}, Implicit: true})
 	}
+}
+
+// resolveMemory lays out the buffers of a valid pipeline (the memory
+// budget) and adds what its endpoints buffer on their own.
+func (p *Pipeline) resolveMemory(o Options) hcl.Diagnostics {
 	job, err := p.Job("", 0)
 	if err != nil {
-		return p, append(diags, errAt(def.Range, "Invalid pipeline", err.Error()))
+		return hcl.Diagnostics{errAt(p.Def.Range, "Invalid pipeline", err.Error())}
 	}
+	var diags hcl.Diagnostics
 	l, err := job.Layout()
 	if err != nil {
-		diags = append(diags, errAt(a.AttrRange("buffers"), "Too few buffers", err.Error()+"."))
+		diags = append(diags, errAt(p.Def.Attrs.AttrRange("buffers"), "Too few buffers", err.Error()+"."))
 	}
 	p.Layout = l
 	if o.Memory != nil {
-		for _, e := range append([]*pipefile.Endpoint{def.Source}, def.Sinks...) {
+		for _, e := range append([]*pipefile.Endpoint{p.Def.Source}, p.Def.Sinks...) {
 			if e != nil {
 				p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), p.Streams)
 			}
 		}
 	}
-	return p, diags
+	return diags
 }
 
 // expectedStreams is how many streams the pipeline will move at once as
