@@ -69,9 +69,27 @@ func (a *Archive) inFlight() int {
 	return max(n, a.Prefetch)
 }
 
+// resolveArchive resolves an archive block: its attributes, its stages
+// (on the profile's defaults), its push and fetch settings and the memory
+// they take.
 func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
 	a := &Archive{Name: def.Name, Def: def}
+	diags := a.resolveAttrs(def)
+	diags = append(diags, a.resolveStages(def, o)...)
+	diags = append(diags, a.resolvePushFetch(def)...)
+	if a.Codec != nil && !diags.HasErrors() {
+		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
+	}
+	if def.Store != nil {
+		a.EndpointMemory = a.storeMemory(o, def.Store)
+	}
+	return a, diags
+}
+
+// resolveAttrs checks and takes the archive block's own attributes: the
+// system identifier, the segment size, background.
+func (a *Archive) resolveAttrs(def *pipefile.Archive) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	if s := def.Attrs.String("system_identifier"); s != "" {
 		id, err := strconv.ParseUint(s, 10, 64)
 		if err != nil || id == 0 {
@@ -90,6 +108,13 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 		diags = append(diags, errAt(def.Attrs.AttrRange("background"), "Invalid background",
 			fmt.Sprintf("background = %q: give \"auto\" (a background process where PID 1 is a known init), \"always\" (whatever PID 1 is: only where it reaps orphans and is not PostgreSQL) or \"never\".", a.Background)))
 	}
+	return diags
+}
+
+// resolveStages resolves the archive's stages on the defaults of the
+// profile --profile names (or the default one) and takes their settings.
+func (a *Archive) resolveStages(def *pipefile.Archive, o Options) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	name := profiles.Default
 	if o.Profile != "" {
 		name = o.Profile
@@ -102,29 +127,41 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	for _, b := range def.Stages {
 		s, d := resolveStage(b, p)
 		diags = append(diags, d...)
-		if s == nil {
-			continue
-		}
-		switch s.Type {
-		case stagekind.Compress.Name:
-			if s.Codec != "none" {
-				a.Codec, _ = compress.Lookup(s.Codec)
-				a.Level = s.Level
-			}
-		case stagekind.Encrypt.Name, stagekind.Decrypt.Name:
-			if s.Keys.Passphrase() {
-				diags = append(diags, errAt(b.AttrRange("passphrase"), "No passphrase in an archive",
-					"Each WAL segment is encrypted on its own, and a passphrase costs a second of scrypt per segment: use recipients (and identities to fetch)."))
-				continue
-			}
-			keys := s.Keys
-			if s.Type == stagekind.Encrypt.Name {
-				a.Encrypt = &keys
-			} else {
-				a.Decrypt = &keys
-			}
+		if s != nil {
+			diags = append(diags, a.useStage(s, b)...)
 		}
 	}
+	return diags
+}
+
+// useStage takes a resolved stage's settings: compress's codec and level,
+// the keys of encrypt and decrypt (recipients and identities, never a
+// passphrase).
+func (a *Archive) useStage(s *Stage, b *pipefile.Block) hcl.Diagnostics {
+	switch s.Type {
+	case stagekind.Compress.Name:
+		if s.Codec != "none" {
+			a.Codec, _ = compress.Lookup(s.Codec)
+			a.Level = s.Level
+		}
+	case stagekind.Encrypt.Name, stagekind.Decrypt.Name:
+		if s.Keys.Passphrase() {
+			return hcl.Diagnostics{errAt(b.AttrRange("passphrase"), "No passphrase in an archive",
+				"Each WAL segment is encrypted on its own, and a passphrase costs a second of scrypt per segment: use recipients (and identities to fetch).")}
+		}
+		keys := s.Keys
+		if s.Type == stagekind.Encrypt.Name {
+			a.Encrypt = &keys
+		} else {
+			a.Decrypt = &keys
+		}
+	}
+	return nil
+}
+
+// resolvePushFetch checks and takes the push and fetch blocks' settings.
+func (a *Archive) resolvePushFetch(def *pipefile.Archive) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	push, fetch := def.Push, def.Fetch
 	a.Async, _ = push.Values["async"].(bool)
 	if n, ok := push.Int("workers"); ok {
@@ -153,13 +190,7 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	if a.Retries < 0 || a.Retries > 100 {
 		diags = append(diags, errAt(fetch.AttrRange("retries"), "Invalid retries", fmt.Sprintf("retries = %d: give 0 to 100.", a.Retries)))
 	}
-	if a.Codec != nil && !diags.HasErrors() {
-		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
-	}
-	if def.Store != nil {
-		a.EndpointMemory = a.storeMemory(o, def.Store)
-	}
-	return a, diags
+	return diags
 }
 
 // MaxObject is the largest object the archive stores: a segment (no WAL
