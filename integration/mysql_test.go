@@ -346,6 +346,36 @@ CREATE VIEW vïew AS SELECT id, nämé AS näme2 FROM tæble_ß WHERE e = 'ä';
 CREATE PROCEDURE pröc() SELECT 'grüß 山' AS x;
 `
 
+// mariaIntlFile backs intl up from the server at db_host:db_port into the
+// folder intl, as root, and restores it from there into target.
+const mariaIntlFile = `
+variable "db_host" {}
+variable "db_port" {}
+variable "root_password" { sensitive = true }
+variable "target" { default = "intl_copy" }
+pipeline "backup" {
+  source "mysql" {
+    host     = var.db_host
+    port     = var.db_port
+    user     = "root"
+    password = var.root_password
+    database = "intl"
+  }
+  sink "fs" { path = "intl/${run.id}/" }
+}
+pipeline "restore" {
+  source "fs" { path = "intl" }
+  sink "mysql" {
+    host            = var.db_host
+    port            = var.db_port
+    user            = "root"
+    password        = var.root_password
+    database        = var.target
+    create_database = true
+  }
+}
+`
+
 // sameIntl fails unless database got, a copy of mariaIntl's want, holds
 // the same bytes, definitions and routines, and its trigger did not fire.
 func (m *mariaServer) sameIntl(t *testing.T, want, got string) {
@@ -550,37 +580,12 @@ pipeline "restore" {
 	})
 
 	// Names, comments and defaults outside ASCII, every byte value in a
-	// BLOB, a latin1 column, JSON, GEOMETRY and BIT: a MariaDB dump in
-	// the binary character set gives each column its stored bytes back,
-	// and the definitions their text.
+	// BLOB, latin1 and utf8mb3 columns, JSON, GEOMETRY and BIT: a MariaDB
+	// dump in the binary character set gives each column its stored
+	// bytes back, and the definitions their text.
 	t.Run("character sets", func(t *testing.T) {
 		m.sql(t, mariaIntl)
-		writeFile(t, filepath.Join(dir, "intl.hcl"), []byte(`
-variable "db_host" {}
-variable "db_port" {}
-variable "root_password" { sensitive = true }
-pipeline "backup" {
-  source "mysql" {
-    host     = var.db_host
-    port     = var.db_port
-    user     = "root"
-    password = var.root_password
-    database = "intl"
-  }
-  sink "fs" { path = "intl/${run.id}/" }
-}
-pipeline "restore" {
-  source "fs" { path = "intl" }
-  sink "mysql" {
-    host            = var.db_host
-    port            = var.db_port
-    user            = "root"
-    password        = var.root_password
-    database        = "intl_copy"
-    create_database = true
-  }
-}
-`))
+		writeFile(t, filepath.Join(dir, "intl.hcl"), []byte(mariaIntlFile))
 		env := []string{"PIPE_VAR_db_host=" + m.Host, "PIPE_VAR_db_port=" + m.Port, "PIPE_VAR_root_password=" + mariaRootPassword}
 		keep(mustPipe(t, dir, env, "run", "intl.hcl", "--pipeline", "backup"))
 		dumps, _ := filepath.Glob(filepath.Join(dir, "intl", "*", "intl.sql"))
