@@ -87,3 +87,23 @@ func OpenArchive(ctx context.Context, a *plan.Archive, reg *host.Registry, dataD
 	}
 	return w, done, nil
 }
+
+// ArchiveListing returns a function that lists WAL archive a the first
+// time it is called and then returns that listing (VerifyOptions.WAL):
+// verify opens the archive only for a run that needs its WAL. A failed
+// listing is tried again at the next call.
+func ArchiveListing(a *plan.Archive, reg *host.Registry) func(context.Context) (*wal.Listing, error) {
+	var listing *wal.Listing
+	return func(ctx context.Context) (*wal.Listing, error) {
+		if listing != nil {
+			return listing, nil
+		}
+		ar, done, err := OpenArchive(ctx, a, reg, "")
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		listing, err = ar.List(ctx)
+		return listing, err
+	}
+}

@@ -12,15 +12,19 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
 	"github.com/pipebackup/pipe/stages/stagekind"
-	"github.com/pipebackup/pipe/wal"
 )
 
+// verifyFlags are pipe verify's flags.
+type verifyFlags struct {
+	store         storeFlags
+	metrics       metricsFlags
+	runID, sample string
+	last          int
+	all, decrypt  bool
+}
+
 func (a *app) verifyCmd() *cobra.Command {
-	var f storeFlags
-	var mf metricsFlags
-	var runID, sampleFlag string
-	var last int
-	var all, decrypt bool
+	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify FILE.hcl",
 		Short: "Check stored runs without restoring: every object's size and SHA-256, and with --decrypt its encryption and compression",
@@ -36,105 +40,115 @@ are good and 1 otherwise. By default the newest run; --run, --last N or
 metrics flags export pipe_verify_* as pipe run exports its own.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n := 0
-			if runID != "" {
-				n++
-			}
-			if last > 0 {
-				n++
-			}
-			if all {
-				n++
-			}
-			if n > 1 {
-				fmt.Fprintln(a.stderr, "Error: give one of --run, --last and --all")
-				return &exitError{exitInvalid}
-			}
-			sample := 0.0
-			if sampleFlag != "" {
-				v, err := strconv.ParseFloat(strings.TrimSuffix(sampleFlag, "%"), 64)
-				if err != nil || v <= 0 || v > 100 {
-					fmt.Fprintf(a.stderr, "Error: --sample %q: give a percentage above 0 and at most 100, e.g. 10%%\n", sampleFlag)
-					return &exitError{exitInvalid}
-				}
-				sample = v
-			}
-			ctx, stop := interruptible(cmd)
-			defer stop()
-			s, done, err := a.oneStore(ctx, args[0], &f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			p, err := a.load(args[0], &loadFlags{vars: f.vars, profile: f.profile}, "")
-			if err != nil {
-				return err
-			}
-			o := runner.VerifyOptions{RunID: runID, Last: last, All: all, Sample: sample, Plan: pipelineNamed(p, s.Pipeline)}
-			if decrypt {
-				dp, err := decoder(p, s.Pipeline)
-				if err != nil {
-					fmt.Fprintln(a.stderr, "Error:", err)
-					return &exitError{exitInvalid}
-				}
-				o.Decode = dp
-			}
-			if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
-				var listing *wal.Listing
-				o.WALWhere = fmt.Sprintf("archive %q", pa.Name)
-				o.WAL = func(ctx context.Context) (*wal.Listing, error) {
-					if listing != nil {
-						return listing, nil
-					}
-					ar, done, err := runner.OpenArchive(ctx, pa, a.registry, "")
-					if err != nil {
-						return nil, err
-					}
-					defer done()
-					listing, err = ar.List(ctx)
-					return listing, err
-				}
-			}
-			mx, err := a.startMetrics(&mf, args[0])
-			if err != nil {
-				return err
-			}
-			defer mx.close()
-			rep, err := runner.Verify(ctx, s, o)
-			mx.verified(s.Pipeline, rep, err)
-			if f.json {
-				out := map[string]any{"ok": err == nil && rep.OK(), "report": rep}
-				if err != nil {
-					out["error"] = scrub(err.Error(), p.File.Secrets())
-				}
-				if jerr := writeJSON(a.stdout, out); jerr != nil {
-					return jerr
-				}
-			} else {
-				printVerify(a, rep)
-			}
-			switch {
-			case ctx.Err() != nil:
-				return &exitError{exitInterrupted}
-			case err != nil:
-				if !f.json {
-					fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), p.File.Secrets()))
-				}
-				return &exitError{exitFailed}
-			case !rep.OK():
-				return &exitError{exitFailed}
-			}
-			return nil
+			return a.verify(cmd, args[0], &f)
 		},
 	}
-	f.register(cmd, false, true, true)
-	mf.register(cmd)
-	cmd.Flags().StringVar(&runID, "run", "", "verify this run (its id, as pipe backups lists it)")
-	cmd.Flags().IntVar(&last, "last", 0, "verify the newest N runs")
-	cmd.Flags().BoolVar(&all, "all", false, "verify every run")
-	cmd.Flags().StringVar(&sampleFlag, "sample", "", "read this share of each run's objects, chosen at random (e.g. 10%)")
-	cmd.Flags().BoolVar(&decrypt, "decrypt", false, "also decrypt and decode every object to nowhere, with the file's restore pipeline's keys")
+	f.store.register(cmd, false, true, true)
+	f.metrics.register(cmd)
+	cmd.Flags().StringVar(&f.runID, "run", "", "verify this run (its id, as pipe backups lists it)")
+	cmd.Flags().IntVar(&f.last, "last", 0, "verify the newest N runs")
+	cmd.Flags().BoolVar(&f.all, "all", false, "verify every run")
+	cmd.Flags().StringVar(&f.sample, "sample", "", "read this share of each run's objects, chosen at random (e.g. 10%)")
+	cmd.Flags().BoolVar(&f.decrypt, "decrypt", false, "also decrypt and decode every object to nowhere, with the file's restore pipeline's keys")
 	return cmd
+}
+
+// samplePercent checks that one of --run, --last and --all is given at
+// most, and returns the percentage --sample gives (0 without); a mistake
+// is said on stderr, and exits with code 2.
+func (a *app) samplePercent(f *verifyFlags) (float64, error) {
+	n := 0
+	if f.runID != "" {
+		n++
+	}
+	if f.last > 0 {
+		n++
+	}
+	if f.all {
+		n++
+	}
+	if n > 1 {
+		fmt.Fprintln(a.stderr, "Error: give one of --run, --last and --all")
+		return 0, &exitError{exitInvalid}
+	}
+	if f.sample == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(f.sample, "%"), 64)
+	if err != nil || v <= 0 || v > 100 {
+		fmt.Fprintf(a.stderr, "Error: --sample %q: give a percentage above 0 and at most 100, e.g. 10%%\n", f.sample)
+		return 0, &exitError{exitInvalid}
+	}
+	return v, nil
+}
+
+// verify is pipe verify: it checks the runs the flags choose in the
+// file's one store, and reports them.
+func (a *app) verify(cmd *cobra.Command, path string, f *verifyFlags) error {
+	sample, err := a.samplePercent(f)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	s, done, err := a.oneStore(ctx, path, &f.store)
+	if err != nil {
+		return err
+	}
+	defer done()
+	p, err := a.load(path, &loadFlags{vars: f.store.vars, profile: f.store.profile}, "")
+	if err != nil {
+		return err
+	}
+	o := runner.VerifyOptions{RunID: f.runID, Last: f.last, All: f.all, Sample: sample, Plan: pipelineNamed(p, s.Pipeline)}
+	if f.decrypt {
+		dp, err := decoder(p, s.Pipeline)
+		if err != nil {
+			fmt.Fprintln(a.stderr, "Error:", err)
+			return &exitError{exitInvalid}
+		}
+		o.Decode = dp
+	}
+	if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
+		o.WALWhere = fmt.Sprintf("archive %q", pa.Name)
+		o.WAL = runner.ArchiveListing(pa, a.registry)
+	}
+	mx, err := a.startMetrics(&f.metrics, path)
+	if err != nil {
+		return err
+	}
+	defer mx.close()
+	rep, err := runner.Verify(ctx, s, o)
+	mx.verified(s.Pipeline, rep, err)
+	return a.verifyEnded(ctx, f, p.File.Secrets(), rep, err)
+}
+
+// verifyEnded reports what verify found (as JSON with --json) and
+// returns the exit code's error.
+func (a *app) verifyEnded(ctx context.Context, f *verifyFlags, secrets []string, rep *runner.VerifyReport, err error) error {
+	if f.store.json {
+		out := map[string]any{"ok": err == nil && rep.OK(), "report": rep}
+		if err != nil {
+			out["error"] = scrub(err.Error(), secrets)
+		}
+		if jerr := writeJSON(a.stdout, out); jerr != nil {
+			return jerr
+		}
+	} else {
+		printVerify(a, rep)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return &exitError{exitInterrupted}
+	case err != nil:
+		if !f.store.json {
+			fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), secrets))
+		}
+		return &exitError{exitFailed}
+	case !rep.OK():
+		return &exitError{exitFailed}
+	}
+	return nil
 }
 
 // pipelineNamed returns the pipeline called name.
