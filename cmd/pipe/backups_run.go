@@ -207,84 +207,95 @@ backup stays whatever the rules say. --dry-run lists exactly what prune
 would delete and deletes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := interruptible(cmd)
-			defer stop()
-			s, done, err := a.oneStore(ctx, args[0], &f)
-			if err != nil {
-				return err
-			}
-			defer done()
-			rp, d, err := runner.PruneStore(ctx, s, time.Now(), dryRun)
-			if err != nil && rp == nil {
-				fmt.Fprintln(a.stderr, "Error:", err)
-				return &exitError{exitFailed}
-			}
-			var walPrune *runner.WALPrune
-			if err == nil && s.Def != nil && (s.Def.KeepLast > 0 || s.Def.KeepWithin > 0) {
-				p, lerr := a.load(args[0], &loadFlags{vars: f.vars, profile: f.profile}, "")
-				if lerr != nil {
-					return lerr
-				}
-				if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
-					walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, len(rp.Drop), dryRun)
-				}
-			}
-			verb := "deleted"
-			if dryRun {
-				verb = "would delete"
-			}
-			if f.json {
-				out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
-				if len(rp.Held) > 0 {
-					out["kept_last_base_backups"] = runIDs(rp.Held)
-				}
-				if d != nil {
-					out["deleted"] = d
-				}
-				if walPrune != nil {
-					out["wal"] = walPrune
-				}
-				if err != nil {
-					out["error"] = err.Error()
-				}
-				if jerr := writeJSON(a.stdout, out); jerr != nil {
-					return jerr
-				}
-			} else {
-				fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
-				for _, r := range rp.Held {
-					fmt.Fprintf(a.stdout, "keep run %s (finished %s), which the rules alone would delete: the last complete base backup of its cluster in the store, which retention never deletes (pipe backups delete --force does)\n",
-						r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
-				}
-				for _, r := range rp.Drop {
-					fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
-				}
-				for _, o := range rp.Garbage {
-					fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
-				}
-				if w := walPrune; w != nil && len(w.Kept) > 0 {
-					if w.Removed > 0 {
-						fmt.Fprintf(a.stdout, "%s %s\n", verb, w.Describe(dryRun))
-					} else {
-						fmt.Fprintln(a.stdout, w.Describe(dryRun))
-					}
-				}
-				if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
-					fmt.Fprintln(a.stdout, "nothing to delete")
-				}
-			}
-			if err != nil {
-				if !f.json {
-					fmt.Fprintln(a.stderr, "Error:", err)
-				}
-				return &exitError{exitFailed}
-			}
-			return nil
+			return a.prune(cmd, args[0], &f, dryRun)
 		},
 	}
 	f.register(cmd, false, true, true)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted; delete nothing")
 	return cmd
+}
+
+// prune is pipe backups prune: retention now in the file's one store
+// and, when its sink has rules, in the pipeline's WAL archive.
+func (a *app) prune(cmd *cobra.Command, path string, f *storeFlags, dryRun bool) error {
+	ctx, stop := interruptible(cmd)
+	defer stop()
+	s, done, err := a.oneStore(ctx, path, f)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rp, d, err := runner.PruneStore(ctx, s, time.Now(), dryRun)
+	if err != nil && rp == nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return &exitError{exitFailed}
+	}
+	var walPrune *runner.WALPrune
+	if err == nil && s.Def != nil && (s.Def.KeepLast > 0 || s.Def.KeepWithin > 0) {
+		p, lerr := a.load(path, &loadFlags{vars: f.vars, profile: f.profile}, "")
+		if lerr != nil {
+			return lerr
+		}
+		if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
+			walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, len(rp.Drop), dryRun)
+		}
+	}
+	if f.json {
+		out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
+		if len(rp.Held) > 0 {
+			out["kept_last_base_backups"] = runIDs(rp.Held)
+		}
+		if d != nil {
+			out["deleted"] = d
+		}
+		if walPrune != nil {
+			out["wal"] = walPrune
+		}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		if jerr := writeJSON(a.stdout, out); jerr != nil {
+			return jerr
+		}
+	} else {
+		a.printPrune(s, rp, walPrune, dryRun)
+	}
+	if err != nil {
+		if !f.json {
+			fmt.Fprintln(a.stderr, "Error:", err)
+		}
+		return &exitError{exitFailed}
+	}
+	return nil
+}
+
+// printPrune prints what prune kept and deleted (or would delete).
+func (a *app) printPrune(s *runner.Store, rp *runner.RetentionPlan, walPrune *runner.WALPrune, dryRun bool) {
+	verb := "deleted"
+	if dryRun {
+		verb = "would delete"
+	}
+	fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
+	for _, r := range rp.Held {
+		fmt.Fprintf(a.stdout, "keep run %s (finished %s), which the rules alone would delete: the last complete base backup of its cluster in the store, which retention never deletes (pipe backups delete --force does)\n",
+			r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
+	}
+	for _, r := range rp.Drop {
+		fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
+	}
+	for _, o := range rp.Garbage {
+		fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
+	}
+	if w := walPrune; w != nil && len(w.Kept) > 0 {
+		if w.Removed > 0 {
+			fmt.Fprintf(a.stdout, "%s %s\n", verb, w.Describe(dryRun))
+		} else {
+			fmt.Fprintln(a.stdout, w.Describe(dryRun))
+		}
+	}
+	if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
+		fmt.Fprintln(a.stdout, "nothing to delete")
+	}
 }
 
 func runIDs(rs []*catalog.Run) []string {
