@@ -76,102 +76,51 @@ another run fits in --duration (up to 3 runs), and is measured over them all.
 	return cmd
 }
 
+// benchInput is what pipe bench's flags say, checked: the file's
+// variables, the bytes of each --synthetic stream (0 without), the sweeps.
+type benchInput struct {
+	vars      map[string]string
+	synthSize int64
+	sweeps    []tune.Sweep
+}
+
+// benchFail says what is wrong with the bench's flags or file on stderr,
+// and exits with code 2.
+func (a *app) benchFail(format string, args ...any) error {
+	fmt.Fprintf(a.stderr, "Error: "+format+"\n", args...)
+	return &exitError{exitInvalid}
+}
+
+// bench is pipe bench: it measures each variant of the pipeline and
+// recommends one.
 func (a *app) bench(parent context.Context, path string, o *benchOptions) error {
-	fail := func(format string, args ...any) error {
-		fmt.Fprintf(a.stderr, "Error: "+format+"\n", args...)
-		return &exitError{exitInvalid}
-	}
-	vars, err := parseVars(o.load.vars)
+	in, err := a.benchFlags(o)
 	if err != nil {
-		return fail("%v", err)
-	}
-	if o.duration <= 0 {
-		return fail("--duration %s: give a positive duration, e.g. 20s", o.duration)
-	}
-	var synthSize int64
-	if o.synthetic != "" {
-		if synthSize, _, err = pipefile.ParseSize(o.synthetic); err != nil || synthSize <= 0 {
-			return fail("--synthetic %s: give the bytes of each stream, e.g. 1GiB", o.synthetic)
-		}
-		if o.synthStreams < 1 || o.synthStreams > 1024 {
-			return fail("--synthetic-streams %d: give between 1 and 1024 streams", o.synthStreams)
-		}
-	}
-	sweeps, err := tune.ParseSweeps(o.sweeps)
-	if err != nil {
-		return fail("%v", err)
+		return err
 	}
 	if _, err := a.openRegistry(); err != nil {
 		return err
 	}
-
-	// The first load checks the file and picks the pipeline; each variant
-	// loads and plans it again (a plan fills in its endpoints' values).
-	first, err := a.benchPlan(path, vars, "", tune.Variant{}, o, true)
+	first, variants, err := a.benchVariants(path, o, in)
 	if err != nil {
 		return err
 	}
-	if err := tune.Benchable(first); err != nil {
-		return fail("pipe bench %s: %v", path, err)
-	}
-	if err := tune.CheckKnobs(first, sweeps); err != nil {
-		return fail("%v", err)
-	}
-	variants, err := tune.Variants(first, o.profiles, sweeps, a.host)
-	if err != nil {
-		return fail("%v", err)
-	}
-	for _, v := range variants {
-		if _, err := a.benchPlan(path, vars, "", v, o, false); err != nil {
-			return err
-		}
-	}
-
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep := tune.Report{File: path, Pipeline: first.Name, Host: tune.Host{CPUs: a.host.CPUs, Memory: a.host.Memory}, Limit: o.duration.Seconds(), Source: first.Source.Type}
-	if synthSize > 0 {
-		rep.Source = fmt.Sprintf("synthetic: %s × %s", plan.Plural(o.synthStreams, "stream"), pipefile.HumanSize(synthSize))
+	if in.synthSize > 0 {
+		rep.Source = fmt.Sprintf("synthetic: %s × %s", plan.Plural(o.synthStreams, "stream"), pipefile.HumanSize(in.synthSize))
 	}
 	fmt.Fprintf(a.stderr, "bench: pipeline %q of %s, %s, on %d CPUs; %s, up to %s each\n",
 		first.Name, path, rep.Source, a.host.CPUs, plan.Plural(len(variants), "variant"), o.duration)
-	warned := map[string]bool{}
-	warn := func(msg string) {
-		if !warned[msg] {
-			warned[msg] = true
-			a.log.Warn(msg) // redacted, in the chosen log format, as pipe run's
-		}
-	}
-	trials := &tune.Trials{
-		Duration: o.duration,
-		RunID:    func() string { return newRunID(time.Now()) },
-		Plan: func(runID string, v tune.Variant) (*tune.Planned, error) {
-			return a.benchPlan(path, vars, runID, v, o, false)
-		},
-		Options: func(p *tune.Planned) runner.Options {
-			secrets := p.File.Secrets()
-			ro := runner.Options{Registry: a.registry, Warn: func(msg string) { warn(scrub(msg, secrets)) }}
-			if synthSize > 0 {
-				ro.Source = synthetic.New(o.synthStreams, synthSize)
-			}
-			return ro
-		},
-	}
+	trials := a.benchTrials(path, o, in)
 	for i, v := range variants {
 		row, err := trials.Measure(ctx, v)
 		if err != nil {
 			return a.benchFailed(ctx, v, o, err)
 		}
 		rep.Variants = append(rep.Variants, row)
-		how := pipefile.HumanSize(row.ReadBytes) + " read"
-		switch {
-		case row.Cut:
-			how += ", cut by --duration"
-		case row.Runs > 1:
-			how += fmt.Sprintf(" in %d runs", row.Runs)
-		}
-		fmt.Fprintf(a.stderr, "bench: [%d/%d] %s: %s/s in %s (%s), bottleneck %s\n", i+1, len(variants), v.Name,
-			pipefile.HumanSize(int64(row.ReadPerSec)), tune.Seconds(row.Seconds), how, row.Bottleneck)
+		a.printVariant(i+1, len(variants), v, row)
 	}
 
 	best, reason := tune.Recommend(rep.Variants)
@@ -179,13 +128,104 @@ func (a *app) bench(parent context.Context, path string, o *benchOptions) error 
 	rec := rep.Variants[best]
 	rep.Settings = tune.SettingLines(first, rec.Variant)
 	if o.write {
-		rep.Written = tune.WriteRecommendation(first, rec.Variant, synthSize > 0)
+		rep.Written = tune.WriteRecommendation(first, rec.Variant, in.synthSize > 0)
 	}
 	if o.load.json {
 		return writeJSON(a.stdout, rep)
 	}
 	tune.Print(a.stdout, &rep)
 	return nil
+}
+
+// benchFlags checks pipe bench's flags.
+func (a *app) benchFlags(o *benchOptions) (*benchInput, error) {
+	vars, err := parseVars(o.load.vars)
+	if err != nil {
+		return nil, a.benchFail("%v", err)
+	}
+	if o.duration <= 0 {
+		return nil, a.benchFail("--duration %s: give a positive duration, e.g. 20s", o.duration)
+	}
+	in := &benchInput{vars: vars}
+	if o.synthetic != "" {
+		if in.synthSize, _, err = pipefile.ParseSize(o.synthetic); err != nil || in.synthSize <= 0 {
+			return nil, a.benchFail("--synthetic %s: give the bytes of each stream, e.g. 1GiB", o.synthetic)
+		}
+		if o.synthStreams < 1 || o.synthStreams > 1024 {
+			return nil, a.benchFail("--synthetic-streams %d: give between 1 and 1024 streams", o.synthStreams)
+		}
+	}
+	if in.sweeps, err = tune.ParseSweeps(o.sweeps); err != nil {
+		return nil, a.benchFail("%v", err)
+	}
+	return in, nil
+}
+
+// benchVariants plans the file's bench pipeline as the file says, which
+// checks the file and picks the pipeline, and then once for each variant
+// to try (a plan fills in its endpoints' values, so each variant's run
+// loads and plans it again).
+func (a *app) benchVariants(path string, o *benchOptions, in *benchInput) (*tune.Planned, []tune.Variant, error) {
+	first, err := a.benchPlan(path, in.vars, "", tune.Variant{}, o, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tune.Benchable(first); err != nil {
+		return nil, nil, a.benchFail("pipe bench %s: %v", path, err)
+	}
+	if err := tune.CheckKnobs(first, in.sweeps); err != nil {
+		return nil, nil, a.benchFail("%v", err)
+	}
+	variants, err := tune.Variants(first, o.profiles, in.sweeps, a.host)
+	if err != nil {
+		return nil, nil, a.benchFail("%v", err)
+	}
+	for _, v := range variants {
+		if _, err := a.benchPlan(path, in.vars, "", v, o, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	return first, variants, nil
+}
+
+// benchTrials runs the variants: each plans the pipeline afresh and runs
+// it as a trial, its warnings logged once.
+func (a *app) benchTrials(path string, o *benchOptions, in *benchInput) *tune.Trials {
+	warned := map[string]bool{}
+	warn := func(msg string) {
+		if !warned[msg] {
+			warned[msg] = true
+			a.log.Warn(msg) // redacted, in the chosen log format, as pipe run's
+		}
+	}
+	return &tune.Trials{
+		Duration: o.duration,
+		RunID:    func() string { return newRunID(time.Now()) },
+		Plan: func(runID string, v tune.Variant) (*tune.Planned, error) {
+			return a.benchPlan(path, in.vars, runID, v, o, false)
+		},
+		Options: func(p *tune.Planned) runner.Options {
+			secrets := p.File.Secrets()
+			ro := runner.Options{Registry: a.registry, Warn: func(msg string) { warn(scrub(msg, secrets)) }}
+			if in.synthSize > 0 {
+				ro.Source = synthetic.New(o.synthStreams, in.synthSize)
+			}
+			return ro
+		},
+	}
+}
+
+// printVariant prints the measure of the n-th of count variants.
+func (a *app) printVariant(n, count int, v tune.Variant, row tune.Row) {
+	how := pipefile.HumanSize(row.ReadBytes) + " read"
+	switch {
+	case row.Cut:
+		how += ", cut by --duration"
+	case row.Runs > 1:
+		how += fmt.Sprintf(" in %d runs", row.Runs)
+	}
+	fmt.Fprintf(a.stderr, "bench: [%d/%d] %s: %s/s in %s (%s), bottleneck %s\n", n, count, v.Name,
+		pipefile.HumanSize(int64(row.ReadPerSec)), tune.Seconds(row.Seconds), how, row.Bottleneck)
 }
 
 // benchFailed says why variant v could not be measured and returns the
