@@ -13,7 +13,7 @@ TAGS    ?= disable_grpc_modules
 # are built the same way.
 export GOFLAGS += -tags=$(TAGS)
 
-.PHONY: help build run lint lint-install test test-short fuzz bench proto docs clean
+.PHONY: help build run lint lint-install test test-deps test-short fuzz bench proto docs clean
 
 help:
 	@echo "make build        build $(BIN) and $(BIN)-wal (archive_command's quick start)"
@@ -21,6 +21,7 @@ help:
 	@echo "make lint         go vet and golangci-lint (installs the pinned version into bin/tools)"
 	@echo "make lint-install install the pinned golangci-lint into bin/tools"
 	@echo "make test         lint, then every test (unit, CLI scripts, round trips, examples, integration)"
+	@echo "make test-deps    install what make test needs (Debian/Ubuntu, root or sudo): tools, test images, linter"
 	@echo "make test-short   the tests without containers or large data, in under $(SHORT_TIMEOUT)"
 	@echo "make fuzz         fuzz the loader, the manifest decoder and the tar extractor, FUZZTIME each (default 60s)"
 	@echo "make bench        benchmarks against cp, zstd, mc and rclone; writes bench/results/latest.md"
@@ -61,6 +62,12 @@ lint: $(GOLANGCI_LINT)
 
 # The timeout is per package: ./integration/ alone takes about 19 minutes
 # on 2 CPUs (the database versions included), and CI's budget is 45.
+# What make test needs on a fresh Debian or Ubuntu machine: the codecs'
+# tools, Redis, the database clients, Docker and the test images, the
+# linter (.ci/deps; CI runs it too).
+test-deps:
+	.ci/deps
+
 test: lint
 	$(GO) test -count=1 -timeout 40m ./...
 

@@ -69,13 +69,13 @@ func TestExamples(t *testing.T) {
 }
 
 // needTool returns a tool's path; in CI a missing tool fails the test
-// (.ci/run installs it), elsewhere it skips.
+// (make test-deps installs it), elsewhere it skips.
 func needTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed; .ci/run must install it", name)
+			t.Fatalf("%s is not installed; make test-deps installs it", name)
 		}
 		t.Skipf("%s is not installed", name)
 	}

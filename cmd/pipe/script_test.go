@@ -60,7 +60,7 @@ func TestScripts(t *testing.T) {
 			case strings.HasPrefix(cond, "exec:"):
 				_, err := exec.LookPath(strings.TrimPrefix(cond, "exec:"))
 				if err != nil && os.Getenv("CI") != "" {
-					return false, fmt.Errorf("%s is not installed; .ci/run must install it", strings.TrimPrefix(cond, "exec:"))
+					return false, fmt.Errorf("%s is not installed; make test-deps installs it", strings.TrimPrefix(cond, "exec:"))
 				}
 				return err == nil, nil
 			}

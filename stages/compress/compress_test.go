@@ -81,12 +81,12 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // tool returns the path of a codec's command-line tool. In CI a missing
-// tool is a failure: .ci/run installs them.
+// tool is a failure: make test-deps installs them.
 func tool(t *testing.T, name string) string {
 	p, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is not installed; .ci/run must install it", name)
+			t.Fatalf("%s is not installed; make test-deps installs it", name)
 		}
 		t.Skipf("%s is not installed", name)
 	}

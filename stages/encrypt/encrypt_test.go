@@ -76,7 +76,7 @@ func TestAgeToolOpensOurFiles(t *testing.T) {
 	bin, err := exec.LookPath("age")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("age is not installed; .ci/run must install it")
+			t.Fatal("age is not installed; make test-deps installs it")
 		}
 		t.Skip("age is not installed")
 	}

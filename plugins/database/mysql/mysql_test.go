@@ -468,7 +468,7 @@ func TestOptionFileQuoting(t *testing.T) {
 	client, err := exec.LookPath("mariadb")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("mariadb is not installed; .ci/run must install mariadb-client")
+			t.Fatal("mariadb is not installed; make test-deps installs it (mariadb-client)")
 		}
 		t.Skip("mariadb is not installed")
 	}
