@@ -95,7 +95,7 @@ func startVersionCluster(t *testing.T, v pgVersion, env map[string]string, keys 
 // container with its own pg_dump, pg_restore and psql: one database as
 // one stream (custom or plain) or table by table (jobs), and the whole
 // server. The store and the keys are the archive's.
-const versionPipelines = s3Vars + `
+var versionPipelines = s3Vars + `
 variable "pg_password" { sensitive = true }
 variable "jobs" { default = 1 }
 variable "format" { default = "custom" }
@@ -116,25 +116,11 @@ pipeline "backup" {
   }
   compress {}
   encrypt { recipients = [file("/etc/pipe/wal.pub")] }
-  ` + `sink "s3" {
-    bucket            = var.bucket
-    key               = "dump/${var.set}/${run.id}/"
-    endpoint          = var.endpoint
-    path_style        = true
-    access_key_id     = var.access_key
-    secret_access_key = var.secret_key
-  }
+  ` + s3Block("sink", `key = "dump/${var.set}/${run.id}/"`) + `
 }
 
 pipeline "restore" {
-  source "s3" {
-    bucket            = var.bucket
-    prefix            = "dump/${var.set}/"
-    endpoint          = var.endpoint
-    path_style        = true
-    access_key_id     = var.access_key
-    secret_access_key = var.secret_key
-  }
+  ` + s3Block("source", `prefix = "dump/${var.set}/"`) + `
   decrypt { identities = [file("/etc/pipe/wal.key")] }
   decompress {}
   sink "postgres" {
@@ -157,25 +143,11 @@ pipeline "server" {
   }
   compress {}
   encrypt { recipients = [file("/etc/pipe/wal.pub")] }
-  sink "s3" {
-    bucket            = var.bucket
-    key               = "server/${run.id}/"
-    endpoint          = var.endpoint
-    path_style        = true
-    access_key_id     = var.access_key
-    secret_access_key = var.secret_key
-  }
+  ` + s3Block("sink", `key = "server/${run.id}/"`) + `
 }
 
 pipeline "server_restore" {
-  source "s3" {
-    bucket            = var.bucket
-    prefix            = "server/"
-    endpoint          = var.endpoint
-    path_style        = true
-    access_key_id     = var.access_key
-    secret_access_key = var.secret_key
-  }
+  ` + s3Block("source", `prefix = "server/"`) + `
   decrypt { identities = [file("/etc/pipe/wal.key")] }
   decompress {}
   sink "postgres" {

@@ -394,13 +394,7 @@ var tarEnd [1024]byte
 func (s *BaseSource) copyOld(ctx context.Context) {
 	var cur *basePipe
 	next := 0 // the stream the next COPY carries: s.streams[next]
-	fail := func(err error) {
-		s.err = err
-		for _, p := range s.pipes {
-			p.end(err)
-		}
-		close(s.done)
-	}
+	fail := s.fail
 	for {
 		msg, err := s.pc.ReceiveMessage(ctx)
 		if err != nil {
@@ -466,13 +460,7 @@ func (s *BaseSource) copyOld(ctx context.Context) {
 // directory, the manifest); then the end position.
 func (s *BaseSource) copy(ctx context.Context) {
 	var cur *basePipe
-	fail := func(err error) {
-		s.err = err
-		for _, p := range s.pipes {
-			p.end(err)
-		}
-		close(s.done)
-	}
+	fail := s.fail
 	next := func(name string) error {
 		if cur != nil {
 			cur.end(nil)
@@ -545,6 +533,16 @@ func (s *BaseSource) copy(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// fail ends the copy with err: every stream's reader gets it, and so
+// does Conclude.
+func (s *BaseSource) fail(err error) {
+	s.err = err
+	for _, p := range s.pipes {
+		p.end(err)
+	}
+	close(s.done)
 }
 
 // finish reads what the server sends after the archives: the end
