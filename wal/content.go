@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // checkContent checks that a file's bytes are what its name says it is,
@@ -73,7 +75,7 @@ func ParseHistory(tli uint32, data []byte) ([]HistoryEntry, error) {
 		if err != nil || t == 0 {
 			return nil, fmt.Errorf("line %d of the history file names timeline %q: not a timeline history file", line, fields[0])
 		}
-		lsn, err := ParseLSN(fields[1])
+		lsn, err := sdk.ParseLSN(fields[1])
 		if err != nil {
 			return nil, fmt.Errorf("line %d of the history file: %w: not a timeline history file", line, err)
 		}
@@ -150,7 +152,7 @@ func ParseBackupLabel(data []byte) (BackupLabel, error) {
 // position, and the timeline of the file it names.
 func labelLocation(v string) (uint64, uint32, error) {
 	lsn, rest, _ := strings.Cut(strings.TrimSpace(v), " ")
-	at, err := ParseLSN(lsn)
+	at, err := sdk.ParseLSN(lsn)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
@@ -57,29 +56,15 @@ func BackupRange(facts map[string]string) (r Range, ok bool, err error) {
 		return bad(factSegSize)
 	}
 	r.SegmentSize = uint32(seg)
-	if r.Start, err = ParseLSN(facts[factStartLSN]); err != nil || r.Start == 0 {
+	if r.Start, err = sdk.ParseLSN(facts[factStartLSN]); err != nil || r.Start == 0 {
 		return bad(factStartLSN)
 	}
 	if s := facts[factStopLSN]; s != "" {
-		if r.Stop, err = ParseLSN(s); err != nil || r.Stop < r.Start {
+		if r.Stop, err = sdk.ParseLSN(s); err != nil || r.Stop < r.Start {
 			return bad(factStopLSN)
 		}
 	}
 	return r, true, nil
-}
-
-// ParseLSN reads a WAL position as PostgreSQL prints it: "16/B374D848".
-func ParseLSN(s string) (uint64, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, fmt.Errorf("%q is not a WAL position (such as 0/3000028)", s)
-	}
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("%q is not a WAL position (such as 0/3000028)", s)
-	}
-	return h<<32 | l, nil
 }
 
 // Complete reports whether the range has its end (the run finished).

@@ -31,14 +31,6 @@ func TestBackupRange(t *testing.T) {
 	if _, _, err := BackupRange(facts); err == nil || !strings.Contains(err.Error(), "stop_lsn") {
 		t.Errorf("a stop before the start: %v", err)
 	}
-	for _, bad := range []string{"", "0", "G/1", "1/2/3"} {
-		if _, err := ParseLSN(bad); err == nil {
-			t.Errorf("ParseLSN(%q) passed", bad)
-		}
-	}
-	if n, err := ParseLSN("16/B374D848"); err != nil || n != 0x16B374D848 {
-		t.Errorf("ParseLSN: %x %v", n, err)
-	}
 }
 
 // TestMissingAndBefore archives segments 1-3 and 5 of timeline 1 and 6 of

@@ -30,7 +30,7 @@ func TestParseLSN(t *testing.T) {
 			t.Errorf("%q: %x %v, want %x", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"3000060", "0/", "/1", "0/123456789", "0/+1", "2026-11-26 10:00:00+00"} {
+	for _, s := range []string{"3000060", "0/", "/1", "0/123456789", "0/+1", "2026-11-26 10:00:00+00", "", "0", "G/1", "1/2/3"} {
 		if _, err := ParseLSN(s); err == nil {
 			t.Errorf("%q was accepted", s)
 		}
