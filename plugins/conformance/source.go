@@ -66,136 +66,152 @@ func RunSource(t *testing.T, s Source) {
 		{"one byte", []byte{7}},
 		{"many chunks", data(1, 5<<20+17)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src := s.New(t, map[string][]byte{"stream-1": tc.data})
-			infos, err := src.Streams(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(infos) != 1 || infos[0].Name != "stream-1" {
-				t.Fatalf("Streams() = %+v, want one stream named stream-1", infos)
-			}
-			if sz := infos[0].Size; sz != -1 && sz != int64(len(tc.data)) {
-				t.Fatalf("size %d, want %d or -1", sz, len(tc.data))
-			}
-			if got := readAll(t, src, "stream-1"); !bytes.Equal(got, tc.data) {
-				t.Fatalf("read %d bytes, want %d", len(got), len(tc.data))
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { sourceOneStream(t, s, tc.data) })
 	}
+	t.Run("many streams at once", func(t *testing.T) { sourceManyStreams(t, s) })
+	t.Run("missing stream", func(t *testing.T) { sourceMissing(t, s) })
+	t.Run("cancellation", func(t *testing.T) { sourceCancellation(t, s) })
+	t.Run("secrets stay out of errors", func(t *testing.T) { sourceSecrets(t, s) })
+}
 
-	t.Run("many streams at once", func(t *testing.T) {
-		if s.OneStream {
-			t.Skip("this source yields one stream")
-		}
-		want := map[string][]byte{}
-		for i := 0; i < 16; i++ {
-			want[fmt.Sprintf("dir/s%02d", i)] = data(uint64(i), 100_000*i)
-		}
-		src := s.New(t, want)
-		infos, err := src.Streams(context.Background())
-		if err != nil || len(infos) != len(want) {
-			t.Fatalf("Streams: %d streams, %v", len(infos), err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(want))
-		for name, b := range want {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rc, err := src.Open(context.Background(), name)
-				if err != nil {
-					errs <- err
-					return
-				}
-				got, err := io.ReadAll(rc)
-				rc.Close()
-				if err != nil || !bytes.Equal(got, b) {
-					errs <- fmt.Errorf("%s: %d bytes, %v", name, len(got), err)
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
-	})
+// sourceOneStream lists a source of one stream holding b, checks its name
+// and size, and reads b back.
+func sourceOneStream(t *testing.T, s Source, b []byte) {
+	src := s.New(t, map[string][]byte{"stream-1": b})
+	infos, err := src.Streams(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Name != "stream-1" {
+		t.Fatalf("Streams() = %+v, want one stream named stream-1", infos)
+	}
+	if sz := infos[0].Size; sz != -1 && sz != int64(len(b)) {
+		t.Fatalf("size %d, want %d or -1", sz, len(b))
+	}
+	if got := readAll(t, src, "stream-1"); !bytes.Equal(got, b) {
+		t.Fatalf("read %d bytes, want %d", len(got), len(b))
+	}
+}
 
-	t.Run("missing stream", func(t *testing.T) {
-		src := s.New(t, map[string][]byte{"here": {1}})
-		if rc, err := src.Open(context.Background(), "not-here"); !errors.Is(err, sdk.ErrNotFound) {
-			if rc != nil {
-				rc.Close()
-			}
-			t.Fatalf("Open of a missing stream: %v, want an error wrapping sdk.ErrNotFound", err)
-		}
-	})
-
-	t.Run("cancellation", func(t *testing.T) {
-		if s.Endless == nil {
-			t.Skip("no endless stream for this source")
-		}
-		src, name := s.Endless(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		rc, err := src.Open(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 64<<10)
-		if _, err := io.ReadFull(rc, buf); err != nil {
-			t.Fatalf("reading the endless stream: %v", err)
-		}
-		cancel()
-		done := make(chan error, 1)
+// sourceManyStreams reads 16 streams of different sizes at once, each
+// from its own goroutine.
+func sourceManyStreams(t *testing.T, s Source) {
+	if s.OneStream {
+		t.Skip("this source yields one stream")
+	}
+	want := map[string][]byte{}
+	for i := 0; i < 16; i++ {
+		want[fmt.Sprintf("dir/s%02d", i)] = data(uint64(i), 100_000*i)
+	}
+	src := s.New(t, want)
+	infos, err := src.Streams(context.Background())
+	if err != nil || len(infos) != len(want) {
+		t.Fatalf("Streams: %d streams, %v", len(infos), err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(want))
+	for name, b := range want {
+		wg.Add(1)
 		go func() {
-			for {
-				if _, err := rc.Read(buf); err != nil {
-					done <- err
-					return
-				}
+			defer wg.Done()
+			rc, err := src.Open(context.Background(), name)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got, b) {
+				errs <- fmt.Errorf("%s: %d bytes, %v", name, len(got), err)
 			}
 		}()
-		select {
-		case <-done: //nolint:errcheck // any error ends the reads, which is all this asks
-		case <-time.After(5 * time.Second):
-			t.Fatal("reads went on for 5 s after the context was cancelled")
-		}
-		closed := make(chan struct{})
-		go func() { rc.Close(); close(closed) }()
-		select {
-		case <-closed:
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close hangs after cancellation")
-		}
-	})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
 
-	t.Run("secrets stay out of errors", func(t *testing.T) {
-		if s.Failing == nil {
-			t.Skip("this source has no secret attribute")
+// sourceMissing opens a stream the source does not have: the error wraps
+// sdk.ErrNotFound.
+func sourceMissing(t *testing.T, s Source) {
+	src := s.New(t, map[string][]byte{"here": {1}})
+	if rc, err := src.Open(context.Background(), "not-here"); !errors.Is(err, sdk.ErrNotFound) {
+		if rc != nil {
+			rc.Close()
 		}
-		const secret = "s3cr3t-p4ssw0rd-for-conformance"
-		src, name := s.Failing(t, secret)
-		var msgs []string
-		rc, err := src.Open(context.Background(), name)
+		t.Fatalf("Open of a missing stream: %v, want an error wrapping sdk.ErrNotFound", err)
+	}
+}
+
+// sourceCancellation cancels the context of an endless stream: reads end
+// and Close returns, each within 5 s.
+func sourceCancellation(t *testing.T, s Source) {
+	if s.Endless == nil {
+		t.Skip("no endless stream for this source")
+	}
+	src, name := s.Endless(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	rc, err := src.Open(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		t.Fatalf("reading the endless stream: %v", err)
+	}
+	cancel()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := rc.Read(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-done: //nolint:errcheck // any error ends the reads, which is all this asks
+	case <-time.After(5 * time.Second):
+		t.Fatal("reads went on for 5 s after the context was cancelled")
+	}
+	closed := make(chan struct{})
+	go func() { rc.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs after cancellation")
+	}
+}
+
+// sourceSecrets makes a source configured with a secret fail: no error it
+// returns repeats the secret.
+func sourceSecrets(t *testing.T, s Source) {
+	if s.Failing == nil {
+		t.Skip("this source has no secret attribute")
+	}
+	const secret = "s3cr3t-p4ssw0rd-for-conformance"
+	src, name := s.Failing(t, secret)
+	var msgs []string
+	rc, err := src.Open(context.Background(), name)
+	if err != nil {
+		msgs = append(msgs, err.Error())
+	} else {
+		_, err := io.ReadAll(rc)
 		if err != nil {
 			msgs = append(msgs, err.Error())
-		} else {
-			_, err := io.ReadAll(rc)
-			if err != nil {
-				msgs = append(msgs, err.Error())
-			}
-			if err := rc.Close(); err != nil {
-				msgs = append(msgs, err.Error())
-			}
 		}
-		if len(msgs) == 0 {
-			t.Fatal("the failing source did not fail")
+		if err := rc.Close(); err != nil {
+			msgs = append(msgs, err.Error())
 		}
-		for _, m := range msgs {
-			if strings.Contains(m, secret) {
-				t.Fatalf("an error repeats the secret: %s", m)
-			}
+	}
+	if len(msgs) == 0 {
+		t.Fatal("the failing source did not fail")
+	}
+	for _, m := range msgs {
+		if strings.Contains(m, secret) {
+			t.Fatalf("an error repeats the secret: %s", m)
 		}
-	})
+	}
 }
