@@ -47,70 +47,8 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		// A value that fails to decode (or is known at run time only) is
 		// unknown: later checks of the block do not fail a second time
 		// because of it, and every other attribute is still checked.
-		decode := func() (any, bool) {
-			var ad hcl.Diagnostics // this attribute's problems
-			for _, tr := range attr.Expr.Variables() {
-				if tr.RootName() == "stream" {
-					detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
-					if keyName != "" {
-						detail += fmt.Sprintf(" (here: %s)", keyName)
-					}
-					ad = append(ad, &hcl.Diagnostic{
-						Severity: hcl.DiagError, Summary: "stream is not known here",
-						Detail: detail + ".", Subject: tr.SourceRange().Ptr(),
-					})
-				}
-			}
-			if ad.HasErrors() {
-				diags = append(diags, ad...)
-				return nil, false
-			}
-			val, d := attr.Expr.Value(ectx)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return nil, false
-			}
-			val, marks := val.UnmarkDeep()
-			if _, ok := marks[sensitiveMark]; ok {
-				b.Sensitive[a.Name] = true
-			}
-			if b.Sensitive[a.Name] && !a.Secret && (a.Public || a.StreamName) {
-				diags = append(diags, attrDiag(attr, "Sensitive value in a name",
-					fmt.Sprintf("%q becomes part of stream or object names, which are printed in plans and summaries and stored in manifests: it cannot hold a sensitive value. Use a value that is not secret here.", a.Name)))
-				return nil, false
-			}
-			if !val.IsWhollyKnown() {
-				if d := f.unsetUses(attr.Expr); len(d) > 0 {
-					diags = append(diags, d...)
-					return nil, false
-				}
-				return nil, false
-			}
-			if val.IsNull() {
-				if a.Required {
-					diags = append(diags, attrDiag(attr, "Missing value", fmt.Sprintf("%q is required and cannot be null.", a.Name)))
-					return nil, false
-				}
-				return a.Default, true
-			}
-			v, d := goValue(a, attr, val)
-			diags = append(diags, d...)
-			if d.HasErrors() {
-				return nil, false
-			}
-			if name, ok := v.(string); ok && a.StreamName {
-				if err := sdk.CheckStreamName(name); err != nil {
-					diags = append(diags, attrDiag(attr, "Invalid stream name", err.Error()+"."))
-					return nil, false
-				}
-			}
-			if a.Required && empty(v) {
-				diags = append(diags, attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name)))
-				return nil, false
-			}
-			return v, true
-		}
-		v, ok := decode()
+		v, ok, d := f.decodeAttribute(b, a, attr, keyName, ectx)
+		diags = append(diags, d...)
 		if !ok {
 			b.Unknown[a.Name] = true
 			continue
@@ -124,6 +62,79 @@ func (f *File) decodeAttributes(what string, rng hcl.Range, attrs hcl.Attributes
 		}
 	}
 	return b, diags
+}
+
+// decodeAttribute decodes attr, declared as a, into the Go value of a's
+// type, marking it sensitive in b if its value comes from a sensitive
+// variable. ok is false when the value is unknown: it failed to decode or
+// is known at run time only. keyName is as for decodeAttributes.
+func (f *File) decodeAttribute(b *Block, a sdk.Attribute, attr *hcl.Attribute, keyName string, ectx *hcl.EvalContext) (any, bool, hcl.Diagnostics) {
+	if d := streamUses(attr, keyName); d.HasErrors() {
+		return nil, false, d
+	}
+	val, diags := attr.Expr.Value(ectx)
+	if diags.HasErrors() {
+		return nil, false, diags
+	}
+	val, marks := val.UnmarkDeep()
+	if _, ok := marks[sensitiveMark]; ok {
+		b.Sensitive[a.Name] = true
+	}
+	if b.Sensitive[a.Name] && !a.Secret && (a.Public || a.StreamName) {
+		return nil, false, append(diags, attrDiag(attr, "Sensitive value in a name",
+			fmt.Sprintf("%q becomes part of stream or object names, which are printed in plans and summaries and stored in manifests: it cannot hold a sensitive value. Use a value that is not secret here.", a.Name)))
+	}
+	if !val.IsWhollyKnown() {
+		return nil, false, append(diags, f.unsetUses(attr.Expr)...)
+	}
+	if val.IsNull() {
+		if a.Required {
+			return nil, false, append(diags, attrDiag(attr, "Missing value", fmt.Sprintf("%q is required and cannot be null.", a.Name)))
+		}
+		return a.Default, true, diags
+	}
+	v, d := goValue(a, attr, val)
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return nil, false, diags
+	}
+	if d := checkDecoded(a, attr, v); d != nil {
+		return nil, false, append(diags, d)
+	}
+	return v, true, diags
+}
+
+// streamUses reports each use of stream in attr: stream.name and
+// stream.ext are known only per stream, in a sink's key attribute keyName.
+func streamUses(attr *hcl.Attribute, keyName string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, tr := range attr.Expr.Variables() {
+		if tr.RootName() == "stream" {
+			detail := "stream.name and stream.ext are known only per stream, in a sink's object path"
+			if keyName != "" {
+				detail += fmt.Sprintf(" (here: %s)", keyName)
+			}
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError, Summary: "stream is not known here",
+				Detail: detail + ".", Subject: tr.SourceRange().Ptr(),
+			})
+		}
+	}
+	return diags
+}
+
+// checkDecoded checks v, the decoded value of attr, against what a asks
+// of it beyond its type: a valid stream name, a required value not empty.
+func checkDecoded(a sdk.Attribute, attr *hcl.Attribute, v any) *hcl.Diagnostic {
+	if name, ok := v.(string); ok && a.StreamName {
+		if err := sdk.CheckStreamName(name); err != nil {
+			return attrDiag(attr, "Invalid stream name", err.Error()+".")
+		}
+	}
+	if a.Required && empty(v) {
+		return attrDiag(attr, "Empty value", fmt.Sprintf("%q is required and cannot be empty.", a.Name))
+	}
+	return nil
 }
 
 // unsetUses reports, in a run, each variable without a value that expr
@@ -163,91 +174,115 @@ func attrDiag(attr *hcl.Attribute, summary, detail string) *hcl.Diagnostic {
 
 // goValue converts val to the Go type of a's Type.
 func goValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
-	typeErr := func(want string) hcl.Diagnostics {
-		return hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type",
-			fmt.Sprintf("Inappropriate value for attribute %q: %s required, got %s.", a.Name, want, friendlyType(val.Type())))}
-	}
 	switch a.Type {
 	case sdk.String:
 		v, err := convert.Convert(val, cty.String)
 		if err != nil {
-			return nil, typeErr("a string")
+			return nil, typeErr(a, attr, val, "a string")
 		}
 		return v.AsString(), nil
 	case sdk.Bool:
 		v, err := convert.Convert(val, cty.Bool)
 		if err != nil {
-			return nil, typeErr("a bool (true or false)")
+			return nil, typeErr(a, attr, val, "a bool (true or false)")
 		}
 		return v.True(), nil
 	case sdk.Number:
 		v, err := convert.Convert(val, cty.Number)
 		if err != nil {
-			return nil, typeErr("a number")
+			return nil, typeErr(a, attr, val, "a number")
 		}
 		return wholeNumber(a.Name, attr, v.AsBigFloat())
 	case sdk.Size:
-		if val.Type() == cty.Number {
-			return wholeNumber(a.Name, attr, val.AsBigFloat())
-		}
-		v, err := convert.Convert(val, cty.String)
-		if err != nil {
-			return nil, typeErr(`a size such as "8MiB"`)
-		}
-		n, warn, err := ParseSize(v.AsString())
-		if err != nil {
-			return nil, hcl.Diagnostics{attrDiag(attr, "Invalid size", err.Error()+".")}
-		}
-		var diags hcl.Diagnostics
-		if warn != "" {
-			d := attrDiag(attr, "Decimal size unit", warn+".")
-			d.Severity = hcl.DiagWarning
-			diags = append(diags, d)
-		}
-		if n <= 0 {
-			diags = append(diags, attrDiag(attr, "Invalid size", fmt.Sprintf("%s must be larger than zero.", a.Name)))
-		}
-		return n, diags
+		return sizeValue(a, attr, val)
 	case sdk.Duration:
-		v, err := convert.Convert(val, cty.String)
-		if err != nil {
-			return nil, typeErr(`a duration such as "30s"`)
-		}
-		d, err := time.ParseDuration(v.AsString())
-		if err != nil {
-			return nil, hcl.Diagnostics{attrDiag(attr, "Invalid duration", fmt.Sprintf("%q is not a duration; write e.g. \"30s\", \"5m\" or \"1h30m\".", v.AsString()))}
-		}
-		return d, nil
+		return durationValue(a, attr, val)
 	case sdk.StringList:
-		v, err := convert.Convert(val, cty.List(cty.String))
-		if err != nil {
-			return nil, typeErr("a list of strings")
-		}
-		out := []string{}
-		for it := v.ElementIterator(); it.Next(); {
-			_, e := it.Element()
-			if e.IsNull() {
-				return nil, hcl.Diagnostics{attrDiag(attr, "Null list element", fmt.Sprintf("%q cannot hold null.", a.Name))}
-			}
-			out = append(out, e.AsString())
-		}
-		return out, nil
+		return stringListValue(a, attr, val)
 	case sdk.StringMap:
-		v, err := convert.Convert(val, cty.Map(cty.String))
-		if err != nil {
-			return nil, typeErr("a map of strings")
-		}
-		out := map[string]string{}
-		for it := v.ElementIterator(); it.Next(); {
-			k, e := it.Element()
-			if e.IsNull() {
-				return nil, hcl.Diagnostics{attrDiag(attr, "Null map value", fmt.Sprintf("%q cannot hold null.", a.Name))}
-			}
-			out[k.AsString()] = e.AsString()
-		}
-		return out, nil
+		return stringMapValue(a, attr, val)
 	}
 	return nil, hcl.Diagnostics{attrDiag(attr, "Unsupported attribute type", fmt.Sprintf("The endpoint declares %q with unknown type %v.", a.Name, a.Type))}
+}
+
+// typeErr reports that val, the value of attr, is not of the type a
+// declares, want.
+func typeErr(a sdk.Attribute, attr *hcl.Attribute, val cty.Value, want string) hcl.Diagnostics {
+	return hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type",
+		fmt.Sprintf("Inappropriate value for attribute %q: %s required, got %s.", a.Name, want, friendlyType(val.Type())))}
+}
+
+// sizeValue converts val to a size in bytes: a whole number, or a string
+// such as "8MiB".
+func sizeValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
+	if val.Type() == cty.Number {
+		return wholeNumber(a.Name, attr, val.AsBigFloat())
+	}
+	v, err := convert.Convert(val, cty.String)
+	if err != nil {
+		return nil, typeErr(a, attr, val, `a size such as "8MiB"`)
+	}
+	n, warn, err := ParseSize(v.AsString())
+	if err != nil {
+		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid size", err.Error()+".")}
+	}
+	var diags hcl.Diagnostics
+	if warn != "" {
+		d := attrDiag(attr, "Decimal size unit", warn+".")
+		d.Severity = hcl.DiagWarning
+		diags = append(diags, d)
+	}
+	if n <= 0 {
+		diags = append(diags, attrDiag(attr, "Invalid size", fmt.Sprintf("%s must be larger than zero.", a.Name)))
+	}
+	return n, diags
+}
+
+// durationValue converts val to a time.Duration.
+func durationValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
+	v, err := convert.Convert(val, cty.String)
+	if err != nil {
+		return nil, typeErr(a, attr, val, `a duration such as "30s"`)
+	}
+	d, err := time.ParseDuration(v.AsString())
+	if err != nil {
+		return nil, hcl.Diagnostics{attrDiag(attr, "Invalid duration", fmt.Sprintf("%q is not a duration; write e.g. \"30s\", \"5m\" or \"1h30m\".", v.AsString()))}
+	}
+	return d, nil
+}
+
+// stringListValue converts val to a []string without null elements.
+func stringListValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
+	v, err := convert.Convert(val, cty.List(cty.String))
+	if err != nil {
+		return nil, typeErr(a, attr, val, "a list of strings")
+	}
+	out := []string{}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			return nil, hcl.Diagnostics{attrDiag(attr, "Null list element", fmt.Sprintf("%q cannot hold null.", a.Name))}
+		}
+		out = append(out, e.AsString())
+	}
+	return out, nil
+}
+
+// stringMapValue converts val to a map[string]string without null values.
+func stringMapValue(a sdk.Attribute, attr *hcl.Attribute, val cty.Value) (any, hcl.Diagnostics) {
+	v, err := convert.Convert(val, cty.Map(cty.String))
+	if err != nil {
+		return nil, typeErr(a, attr, val, "a map of strings")
+	}
+	out := map[string]string{}
+	for it := v.ElementIterator(); it.Next(); {
+		k, e := it.Element()
+		if e.IsNull() {
+			return nil, hcl.Diagnostics{attrDiag(attr, "Null map value", fmt.Sprintf("%q cannot hold null.", a.Name))}
+		}
+		out[k.AsString()] = e.AsString()
+	}
+	return out, nil
 }
 
 func wholeNumber(name string, attr *hcl.Attribute, f *big.Float) (any, hcl.Diagnostics) {

@@ -336,53 +336,11 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
-		if b.Type == "archive" {
-			name := b.Labels[0]
-			if !nameRE.MatchString(name) {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid archive name",
-					Detail: fmt.Sprintf("%q: an archive name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()})
-				continue
-			}
-			if f.archiveNamed(name) {
-				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate archive",
-					Detail: fmt.Sprintf("An archive named %q is already defined.", name), Subject: b.LabelRanges[0].Ptr()})
-				continue
-			}
-			a, d := f.loadArchive(b, evalContext(vars, name, o.RunID, funcs), &o, src)
-			diags = append(diags, d...)
-			f.Archives = append(f.Archives, a)
-			continue
-		}
-		if b.Type != "pipeline" {
-			continue
-		}
-		name := b.Labels[0]
-		if !nameRE.MatchString(name) {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError, Summary: "Invalid pipeline name",
-				Detail:  fmt.Sprintf("%q: a pipeline name starts with a letter or _ and holds letters, digits, _ and -.", name),
-				Subject: b.LabelRanges[0].Ptr(),
-			})
-			continue
-		}
-		if prev, dup := seen[name]; dup {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError, Summary: "Duplicate pipeline",
-				Detail:  fmt.Sprintf("A pipeline named %q is already defined at %s.", name, pos(prev)),
-				Subject: b.LabelRanges[0].Ptr(),
-			})
-			continue
-		}
-		seen[name] = b.DefRange
-		f.Names = append(f.Names, name)
-		if len(o.Pipelines) > 0 && !slices.Contains(o.Pipelines, name) {
-			continue
-		}
-		ectx := evalContext(vars, name, o.RunID, funcs)
-		p, d := f.loadPipeline(b, ectx, &o, src)
-		diags = append(diags, d...)
-		if p != nil {
-			f.Pipelines = append(f.Pipelines, p)
+		switch b.Type {
+		case "archive":
+			diags = append(diags, f.loadArchiveBlock(b, vars, funcs, &o, src)...)
+		case "pipeline":
+			diags = append(diags, f.loadPipelineBlock(b, seen, vars, funcs, &o, src)...)
 		}
 	}
 	if len(seen) == 0 && len(f.Archives) == 0 && !diags.HasErrors() {
@@ -393,6 +351,55 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 		})
 	}
 	return f, diags
+}
+
+// loadArchiveBlock checks an archive block's name and adds the archive
+// to f.
+func (f *File) loadArchiveBlock(b *hcl.Block, vars map[string]cty.Value, funcs map[string]functionT, o *Options, src []byte) hcl.Diagnostics {
+	name := b.Labels[0]
+	if !nameRE.MatchString(name) {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid archive name",
+			Detail: fmt.Sprintf("%q: an archive name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()}}
+	}
+	if f.archiveNamed(name) {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate archive",
+			Detail: fmt.Sprintf("An archive named %q is already defined.", name), Subject: b.LabelRanges[0].Ptr()}}
+	}
+	a, d := f.loadArchive(b, evalContext(vars, name, o.RunID, funcs), o, src)
+	f.Archives = append(f.Archives, a)
+	return d
+}
+
+// loadPipelineBlock checks a pipeline block's name against those seen so
+// far (recording it there), and adds the pipeline to f unless
+// o.Pipelines leaves it out.
+func (f *File) loadPipelineBlock(b *hcl.Block, seen map[string]hcl.Range, vars map[string]cty.Value, funcs map[string]functionT, o *Options, src []byte) hcl.Diagnostics {
+	name := b.Labels[0]
+	if !nameRE.MatchString(name) {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: "Invalid pipeline name",
+			Detail:  fmt.Sprintf("%q: a pipeline name starts with a letter or _ and holds letters, digits, _ and -.", name),
+			Subject: b.LabelRanges[0].Ptr(),
+		}}
+	}
+	if prev, dup := seen[name]; dup {
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError, Summary: "Duplicate pipeline",
+			Detail:  fmt.Sprintf("A pipeline named %q is already defined at %s.", name, pos(prev)),
+			Subject: b.LabelRanges[0].Ptr(),
+		}}
+	}
+	seen[name] = b.DefRange
+	f.Names = append(f.Names, name)
+	if len(o.Pipelines) > 0 && !slices.Contains(o.Pipelines, name) {
+		return nil
+	}
+	ectx := evalContext(vars, name, o.RunID, funcs)
+	p, d := f.loadPipeline(b, ectx, o, src)
+	if p != nil {
+		f.Pipelines = append(f.Pipelines, p)
+	}
+	return d
 }
 
 // evalContext is what expressions in a pipeline see. stream is unknown

@@ -32,97 +32,15 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 			continue
 		}
 		name := b.Labels[0]
-		if !hclsyntax.ValidIdentifier(name) {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid variable name",
-				Detail: fmt.Sprintf("%q is not a valid name: use letters, digits, _ and -, starting with a letter.", name), Subject: b.LabelRanges[0].Ptr()})
-			continue
-		}
-		if declared[name] {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate variable",
-				Detail: fmt.Sprintf("Variable %q is declared twice.", name), Subject: b.LabelRanges[0].Ptr()})
+		if d := checkVariableName(b, name, declared); d != nil {
+			diags = append(diags, d)
 			continue
 		}
 		declared[name] = true
 		// A variable that fails holds an unknown value, so its uses do not
 		// fail a second time.
 		vals[name] = cty.DynamicVal
-		var vd hcl.Diagnostics // this variable's problems
-		content, d := b.Body.Content(variableSchema)
-		vd = append(vd, d...)
-		v := &Variable{Name: name, Range: b.DefRange, Value: cty.NilVal}
-		ty := cty.DynamicPseudoType
-		if a, ok := content.Attributes["type"]; ok {
-			t, d := typeexpr.TypeConstraint(a.Expr)
-			vd = append(vd, d...)
-			if !d.HasErrors() {
-				ty = t
-			}
-		}
-		if a, ok := content.Attributes["description"]; ok {
-			dv, d := a.Expr.Value(nil)
-			vd = append(vd, d...)
-			if !d.HasErrors() && dv.Type() == cty.String && dv.IsKnown() && !dv.IsNull() {
-				v.Description = dv.AsString()
-			}
-		}
-		if a, ok := content.Attributes["sensitive"]; ok {
-			sv, d := a.Expr.Value(nil)
-			vd = append(vd, d...)
-			if !d.HasErrors() {
-				if sv.Type() != cty.Bool || sv.IsNull() {
-					vd = append(vd, attrDiag(a, "Incorrect attribute value type", "sensitive must be true or false."))
-				} else {
-					v.Sensitive = sv.True()
-				}
-			}
-		}
-		// An override beats the default.
-		raw, overridden := o.Vars[name]
-		if !overridden {
-			raw, overridden = o.lookupEnv("PIPE_VAR_" + name)
-		}
-		switch {
-		case overridden:
-			val, err := parseOverride(raw, ty)
-			if err != nil {
-				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
-					Detail: fmt.Sprintf("The value given for var.%s does not fit its type %s: %v.", name, ty.FriendlyName(), err), Subject: b.DefRange.Ptr()})
-				diags = append(diags, vd...)
-				continue
-			}
-			v.Value = val
-		default:
-			a, ok := content.Attributes["default"]
-			if !ok {
-				// Unknown until a run gives it a value: validate and plan
-				// go on (a CI job without the secrets can check a file),
-				// and a run fails where a pipeline it runs uses it.
-				v.Value, v.Unset = cty.UnknownVal(ty), true
-				f.unset[name] = v
-				break
-			}
-			for _, tr := range a.Expr.Variables() {
-				vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variables not allowed",
-					Detail: "A variable's default cannot refer to other values; functions such as env() are fine.", Subject: tr.SourceRange().Ptr()})
-			}
-			if vd.HasErrors() {
-				diags = append(diags, vd...)
-				continue
-			}
-			val, d := a.Expr.Value(fctx)
-			vd = append(vd, d...)
-			if d.HasErrors() {
-				diags = append(diags, vd...)
-				continue
-			}
-			cv, err := convert.Convert(val, ty)
-			if err != nil {
-				vd = append(vd, attrDiag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
-				diags = append(diags, vd...)
-				continue
-			}
-			v.Value = cv
-		}
+		v, vd := f.loadVariable(b, name, o, fctx)
 		diags = append(diags, vd...)
 		if vd.HasErrors() {
 			continue
@@ -134,13 +52,142 @@ func (f *File) loadVariables(blocks hcl.Blocks, o *Options, funcs map[string]fun
 		vals[name] = v.Value
 		f.Variables = append(f.Variables, v)
 	}
+	return vals, append(diags, f.undeclaredVars(o, declared)...)
+}
+
+// checkVariableName reports a variable block whose name is invalid or
+// already declared.
+func checkVariableName(b *hcl.Block, name string, declared map[string]bool) *hcl.Diagnostic {
+	if !hclsyntax.ValidIdentifier(name) {
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid variable name",
+			Detail: fmt.Sprintf("%q is not a valid name: use letters, digits, _ and -, starting with a letter.", name), Subject: b.LabelRanges[0].Ptr()}
+	}
+	if declared[name] {
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate variable",
+			Detail: fmt.Sprintf("Variable %q is declared twice.", name), Subject: b.LabelRanges[0].Ptr()}
+	}
+	return nil
+}
+
+// loadVariable reads one variable block: its type, description and
+// sensitivity, then its value. The diagnostics are this variable's
+// problems; with an error among them, the variable is not usable.
+func (f *File) loadVariable(b *hcl.Block, name string, o *Options, fctx *hcl.EvalContext) (*Variable, hcl.Diagnostics) {
+	content, vd := b.Body.Content(variableSchema)
+	v := &Variable{Name: name, Range: b.DefRange, Value: cty.NilVal}
+	ty, d := variableType(content)
+	vd = append(vd, d...)
+	vd = append(vd, v.readDescription(content)...)
+	vd = append(vd, v.readSensitive(content)...)
+	// An override beats the default.
+	if raw, ok := o.variableOverride(name); ok {
+		val, err := parseOverride(raw, ty)
+		if err != nil {
+			return v, append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value for variable",
+				Detail: fmt.Sprintf("The value given for var.%s does not fit its type %s: %v.", name, ty.FriendlyName(), err), Subject: b.DefRange.Ptr()})
+		}
+		v.Value = val
+		return v, vd
+	}
+	a, ok := content.Attributes["default"]
+	if !ok {
+		// Unknown until a run gives it a value: validate and plan go on
+		// (a CI job without the secrets can check a file), and a run
+		// fails where a pipeline it runs uses it.
+		v.Value, v.Unset = cty.UnknownVal(ty), true
+		f.unset[name] = v
+		return v, vd
+	}
+	v.Value, vd = defaultValue(a, ty, fctx, vd)
+	return v, vd
+}
+
+// variableType reads a variable's type constraint; without one (or with
+// an invalid one), any type.
+func variableType(content *hcl.BodyContent) (cty.Type, hcl.Diagnostics) {
+	a, ok := content.Attributes["type"]
+	if !ok {
+		return cty.DynamicPseudoType, nil
+	}
+	t, d := typeexpr.TypeConstraint(a.Expr)
+	if d.HasErrors() {
+		return cty.DynamicPseudoType, d
+	}
+	return t, d
+}
+
+// readDescription sets v's description from its block, if it is a string.
+func (v *Variable) readDescription(content *hcl.BodyContent) hcl.Diagnostics {
+	a, ok := content.Attributes["description"]
+	if !ok {
+		return nil
+	}
+	dv, d := a.Expr.Value(nil)
+	if !d.HasErrors() && dv.Type() == cty.String && dv.IsKnown() && !dv.IsNull() {
+		v.Description = dv.AsString()
+	}
+	return d
+}
+
+// readSensitive sets v's sensitivity from its block.
+func (v *Variable) readSensitive(content *hcl.BodyContent) hcl.Diagnostics {
+	a, ok := content.Attributes["sensitive"]
+	if !ok {
+		return nil
+	}
+	sv, d := a.Expr.Value(nil)
+	if d.HasErrors() {
+		return d
+	}
+	if sv.Type() != cty.Bool || sv.IsNull() {
+		return append(d, attrDiag(a, "Incorrect attribute value type", "sensitive must be true or false."))
+	}
+	v.Sensitive = sv.True()
+	return d
+}
+
+// variableOverride returns the value --var name=… or PIPE_VAR_name gives
+// a variable, the flag first.
+func (o *Options) variableOverride(name string) (string, bool) {
+	if raw, ok := o.Vars[name]; ok {
+		return raw, true
+	}
+	return o.lookupEnv("PIPE_VAR_" + name)
+}
+
+// defaultValue evaluates a variable's default a, of type ty, appending
+// its problems to vd, the variable's problems so far: with an error among
+// them the default is not evaluated, and the value is cty.NilVal.
+func defaultValue(a *hcl.Attribute, ty cty.Type, fctx *hcl.EvalContext, vd hcl.Diagnostics) (cty.Value, hcl.Diagnostics) {
+	for _, tr := range a.Expr.Variables() {
+		vd = append(vd, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Variables not allowed",
+			Detail: "A variable's default cannot refer to other values; functions such as env() are fine.", Subject: tr.SourceRange().Ptr()})
+	}
+	if vd.HasErrors() {
+		return cty.NilVal, vd
+	}
+	val, d := a.Expr.Value(fctx)
+	vd = append(vd, d...)
+	if d.HasErrors() {
+		return cty.NilVal, vd
+	}
+	cv, err := convert.Convert(val, ty)
+	if err != nil {
+		return cty.NilVal, append(vd, attrDiag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
+	}
+	return cv, vd
+}
+
+// undeclaredVars reports each --var that names no declared variable.
+func (f *File) undeclaredVars(o *Options, declared map[string]bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
 	for _, name := range slices.Sorted(maps.Keys(o.Vars)) {
 		if !declared[name] {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "No such variable",
 				Detail: fmt.Sprintf("--var %s=… names no variable declared in %s; declare it with variable %q { }.", name, f.Path, name)})
 		}
 	}
-	return vals, diags
+	return diags
 }
 
 func (f *File) addSecretValue(v cty.Value) {
