@@ -98,39 +98,81 @@ var errTruncated = errors.New("truncated zstd frame: the data is incomplete")
 // NextUnit copies the next frame into buf, walking its block headers (no
 // decoding). Skippable frames are dropped.
 func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
+	magic, err := skipToZstdFrame(r)
+	if err != nil {
+		return nil, err
+	}
+	buf = append(buf, magic[:]...)
+	buf, fh, err := copyZstdFrameHeader(r, buf)
+	if err != nil {
+		return nil, err
+	}
+	// The output must fit in one buffer, which has the capacity of buf: the
+	// frame content size says so exactly; without it, the block headers
+	// bound it (a compressed block yields at most min(window, 128 KiB)).
+	if fh.fcs > int64(cap(buf)) {
+		return buf, engine.ErrUnitTooLarge
+	}
+	buf, err = copyZstdBlocks(r, buf, fh)
+	if err != nil || !fh.checksum {
+		return buf, err
+	}
+	if len(buf)+4 > cap(buf) {
+		return buf, engine.ErrUnitTooLarge
+	}
+	start := len(buf)
+	buf = buf[:start+4]
+	if _, err := io.ReadFull(r, buf[start:]); err != nil {
+		return nil, errTruncated
+	}
+	return buf, nil
+}
+
+// skipToZstdFrame reads r up to the magic number of the next zstd frame,
+// dropping skippable frames, and returns that magic number.
+func skipToZstdFrame(r io.Reader) ([4]byte, error) {
 	var magic [4]byte
 	for {
 		if _, err := io.ReadFull(r, magic[:]); err != nil {
 			if err == io.ErrUnexpectedEOF {
-				return nil, errTruncated
+				return magic, errTruncated
 			}
-			return nil, err
+			return magic, err
 		}
 		m := binary.LittleEndian.Uint32(magic[:])
-		if m >= skippableMagicLo && m <= skippableMagicHi {
-			var size [4]byte
-			if _, err := io.ReadFull(r, size[:]); err != nil {
-				return nil, errTruncated
+		if m < skippableMagicLo || m > skippableMagicHi {
+			if m != zstdMagic {
+				return magic, fmt.Errorf("not zstd data (magic %08x)", m)
 			}
-			if _, err := io.CopyN(io.Discard, r, int64(binary.LittleEndian.Uint32(size[:]))); err != nil {
-				return nil, errTruncated
-			}
-			continue
+			return magic, nil
 		}
-		if m != zstdMagic {
-			return nil, fmt.Errorf("not zstd data (magic %08x)", m)
+		var size [4]byte
+		if _, err := io.ReadFull(r, size[:]); err != nil {
+			return magic, errTruncated
 		}
-		break
+		if _, err := io.CopyN(io.Discard, r, int64(binary.LittleEndian.Uint32(size[:]))); err != nil {
+			return magic, errTruncated
+		}
 	}
-	buf = append(buf, magic[:]...)
+}
+
+// zstdFrameHeader is what NextUnit needs of a frame header.
+type zstdFrameHeader struct {
+	checksum bool  // a content checksum follows the last block
+	fcs      int64 // the frame content size, -1 when the header omits it
+	maxBlock int64 // the most a compressed block of the frame decodes to
+}
+
+// copyZstdFrameHeader appends the frame header that follows the magic
+// number from r to buf, and reads it.
+func copyZstdFrameHeader(r io.Reader, buf []byte) ([]byte, zstdFrameHeader, error) {
 	var fhd [1]byte
 	if _, err := io.ReadFull(r, fhd[:]); err != nil {
-		return nil, errTruncated
+		return nil, zstdFrameHeader{}, errTruncated
 	}
 	buf = append(buf, fhd[0])
 	d := fhd[0]
 	single := d&0x20 != 0
-	checksum := d&0x04 != 0
 	dictSize := [4]int{0, 1, 2, 4}[d&3]
 	fcsSize := [4]int{0, 2, 4, 8}[d>>6]
 	if fcsSize == 0 && single {
@@ -142,37 +184,48 @@ func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, errTruncated
+		return nil, zstdFrameHeader{}, errTruncated
 	}
 	buf = append(buf, hdr...)
-	// The output must fit in one buffer, which has the capacity of buf: the
-	// frame content size says so exactly; without it, the block headers
-	// bound it (a compressed block yields at most min(window, 128 KiB)).
-	fcs, bound := int64(-1), int64(0)
+	fh := zstdFrameHeader{checksum: d&0x04 != 0, fcs: -1, maxBlock: 128 << 10}
 	if fcsSize > 0 {
-		f := hdr[n-fcsSize:]
-		switch fcsSize {
-		case 1:
-			fcs = int64(f[0])
-		case 2:
-			fcs = int64(binary.LittleEndian.Uint16(f)) + 256
-		case 4:
-			fcs = int64(binary.LittleEndian.Uint32(f))
-		case 8:
-			fcs = int64(binary.LittleEndian.Uint64(f) & (1<<62 - 1))
-		}
-		if fcs > int64(cap(buf)) {
-			return buf, engine.ErrUnitTooLarge
-		}
+		fh.fcs = zstdContentSize(hdr[n-fcsSize:])
 	}
-	maxBlock := int64(128 << 10)
 	if !single {
-		wd := hdr[0]
-		windowLog := 10 + uint(wd>>3)
-		window := int64(1)<<windowLog + (int64(1)<<windowLog)/8*int64(wd&7)
-		maxBlock = min(maxBlock, window)
+		fh.maxBlock = min(fh.maxBlock, zstdWindowSize(hdr[0]))
 	}
+	return buf, fh, nil
+}
+
+// zstdContentSize decodes a frame content size field of 1, 2, 4 or 8
+// bytes.
+func zstdContentSize(f []byte) int64 {
+	switch len(f) {
+	case 1:
+		return int64(f[0])
+	case 2:
+		return int64(binary.LittleEndian.Uint16(f)) + 256
+	case 4:
+		return int64(binary.LittleEndian.Uint32(f))
+	case 8:
+		return int64(binary.LittleEndian.Uint64(f) & (1<<62 - 1))
+	}
+	return -1
+}
+
+// zstdWindowSize decodes a window descriptor byte.
+func zstdWindowSize(wd byte) int64 {
+	windowLog := 10 + uint(wd>>3)
+	return int64(1)<<windowLog + (int64(1)<<windowLog)/8*int64(wd&7)
+}
+
+// copyZstdBlocks appends the blocks of the frame fh describes from r to
+// buf, up to and with the last one. A frame that does not fit in buf's
+// capacity, or whose output may not (fh.fcs unknown), ends with
+// engine.ErrUnitTooLarge and buf as far as it got.
+func copyZstdBlocks(r io.Reader, buf []byte, fh zstdFrameHeader) ([]byte, error) {
 	var bh [3]byte
+	bound := int64(0)
 	for {
 		if _, err := io.ReadFull(r, bh[:]); err != nil {
 			return nil, errTruncated
@@ -191,9 +244,9 @@ func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
 		case zstdBlockReserved:
 			return nil, errors.New("corrupt zstd data: reserved block type")
 		default:
-			bound += maxBlock
+			bound += fh.maxBlock
 		}
-		if len(buf)+3+body > cap(buf) || (fcs < 0 && bound > int64(cap(buf))) {
+		if len(buf)+3+body > cap(buf) || (fh.fcs < 0 && bound > int64(cap(buf))) {
 			return append(buf, bh[:]...), engine.ErrUnitTooLarge
 		}
 		buf = append(buf, bh[:]...)
@@ -203,18 +256,7 @@ func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
 			return nil, errTruncated
 		}
 		if last {
-			break
+			return buf, nil
 		}
 	}
-	if checksum {
-		if len(buf)+4 > cap(buf) {
-			return buf, engine.ErrUnitTooLarge
-		}
-		start := len(buf)
-		buf = buf[:start+4]
-		if _, err := io.ReadFull(r, buf[start:]); err != nil {
-			return nil, errTruncated
-		}
-	}
-	return buf, nil
 }
