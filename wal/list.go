@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // Entry is one archived object.
@@ -92,75 +94,112 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", a.where(), err)
 	}
-	l := &Listing{}
-	tls := map[string]*Timeline{}
-	segs := map[string][]uint64{}
-	seen := map[string]string{} // dir+name → file digest
-	dup := map[string]bool{}
-	for _, in := range infos {
-		rel := strings.TrimPrefix(in.Key, a.Root)
-		dir, base := path.Split(rel)
-		parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-		if c, ok := parseClaim(base); ok && len(parts) == 2 && Dir(mustSysID(parts[0]), c.Timeline) == dir {
-			l.Claims = append(l.Claims, Claim{File: c, Key: in.Key, SystemID: mustSysID(parts[0])})
-			continue
-		}
-		o, err := ParseObject(base)
-		if err != nil || len(parts) != 2 || Dir(mustSysID(parts[0]), o.Timeline) != dir {
-			l.Other++
-			continue
-		}
-		id := mustSysID(parts[0])
-		if sum, ok := seen[dir+o.Name]; ok {
-			if sum != o.FileSum && !dup[dir+o.Name] {
-				dup[dir+o.Name] = true
-				l.Duplicates = append(l.Duplicates, dir+o.Name)
-			}
-			continue
-		}
-		seen[dir+o.Name] = o.FileSum
-		l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified})
-		t := tls[dir]
-		if t == nil {
-			t = &Timeline{SystemID: id, Timeline: o.Timeline}
-			tls[dir] = t
-			l.Timelines = append(l.Timelines, t)
-		}
-		t.Bytes += in.Size
-		switch o.Kind {
-		case Segment:
-			n, _ := SegmentNumber(o.Name, a.SegmentSize)
-			segs[dir] = append(segs[dir], n)
-			t.Segments++
-			if in.Modified.After(t.Newest) {
-				t.Newest = in.Modified
-			}
-			if in.Modified.After(l.Newest) {
-				l.Newest, l.NewestName = in.Modified, o.Name
-			}
-		case History:
-			t.History = append(t.History, o.Name)
-		case Backup:
-			t.Backups = append(t.Backups, o.Name)
-		case Partial:
-			t.Partials = append(t.Partials, o.Name)
-		}
+	ls := &lister{
+		root:    a.Root,
+		segSize: a.SegmentSize,
+		l:       &Listing{},
+		tls:     map[string]*Timeline{},
+		segs:    map[string][]uint64{},
+		seen:    map[string]string{},
+		dup:     map[string]bool{},
 	}
+	for _, in := range infos {
+		ls.add(in)
+	}
+	return ls.finish(), nil
+}
+
+// lister builds a Listing from the objects under an archive's root, one
+// object at a time.
+type lister struct {
+	root    string
+	segSize uint32
+	l       *Listing
+	tls     map[string]*Timeline // by folder
+	segs    map[string][]uint64  // segment numbers, by folder
+	seen    map[string]string    // dir+name → file digest
+	dup     map[string]bool
+}
+
+// add files one object: a claim, an archived file (unless it is one
+// listed already) or another object.
+func (ls *lister) add(in sdk.ObjectInfo) {
+	l := ls.l
+	rel := strings.TrimPrefix(in.Key, ls.root)
+	dir, base := path.Split(rel)
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	if c, ok := parseClaim(base); ok && len(parts) == 2 && Dir(mustSysID(parts[0]), c.Timeline) == dir {
+		l.Claims = append(l.Claims, Claim{File: c, Key: in.Key, SystemID: mustSysID(parts[0])})
+		return
+	}
+	o, err := ParseObject(base)
+	if err != nil || len(parts) != 2 || Dir(mustSysID(parts[0]), o.Timeline) != dir {
+		l.Other++
+		return
+	}
+	id := mustSysID(parts[0])
+	if ls.duplicate(dir, o) {
+		return
+	}
+	l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified})
+	ls.count(ls.timeline(dir, id, o.Timeline), dir, o, in)
+}
+
+// duplicate reports whether the file o in dir was listed already, and
+// notes it among the duplicates when its content differs.
+func (ls *lister) duplicate(dir string, o Object) bool {
+	if sum, ok := ls.seen[dir+o.Name]; ok {
+		if sum != o.FileSum && !ls.dup[dir+o.Name] {
+			ls.dup[dir+o.Name] = true
+			ls.l.Duplicates = append(ls.l.Duplicates, dir+o.Name)
+		}
+		return true
+	}
+	ls.seen[dir+o.Name] = o.FileSum
+	return false
+}
+
+// timeline returns the timeline of folder dir, added to the listing the
+// first time.
+func (ls *lister) timeline(dir string, id uint64, tli uint32) *Timeline {
+	t := ls.tls[dir]
+	if t == nil {
+		t = &Timeline{SystemID: id, Timeline: tli}
+		ls.tls[dir] = t
+		ls.l.Timelines = append(ls.l.Timelines, t)
+	}
+	return t
+}
+
+// count adds the archived file o, stored as in, to its timeline t.
+func (ls *lister) count(t *Timeline, dir string, o Object, in sdk.ObjectInfo) {
+	l := ls.l
+	t.Bytes += in.Size
+	switch o.Kind {
+	case Segment:
+		n, _ := SegmentNumber(o.Name, ls.segSize)
+		ls.segs[dir] = append(ls.segs[dir], n)
+		t.Segments++
+		if in.Modified.After(t.Newest) {
+			t.Newest = in.Modified
+		}
+		if in.Modified.After(l.Newest) {
+			l.Newest, l.NewestName = in.Modified, o.Name
+		}
+	case History:
+		t.History = append(t.History, o.Name)
+	case Backup:
+		t.Backups = append(t.Backups, o.Name)
+	case Partial:
+		t.Partials = append(t.Partials, o.Name)
+	}
+}
+
+// finish summarizes each timeline and puts the listing in order.
+func (ls *lister) finish() *Listing {
+	l := ls.l
 	for _, t := range l.Timelines {
-		ns := segs[Dir(t.SystemID, t.Timeline)]
-		sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
-		if len(ns) == 0 {
-			continue
-		}
-		t.First, t.Last = SegmentName(t.Timeline, ns[0], a.SegmentSize), SegmentName(t.Timeline, ns[len(ns)-1], a.SegmentSize)
-		for i := 1; i < len(ns); i++ {
-			if ns[i] > ns[i-1]+1 {
-				t.Gaps = append(t.Gaps, Gap{From: SegmentName(t.Timeline, ns[i-1]+1, a.SegmentSize), To: SegmentName(t.Timeline, ns[i]-1, a.SegmentSize), Count: ns[i] - ns[i-1] - 1})
-			}
-		}
-		sort.Strings(t.History)
-		sort.Strings(t.Backups)
-		sort.Strings(t.Partials)
+		t.summarize(ls.segs[Dir(t.SystemID, t.Timeline)], ls.segSize)
 	}
 	sort.Slice(l.Timelines, func(i, j int) bool {
 		x, y := l.Timelines[i], l.Timelines[j]
@@ -170,7 +209,26 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 		return x.Timeline < y.Timeline
 	})
 	sort.Strings(l.Duplicates)
-	return l, nil
+	return l
+}
+
+// summarize names the first and last of the timeline's segments ns and
+// the gaps between them, and sorts its other files; a timeline without
+// segments is left as it is.
+func (t *Timeline) summarize(ns []uint64, segSize uint32) {
+	sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
+	if len(ns) == 0 {
+		return
+	}
+	t.First, t.Last = SegmentName(t.Timeline, ns[0], segSize), SegmentName(t.Timeline, ns[len(ns)-1], segSize)
+	for i := 1; i < len(ns); i++ {
+		if ns[i] > ns[i-1]+1 {
+			t.Gaps = append(t.Gaps, Gap{From: SegmentName(t.Timeline, ns[i-1]+1, segSize), To: SegmentName(t.Timeline, ns[i]-1, segSize), Count: ns[i] - ns[i-1] - 1})
+		}
+	}
+	sort.Strings(t.History)
+	sort.Strings(t.Backups)
+	sort.Strings(t.Partials)
 }
 
 // parseClaim parses a claim's base name.

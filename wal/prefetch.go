@@ -158,85 +158,139 @@ func (pf *Prefetch) Run(ctx context.Context, sysid uint64, name string) error {
 	if err != nil {
 		return err
 	}
-	size := pf.SegmentSize
-	pos, err := SegmentNumber(name, size)
+	pos, err := SegmentNumber(name, pf.SegmentSize)
 	if err != nil {
 		return err
 	}
-	type result struct {
-		n   uint64
-		err error
+	r := &prefetchRun{
+		pf:       pf,
+		sysid:    sysid,
+		dir:      dir,
+		name:     name,
+		timeline: f.Timeline,
+		pos:      pos,
+		results:  make(chan prefetchResult),
+		inflight: map[uint64]bool{},
+		spooled:  map[uint64]bool{},
+		lastMove: time.Now(),
 	}
-	results := make(chan result)
-	inflight := map[uint64]bool{}
-	spooled := map[uint64]bool{} // by this prefetcher, not taken yet
-	end := uint64(0)             // the first segment not archived, 0 none yet
-	lastMove := time.Now()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		// Follow recovery: what it took, and what it asked for.
-		for n := range spooled {
-			if _, err := os.Stat(filepath.Join(dir, SegmentName(f.Timeline, n, size))); err != nil {
-				delete(spooled, n)
-				if n > pos {
-					pos, lastMove = n, time.Now()
-				}
-			}
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, positionFile)); err == nil {
-			p := strings.TrimSpace(string(b))
-			if n, err := SegmentNumber(p, size); err == nil && p[:8] == name[:8] && n > pos {
-				pos, lastMove = n, time.Now()
-			}
-		}
-		if end != 0 && pos+1 >= end && len(inflight) == 0 {
-			return nil // recovery reached the end of the archive
-		}
-		if time.Since(lastMove) > prefetchIdle && len(inflight) == 0 {
+		r.follow()
+		if r.finished() {
 			return nil
 		}
-		for n := pos + 1; n <= pos+uint64(pf.Ahead) && (end == 0 || n < end) && ctx.Err() == nil; n++ {
-			seg := SegmentName(f.Timeline, n, size)
-			if inflight[n] || spooled[n] {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, seg)); err == nil {
-				continue
-			}
-			inflight[n] = true
-			marker := filepath.Join(dir, seg+fetchingExt)
-			_ = os.WriteFile(marker, nil, 0o600) // a hint for fetch: wait rather than fetch it too
-			go func() {
-				err := pf.spool(ctx, sysid, dir, seg)
-				_ = os.Remove(marker)
-				results <- result{n, err}
-			}()
-		}
+		r.start(ctx)
 		select {
 		case <-ctx.Done():
-			for len(inflight) > 0 {
-				r := <-results
-				delete(inflight, r.n)
-			}
+			r.drain()
 			return nil
-		case r := <-results:
-			delete(inflight, r.n)
-			switch {
-			case r.err == nil:
-				spooled[r.n] = true
-			case errors.Is(r.err, ErrNotArchived):
-				if end == 0 || r.n < end {
-					end = r.n
-				}
-			default:
-				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", SegmentName(f.Timeline, r.n, size), "error", r.err)
-				if end == 0 || r.n < end {
-					end = r.n // do not hammer a failing store; fetch retries
-				}
-			}
+		case res := <-r.results:
+			r.record(res)
 		case <-tick.C:
 		}
+	}
+}
+
+// prefetchRun is the state of one Run.
+type prefetchRun struct {
+	pf       *Prefetch
+	sysid    uint64
+	dir      string
+	name     string // the segment Run started at
+	timeline uint32
+	pos      uint64 // recovery's position
+	results  chan prefetchResult
+	inflight map[uint64]bool
+	spooled  map[uint64]bool // by this prefetcher, not taken yet
+	end      uint64          // the first segment not archived, 0 none yet
+	lastMove time.Time       // when pos last moved
+}
+
+// prefetchResult is how the fetch of segment n ended.
+type prefetchResult struct {
+	n   uint64
+	err error
+}
+
+// follow moves the position along with recovery: past the segments it
+// took, and to the one it asked for last.
+func (r *prefetchRun) follow() {
+	size := r.pf.SegmentSize
+	for n := range r.spooled {
+		if _, err := os.Stat(filepath.Join(r.dir, SegmentName(r.timeline, n, size))); err != nil {
+			delete(r.spooled, n)
+			if n > r.pos {
+				r.pos, r.lastMove = n, time.Now()
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(r.dir, positionFile)); err == nil {
+		p := strings.TrimSpace(string(b))
+		if n, err := SegmentNumber(p, size); err == nil && p[:8] == r.name[:8] && n > r.pos {
+			r.pos, r.lastMove = n, time.Now()
+		}
+	}
+}
+
+// finished reports whether the prefetcher is done: nothing is in flight,
+// and recovery reached the end of the archive or stopped moving.
+func (r *prefetchRun) finished() bool {
+	if r.end != 0 && r.pos+1 >= r.end && len(r.inflight) == 0 {
+		return true // recovery reached the end of the archive
+	}
+	return time.Since(r.lastMove) > prefetchIdle && len(r.inflight) == 0
+}
+
+// start fetches those of the Ahead segments after the position that are
+// neither in flight nor spooled, each in a goroutine that sends its
+// result.
+func (r *prefetchRun) start(ctx context.Context) {
+	size := r.pf.SegmentSize
+	for n := r.pos + 1; n <= r.pos+uint64(r.pf.Ahead) && (r.end == 0 || n < r.end) && ctx.Err() == nil; n++ {
+		seg := SegmentName(r.timeline, n, size)
+		if r.inflight[n] || r.spooled[n] {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(r.dir, seg)); err == nil {
+			continue
+		}
+		r.inflight[n] = true
+		marker := filepath.Join(r.dir, seg+fetchingExt)
+		_ = os.WriteFile(marker, nil, 0o600) // a hint for fetch: wait rather than fetch it too
+		go func() {
+			err := r.pf.spool(ctx, r.sysid, r.dir, seg)
+			_ = os.Remove(marker)
+			r.results <- prefetchResult{n, err}
+		}()
+	}
+}
+
+// record notes how a fetch ended: a segment not archived, or one that
+// failed, ends what the prefetcher brings.
+func (r *prefetchRun) record(res prefetchResult) {
+	delete(r.inflight, res.n)
+	switch {
+	case res.err == nil:
+		r.spooled[res.n] = true
+	case errors.Is(res.err, ErrNotArchived):
+		if r.end == 0 || res.n < r.end {
+			r.end = res.n
+		}
+	default:
+		r.pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", SegmentName(r.timeline, res.n, r.pf.SegmentSize), "error", res.err)
+		if r.end == 0 || res.n < r.end {
+			r.end = res.n // do not hammer a failing store; fetch retries
+		}
+	}
+}
+
+// drain waits for the fetches in flight to end.
+func (r *prefetchRun) drain() {
+	for len(r.inflight) > 0 {
+		res := <-r.results
+		delete(r.inflight, res.n)
 	}
 }
 
