@@ -184,6 +184,43 @@ func List(ctx context.Context, st Store) (*Listing, error) {
 		sizes[o.Key] = o.Size
 	}
 	l := &Listing{}
+	known := l.indexedRuns(ctx, st, sizes)
+	var toRead []string
+	for _, o := range objs {
+		if !manifest.IsKey(o.Key) {
+			continue
+		}
+		if e, ok := known[o.Key]; ok {
+			l.Runs = append(l.Runs, e)
+			l.FromIndex++
+			continue
+		}
+		toRead = append(toRead, o.Key)
+	}
+	if len(toRead) > 0 {
+		l.Stale = true
+	}
+	entries, errs := readEntries(ctx, st, toRead, sizes)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.addRead(toRead, entries, errs)
+	sort.SliceStable(l.Runs, func(i, j int) bool {
+		a, b := l.Runs[i], l.Runs[j]
+		if !a.FinishedAt.Equal(b.FinishedAt) {
+			return a.FinishedAt.After(b.FinishedAt)
+		}
+		return a.Manifest > b.Manifest
+	})
+	l.Incomplete = leftovers(objs, l.Runs, l.Invalid)
+	return l, nil
+}
+
+// indexedRuns returns the runs of the store's index that still hold, by
+// manifest key: the manifest is there, at the size the index says. It
+// marks the listing stale when there is no index, it cannot be read, or
+// it names a run that no longer holds.
+func (l *Listing) indexedRuns(ctx context.Context, st Store, sizes map[string]int64) map[string]Entry {
 	known := map[string]Entry{}
 	if _, ok := sizes[IndexName]; ok {
 		if ix := readIndex(ctx, st, IndexName); ix != nil {
@@ -200,26 +237,17 @@ func List(ctx context.Context, st Store) (*Listing, error) {
 	} else {
 		l.Stale = true
 	}
-	var toRead []string
-	for _, o := range objs {
-		if !manifest.IsKey(o.Key) {
-			continue
-		}
-		if e, ok := known[o.Key]; ok {
-			l.Runs = append(l.Runs, e)
-			l.FromIndex++
-			continue
-		}
-		toRead = append(toRead, o.Key)
-	}
-	if len(toRead) > 0 {
-		l.Stale = true
-	}
-	entries := make([]*Entry, len(toRead))
-	errs := make([]error, len(toRead))
+	return known
+}
+
+// readEntries reads and checks the manifests keys, readers at once: the
+// entry of keys[i], or why it could not be read, is at i.
+func readEntries(ctx context.Context, st Store, keys []string, sizes map[string]int64) ([]*Entry, []error) {
+	entries := make([]*Entry, len(keys))
+	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, readers)
-	for i, k := range toRead {
+	for i, k := range keys {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -237,10 +265,13 @@ func List(ctx context.Context, st Store) (*Listing, error) {
 		}()
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for i, k := range toRead {
+	return entries, errs
+}
+
+// addRead adds what readEntries read of the manifests keys: a run, or a
+// refused manifest unless it was deleted while the store was listed.
+func (l *Listing) addRead(keys []string, entries []*Entry, errs []error) {
+	for i, k := range keys {
 		if errs[i] != nil {
 			if errors.Is(errs[i], sdk.ErrNotFound) {
 				continue // deleted while we listed
@@ -251,15 +282,6 @@ func List(ctx context.Context, st Store) (*Listing, error) {
 		l.Runs = append(l.Runs, *entries[i])
 		l.Read++
 	}
-	sort.SliceStable(l.Runs, func(i, j int) bool {
-		a, b := l.Runs[i], l.Runs[j]
-		if !a.FinishedAt.Equal(b.FinishedAt) {
-			return a.FinishedAt.After(b.FinishedAt)
-		}
-		return a.Manifest > b.Manifest
-	})
-	l.Incomplete = leftovers(objs, l.Runs, l.Invalid)
-	return l, nil
 }
 
 // leftovers groups the objects that belong to no run (nor to a refused
