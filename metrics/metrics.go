@@ -323,54 +323,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.info, 1, m.version)
 	succeeded := map[string]bool{}
 	for _, p := range m.pipelines {
-		name := p.name
-		if p.run != nil {
-			for i, mt := range p.run.Meters() {
-				stage := p.stages[i]
-				if stage != "source" {
-					counter(d.bytes, float64(mt.BytesIn()), name, stage, "in")
-				}
-				if !strings.HasPrefix(stage, "sink ") {
-					counter(d.bytes, float64(mt.BytesOut()), name, stage, "out")
-				}
-				counter(d.chunks, float64(mt.Chunks()), name, stage)
-				counter(d.busy, mt.Busy().Seconds(), name, stage)
-				counter(d.waiting, mt.WaitIn().Seconds(), name, stage)
-				counter(d.blocked, mt.Blocked().Seconds(), name, stage)
-				counter(d.errs, float64(mt.Errors()), name, stage)
-				gauge(d.workers, float64(mt.Workers), name, stage)
-			}
-			gauge(d.buffers, float64(p.run.Layout().Buffers), name)
-			gauge(d.buffersInUse, float64(p.run.BuffersInUse()), name)
-			gauge(d.buffersPeak, float64(p.run.PeakBuffers()), name)
-			if p.total >= 0 {
-				gauge(d.sourceSize, float64(p.total), name)
-			}
-		}
-		if p.budget > 0 {
-			gauge(d.budget, float64(p.budget), name)
-		}
-		if !p.begun.IsZero() {
-			gauge(d.started, seconds(p.begun), name)
-			end := now
-			if p.finished {
-				end = p.ended
-			}
-			gauge(d.duration, end.Sub(p.begun).Seconds(), name)
-		}
-		if p.finished {
-			gauge(d.finished, seconds(p.ended), name)
-			gauge(d.success, b2f(p.ok), name)
-			gauge(d.streams, float64(p.streams), name)
-			gauge(d.streamsCommit, float64(p.committed), name)
-			for _, s := range p.failed {
-				gauge(d.streamFailed, 1, name, s)
-			}
-			gauge(d.damaged, b2f(p.damaged), name)
-			if p.ok {
-				gauge(d.lastSuccess, seconds(p.ended), name)
-				succeeded[name] = true
-			}
+		if p.collect(d, now, counter, gauge) {
+			succeeded[p.name] = true
 		}
 	}
 	for name, ts := range m.carried {
@@ -381,6 +335,76 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range m.retries {
 		counter(d.retries, n, k.pipeline, k.endpoint)
 	}
+	m.collectVerify(d, counter, gauge)
+	m.collectWAL(d.wal, now, counter, gauge)
+}
+
+// collect emits the metrics of one pipeline, as of now, and reports
+// whether it succeeded.
+func (p *pipelineRun) collect(d *descs, now time.Time, counter, gauge func(*prometheus.Desc, float64, ...string)) bool {
+	name := p.name
+	if p.run != nil {
+		p.collectEngine(d, counter, gauge)
+	}
+	if p.budget > 0 {
+		gauge(d.budget, float64(p.budget), name)
+	}
+	if !p.begun.IsZero() {
+		gauge(d.started, seconds(p.begun), name)
+		end := now
+		if p.finished {
+			end = p.ended
+		}
+		gauge(d.duration, end.Sub(p.begun).Seconds(), name)
+	}
+	if p.finished {
+		gauge(d.finished, seconds(p.ended), name)
+		gauge(d.success, b2f(p.ok), name)
+		gauge(d.streams, float64(p.streams), name)
+		gauge(d.streamsCommit, float64(p.committed), name)
+		for _, s := range p.failed {
+			gauge(d.streamFailed, 1, name, s)
+		}
+		gauge(d.damaged, b2f(p.damaged), name)
+		if p.ok {
+			gauge(d.lastSuccess, seconds(p.ended), name)
+			return true
+		}
+	}
+	return false
+}
+
+// collectEngine emits what the engine's meters and buffers of a running
+// or ended pipeline say.
+func (p *pipelineRun) collectEngine(d *descs, counter, gauge func(*prometheus.Desc, float64, ...string)) {
+	name := p.name
+	for i, mt := range p.run.Meters() {
+		stage := p.stages[i]
+		if stage != "source" {
+			counter(d.bytes, float64(mt.BytesIn()), name, stage, "in")
+		}
+		if !strings.HasPrefix(stage, "sink ") {
+			counter(d.bytes, float64(mt.BytesOut()), name, stage, "out")
+		}
+		counter(d.chunks, float64(mt.Chunks()), name, stage)
+		counter(d.busy, mt.Busy().Seconds(), name, stage)
+		counter(d.waiting, mt.WaitIn().Seconds(), name, stage)
+		counter(d.blocked, mt.Blocked().Seconds(), name, stage)
+		counter(d.errs, float64(mt.Errors()), name, stage)
+		gauge(d.workers, float64(mt.Workers), name, stage)
+	}
+	gauge(d.buffers, float64(p.run.Layout().Buffers), name)
+	gauge(d.buffersInUse, float64(p.run.BuffersInUse()), name)
+	gauge(d.buffersPeak, float64(p.run.PeakBuffers()), name)
+	if p.total >= 0 {
+		gauge(d.sourceSize, float64(p.total), name)
+	}
+}
+
+// collectVerify emits the metrics of pipe verify's checks, and the last
+// successes carried from an earlier textfile for the pipelines no check
+// of this invocation found good.
+func (m *Metrics) collectVerify(d *descs, counter, gauge func(*prometheus.Desc, float64, ...string)) {
 	verified := map[string]bool{}
 	for _, v := range m.verifies {
 		counter(d.verifyObjects, float64(v.objects-v.bad), v.pipeline, "ok")
@@ -401,7 +425,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.verifyLastSuccess, ts, name)
 		}
 	}
-	m.collectWAL(d.wal, now, counter, gauge)
 }
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
