@@ -89,56 +89,15 @@ func describe(err error) string {
 	return redact(err.Error())
 }
 
+// describeResponse says what an answer of the service means: its code
+// and status, the advice for them, and what the service says.
 func describeResponse(re *azcore.ResponseError) string {
 	code := bloberror.Code(re.ErrorCode)
 	head := fmt.Sprintf("%s (HTTP %d)", re.ErrorCode, re.StatusCode)
 	if re.ErrorCode == "" {
 		head = fmt.Sprintf("HTTP %d", re.StatusCode)
 	}
-	advice := ""
-	switch {
-	case code == bloberror.ContainerNotFound:
-		advice = "the container does not exist: create it (az storage container create --name " + containerPlaceholder + ") or fix bucket"
-	case code == bloberror.BlobNotFound || re.StatusCode == http.StatusNotFound && code == "":
-		advice = "no such blob"
-	case code == bloberror.AuthenticationFailed || code == bloberror.InvalidAuthenticationInfo:
-		advice = "the storage account refused the credentials: check account_key, sas_token or connection_string (a rotated key, an expired SAS, the wrong account, or a clock that is off by more than 15 minutes)"
-	case code == bloberror.AuthorizationPermissionMismatch || code == bloberror.AuthorizationResourceTypeMismatch ||
-		code == bloberror.AuthorizationServiceMismatch || code == bloberror.InsufficientAccountPermissions:
-		advice = "the credentials may not do this: " + permissions
-	case code == bloberror.AuthorizationFailure:
-		advice = "the service refused the request: check the credentials (a wrong account_key or SAS signature), their permissions (" + permissions + "), and the account's firewall and network rules"
-	case code == bloberror.AuthorizationSourceIPMismatch || code == bloberror.AuthorizationProtocolMismatch:
-		advice = "the SAS does not allow this address or protocol: check its sip and spr fields"
-	case code == bloberror.AccountIsDisabled:
-		advice = "the storage account is disabled"
-	case code == bloberror.ConditionNotMet:
-		advice = "the blob changed while it was being read: run the restore again (and keep backups from being overwritten while restoring)"
-	case code == bloberror.BlobArchived:
-		advice = "the blob is in the Archive tier: rehydrate it (set its tier to Hot or Cool) and restore once that finished"
-	case code == bloberror.BlockCountExceedsLimit || code == bloberror.BlockListTooLong:
-		advice = "the object needs more than 50,000 blocks: raise block_size"
-	case code == bloberror.RequestBodyTooLarge:
-		advice = "a block or put is larger than the service accepts: lower block_size or max_single_put_size"
-	case code == bloberror.MD5Mismatch || code == bloberror.CRC64Mismatch:
-		advice = "the service's checksum of the data did not match what pipe sent: the data was damaged on the way (check proxies and the network)"
-	case code == bloberror.InvalidBlobOrBlock || code == bloberror.InvalidBlockList || code == bloberror.InvalidBlockID:
-		advice = "the service rejected the block list (blocks expire a week after staging): run the backup again"
-	case code == bloberror.ServerBusy || code == bloberror.OperationTimedOut || code == bloberror.InternalError || re.StatusCode >= 500:
-		advice = "the service is busy or failing and retries did not help: try again later, or lower concurrency"
-	case code == bloberror.ContainerBeingDeleted || code == bloberror.ContainerDisabled:
-		advice = "the container is being deleted or is disabled"
-	case code == bloberror.InvalidResourceName:
-		advice = "the service rejected the container or blob name"
-	case code == bloberror.LeaseIDMissing || code == bloberror.LeaseAlreadyPresent:
-		advice = "the blob has an active lease: break it or write elsewhere"
-	case code == bloberror.BlobImmutableDueToPolicy:
-		advice = "an immutability policy or legal hold protects the blob"
-	case code == bloberror.InvalidRange:
-		advice = "the requested range is not in the blob"
-	case re.StatusCode == http.StatusForbidden:
-		advice = "access denied: check the credentials and their permissions"
-	}
+	advice := blobAdvice(code, re.StatusCode)
 	msg := serviceMessage(re)
 	switch {
 	case advice == "" && msg == "":
@@ -149,6 +108,57 @@ func describeResponse(re *azcore.ResponseError) string {
 		return head + ": " + advice + " (the service says: " + msg + ")"
 	}
 	return head + ": " + advice
+}
+
+// blobAdvice is what an error code of the service (or, without one, the
+// status) means and what to do about it, "" when there is no advice. It
+// is one table of cases tried in order, each one line of advice: its
+// complexity is the number of codes it knows, not branching to follow.
+func blobAdvice(code bloberror.Code, status int) string {
+	switch {
+	case code == bloberror.ContainerNotFound:
+		return "the container does not exist: create it (az storage container create --name " + containerPlaceholder + ") or fix bucket"
+	case code == bloberror.BlobNotFound || status == http.StatusNotFound && code == "":
+		return "no such blob"
+	case code == bloberror.AuthenticationFailed || code == bloberror.InvalidAuthenticationInfo:
+		return "the storage account refused the credentials: check account_key, sas_token or connection_string (a rotated key, an expired SAS, the wrong account, or a clock that is off by more than 15 minutes)"
+	case code == bloberror.AuthorizationPermissionMismatch || code == bloberror.AuthorizationResourceTypeMismatch ||
+		code == bloberror.AuthorizationServiceMismatch || code == bloberror.InsufficientAccountPermissions:
+		return "the credentials may not do this: " + permissions
+	case code == bloberror.AuthorizationFailure:
+		return "the service refused the request: check the credentials (a wrong account_key or SAS signature), their permissions (" + permissions + "), and the account's firewall and network rules"
+	case code == bloberror.AuthorizationSourceIPMismatch || code == bloberror.AuthorizationProtocolMismatch:
+		return "the SAS does not allow this address or protocol: check its sip and spr fields"
+	case code == bloberror.AccountIsDisabled:
+		return "the storage account is disabled"
+	case code == bloberror.ConditionNotMet:
+		return "the blob changed while it was being read: run the restore again (and keep backups from being overwritten while restoring)"
+	case code == bloberror.BlobArchived:
+		return "the blob is in the Archive tier: rehydrate it (set its tier to Hot or Cool) and restore once that finished"
+	case code == bloberror.BlockCountExceedsLimit || code == bloberror.BlockListTooLong:
+		return "the object needs more than 50,000 blocks: raise block_size"
+	case code == bloberror.RequestBodyTooLarge:
+		return "a block or put is larger than the service accepts: lower block_size or max_single_put_size"
+	case code == bloberror.MD5Mismatch || code == bloberror.CRC64Mismatch:
+		return "the service's checksum of the data did not match what pipe sent: the data was damaged on the way (check proxies and the network)"
+	case code == bloberror.InvalidBlobOrBlock || code == bloberror.InvalidBlockList || code == bloberror.InvalidBlockID:
+		return "the service rejected the block list (blocks expire a week after staging): run the backup again"
+	case code == bloberror.ServerBusy || code == bloberror.OperationTimedOut || code == bloberror.InternalError || status >= 500:
+		return "the service is busy or failing and retries did not help: try again later, or lower concurrency"
+	case code == bloberror.ContainerBeingDeleted || code == bloberror.ContainerDisabled:
+		return "the container is being deleted or is disabled"
+	case code == bloberror.InvalidResourceName:
+		return "the service rejected the container or blob name"
+	case code == bloberror.LeaseIDMissing || code == bloberror.LeaseAlreadyPresent:
+		return "the blob has an active lease: break it or write elsewhere"
+	case code == bloberror.BlobImmutableDueToPolicy:
+		return "an immutability policy or legal hold protects the blob"
+	case code == bloberror.InvalidRange:
+		return "the requested range is not in the blob"
+	case status == http.StatusForbidden:
+		return "access denied: check the credentials and their permissions"
+	}
+	return ""
 }
 
 const permissions = "a SAS needs read and list to restore, write and create to back up, delete for retention; an identity needs the Storage Blob Data Contributor role"

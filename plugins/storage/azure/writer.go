@@ -267,17 +267,9 @@ func (w *blockWriter) release(buf []byte) {
 func (w *blockWriter) Commit(ctx context.Context) error {
 	w.op.Lock()
 	defer w.op.Unlock()
-	w.mu.Lock()
-	if w.committed {
-		w.mu.Unlock()
-		return nil
+	if done, err := w.closeForCommit(); done {
+		return err
 	}
-	if w.aborted {
-		w.mu.Unlock()
-		return fmt.Errorf("committing %s: the object was aborted", w.where)
-	}
-	w.closed = true
-	w.mu.Unlock()
 	defer w.recycle()
 
 	if err := w.failure(); err != nil {
@@ -290,45 +282,86 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 	stop := context.AfterFunc(w.ctx, func() { cancel(context.Cause(w.ctx)) })
 	defer stop()
 
+	meta, cond := w.commitOptions()
+	var err error
+	op := "committing the block list of"
+	if w.single {
+		op = "uploading"
+		err = w.upload(cctx, meta, cond)
+	} else {
+		if err := w.stageRest(); err != nil {
+			w.abort()
+			return err
+		}
+		_, err = w.bb.CommitBlockList(cctx, w.ids, &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta, AccessConditions: cond})
+	}
+	return w.settle(cctx, op, err)
+}
+
+// closeForCommit closes the writer for Commit. done says Commit has
+// nothing more to do but return err: the object was committed already
+// (nil), or aborted.
+func (w *blockWriter) closeForCommit() (done bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.committed {
+		return true, nil
+	}
+	if w.aborted {
+		return true, fmt.Errorf("committing %s: the object was aborted", w.where)
+	}
+	w.closed = true
+	return false, nil
+}
+
+// commitOptions are the metadata and the access conditions the commit of
+// the object sends.
+func (w *blockWriter) commitOptions() (map[string]*string, *blob.AccessConditions) {
 	meta := map[string]*string{uploadMetaKey: ptr(w.uploadID)}
 	var cond *blob.AccessConditions
 	if w.exclusive {
 		// The service creates the blob only if none has the name.
 		cond = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: ptr(azcore.ETagAny)}}
 	}
-	var err error
-	op := "committing the block list of"
-	if w.single {
-		blocks := w.held
-		if len(w.cur) > 0 {
-			blocks = append(blocks, w.cur)
-		}
-		h := md5.New()
-		for _, b := range blocks {
-			h.Write(b)
-		}
-		op = "uploading"
-		_, err = w.bb.Upload(cctx, newBody(blocks...), &blockblob.UploadOptions{
-			TransactionalValidation: blob.TransferValidationTypeMD5(h.Sum(nil)),
-			Tier:                    w.s.tier,
-			Metadata:                meta,
-			AccessConditions:        cond,
-		})
-	} else {
-		if len(w.cur) > 0 {
-			if err := w.submit(w.cur); err != nil {
-				w.abort()
-				return err
-			}
-			w.cur = nil
-		}
-		w.wg.Wait()
-		if err := w.failure(); err != nil {
-			w.abort()
+	return meta, cond
+}
+
+// upload sends the held object in one Put Blob, with its MD5.
+func (w *blockWriter) upload(ctx context.Context, meta map[string]*string, cond *blob.AccessConditions) error {
+	blocks := w.held
+	if len(w.cur) > 0 {
+		blocks = append(blocks, w.cur)
+	}
+	h := md5.New()
+	for _, b := range blocks {
+		h.Write(b)
+	}
+	_, err := w.bb.Upload(ctx, newBody(blocks...), &blockblob.UploadOptions{
+		TransactionalValidation: blob.TransferValidationTypeMD5(h.Sum(nil)),
+		Tier:                    w.s.tier,
+		Metadata:                meta,
+		AccessConditions:        cond,
+	})
+	return err
+}
+
+// stageRest stages the block being filled and waits for every staged
+// block: the error is the first failure among them.
+func (w *blockWriter) stageRest() error {
+	if len(w.cur) > 0 {
+		if err := w.submit(w.cur); err != nil {
 			return err
 		}
-		_, err = w.bb.CommitBlockList(cctx, w.ids, &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta, AccessConditions: cond})
+		w.cur = nil
 	}
+	w.wg.Wait()
+	return w.failure()
+}
+
+// settle ends a commit whose request, op, returned err in ctx: it marks
+// the object committed, or takes back what the request may have left and
+// aborts the object.
+func (w *blockWriter) settle(ctx context.Context, op string, err error) error {
 	if err != nil && w.exclusive && bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
 		if _, ours := w.ours(); !ours {
 			w.abort()
@@ -338,7 +371,7 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 		err = nil
 	}
 	if err != nil {
-		if cause := context.Cause(cctx); cause != nil && !errors.Is(err, cause) {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errors.Join(cause, err)
 		}
 		w.takeBack(err)
