@@ -181,7 +181,26 @@ func matches(re *regexp.Regexp, s string, minLen, maxLen int) bool {
 // validDigest reports whether s is sha256:<64 lowercase hex digits>.
 func validDigest(s string) bool { return matches(digestRE, s, 71, 71) }
 
+// check refuses a manifest pipe could not have written: the run's fields,
+// the source's facts, the run key, then the objects and failed streams,
+// in that order (the first fault found is the one reported).
 func (m *Manifest) check() error {
+	if err := m.checkRun(); err != nil {
+		return err
+	}
+	if err := m.checkSource(); err != nil {
+		return err
+	}
+	if k := m.RunKey; k != nil {
+		if err := k.check(); err != nil {
+			return err
+		}
+	}
+	return m.checkStreams()
+}
+
+// checkRun checks the fields that describe the run as a whole.
+func (m *Manifest) checkRun() error {
 	switch {
 	case m.RunID == "":
 		return errors.New("no run_id")
@@ -201,9 +220,11 @@ func (m *Manifest) check() error {
 	if err := printable("pipe_version", m.PipeVersion); err != nil {
 		return err
 	}
-	if err := printable("damage", m.Damage); err != nil {
-		return err
-	}
+	return printable("damage", m.Damage)
+}
+
+// checkSource checks the source's facts: named, and printable.
+func (m *Manifest) checkSource() error {
 	for k, v := range m.Source {
 		if k == "" {
 			return errors.New("source: a fact with an empty name")
@@ -215,19 +236,25 @@ func (m *Manifest) check() error {
 			return err
 		}
 	}
-	if k := m.RunKey; k != nil {
-		switch {
-		case k.Key == "" || strings.HasPrefix(k.Key, "/"):
-			return fmt.Errorf("run_key: key %q must be relative to the manifest", k.Key)
-		case k.Size <= 0:
-			return errors.New("run_key: no size")
-		case !validDigest(k.Digest):
-			return fmt.Errorf("run_key: digest %q is not sha256:<64 hex digits>", k.Digest)
-		}
-		if err := printable("run_key key", k.Key); err != nil {
-			return err
-		}
+	return nil
+}
+
+// check checks the run key's object: where, its size and its digest.
+func (k *RunKey) check() error {
+	switch {
+	case k.Key == "" || strings.HasPrefix(k.Key, "/"):
+		return fmt.Errorf("run_key: key %q must be relative to the manifest", k.Key)
+	case k.Size <= 0:
+		return errors.New("run_key: no size")
+	case !validDigest(k.Digest):
+		return fmt.Errorf("run_key: digest %q is not sha256:<64 hex digits>", k.Digest)
 	}
+	return printable("run_key key", k.Key)
+}
+
+// checkStreams checks each object and each failed stream, and that no
+// stream appears twice among them.
+func (m *Manifest) checkStreams() error {
 	seen := map[string]bool{}
 	for i, o := range m.Objects {
 		if err := o.check(); err != nil {
