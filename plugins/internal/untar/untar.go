@@ -79,80 +79,103 @@ func Extract(root *os.Root, r io.Reader, rename func(string) string) error {
 		if err != nil {
 			return fmt.Errorf("not a valid tar stream: %w", err)
 		}
-		name := filepath.FromSlash(filepath.Clean(h.Name))
-		if !iofs.ValidPath(filepath.ToSlash(name)) {
-			return fmt.Errorf("tar entry %q points outside the target folder", h.Name)
+		name, err := entryName(h, rename)
+		if err != nil {
+			return err
 		}
-		// A path no file system tool could use, folders nested by the
-		// thousand, or a sparse file whose few bytes expand to terabytes
-		// of zeros: a hostile archive's ways to exhaust the target.
-		if len(h.Name) > maxEntryName || strings.Count(name, string(filepath.Separator)) >= maxEntryDepth {
-			return fmt.Errorf("tar entry %.80q…: a name of %d bytes and %d levels is beyond what pipe extracts (%d bytes, %d levels)", h.Name, len(h.Name), strings.Count(name, string(filepath.Separator))+1, maxEntryName, maxEntryDepth)
-		}
-		if h.Typeflag == tar.TypeGNUSparse || hasSparse(h) {
-			return fmt.Errorf("tar entry %q is a sparse file, which pipe does not extract: archive it without sparse handling (GNU tar without --sparse)", h.Name)
-		}
-		if rename != nil {
-			if name = rename(name); !iofs.ValidPath(filepath.ToSlash(name)) {
-				return fmt.Errorf("tar entry %q renamed outside the target folder", h.Name)
-			}
-		}
-		mode := os.FileMode(h.Mode).Perm()
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o700); err != nil {
-				return err
-			}
-			if err := root.Chmod(name, mode|0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-			if err != nil {
-				return err
-			}
-			fw := &flusher{f: f}
-			_, err = io.Copy(fw, tr)
-			fw.flush()
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			// A second name of a file extracted before (tar records the
-			// first name and links the others to it).
-			target := filepath.FromSlash(filepath.Clean(h.Linkname))
-			if !iofs.ValidPath(filepath.ToSlash(target)) {
-				return fmt.Errorf("tar entry %q links to %q, outside the target folder", h.Name, h.Linkname)
-			}
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			if err := root.Link(target, name); err != nil {
-				return fmt.Errorf("tar entry %q: %w", h.Name, err)
-			}
-		case tar.TypeSymlink:
-			if dir := filepath.Dir(name); dir != "." {
-				if err := root.MkdirAll(dir, 0o700); err != nil {
-					return err
-				}
-			}
-			if err := root.Symlink(h.Linkname, name); err != nil {
-				return err
-			}
-		default:
-			// Devices and fifos hold no data; they are not restored.
+		if err := extractEntry(root, tr, h, name); err != nil {
+			return err
 		}
 	}
+}
+
+// entryName returns the name, inside the target folder, that the entry h
+// is written under, or why the entry is refused.
+func entryName(h *tar.Header, rename func(string) string) (string, error) {
+	name := filepath.FromSlash(filepath.Clean(h.Name))
+	if !iofs.ValidPath(filepath.ToSlash(name)) {
+		return "", fmt.Errorf("tar entry %q points outside the target folder", h.Name)
+	}
+	// A path no file system tool could use, folders nested by the
+	// thousand, or a sparse file whose few bytes expand to terabytes
+	// of zeros: a hostile archive's ways to exhaust the target.
+	if len(h.Name) > maxEntryName || strings.Count(name, string(filepath.Separator)) >= maxEntryDepth {
+		return "", fmt.Errorf("tar entry %.80q…: a name of %d bytes and %d levels is beyond what pipe extracts (%d bytes, %d levels)", h.Name, len(h.Name), strings.Count(name, string(filepath.Separator))+1, maxEntryName, maxEntryDepth)
+	}
+	if h.Typeflag == tar.TypeGNUSparse || hasSparse(h) {
+		return "", fmt.Errorf("tar entry %q is a sparse file, which pipe does not extract: archive it without sparse handling (GNU tar without --sparse)", h.Name)
+	}
+	if rename != nil {
+		if name = rename(name); !iofs.ValidPath(filepath.ToSlash(name)) {
+			return "", fmt.Errorf("tar entry %q renamed outside the target folder", h.Name)
+		}
+	}
+	return name, nil
+}
+
+// extractEntry writes the entry h, whose data tr reads next, as name.
+func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, name string) error {
+	mode := os.FileMode(h.Mode).Perm()
+	switch h.Typeflag {
+	case tar.TypeDir:
+		if err := root.MkdirAll(name, 0o700); err != nil {
+			return err
+		}
+		if err := root.Chmod(name, mode|0o700); err != nil {
+			return err
+		}
+	case tar.TypeReg:
+		return extractFile(root, tr, name, mode)
+	case tar.TypeLink:
+		// A second name of a file extracted before (tar records the
+		// first name and links the others to it).
+		target := filepath.FromSlash(filepath.Clean(h.Linkname))
+		if !iofs.ValidPath(filepath.ToSlash(target)) {
+			return fmt.Errorf("tar entry %q links to %q, outside the target folder", h.Name, h.Linkname)
+		}
+		if err := mkdirParent(root, name); err != nil {
+			return err
+		}
+		if err := root.Link(target, name); err != nil {
+			return fmt.Errorf("tar entry %q: %w", h.Name, err)
+		}
+	case tar.TypeSymlink:
+		if err := mkdirParent(root, name); err != nil {
+			return err
+		}
+		if err := root.Symlink(h.Linkname, name); err != nil {
+			return err
+		}
+	default:
+		// Devices and fifos hold no data; they are not restored.
+	}
+	return nil
+}
+
+// extractFile writes the regular file name, whose bytes tr reads next.
+func extractFile(root *os.Root, tr *tar.Reader, name string, mode os.FileMode) error {
+	if err := mkdirParent(root, name); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	fw := &flusher{f: f}
+	_, err = io.Copy(fw, tr)
+	fw.flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirParent creates the folders name is in.
+func mkdirParent(root *os.Root, name string) error {
+	if dir := filepath.Dir(name); dir != "." {
+		return root.MkdirAll(dir, 0o700)
+	}
+	return nil
 }
 
 // What extract accepts of an entry's name: PATH_MAX, and a depth no real
