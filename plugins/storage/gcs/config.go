@@ -220,49 +220,13 @@ type client struct {
 // file (and, for Application Default Credentials, the library's probe of
 // the metadata server when it is not on Google Cloud, once per process).
 func connect(ctx context.Context, c *config) (*client, sdk.Diagnostics) {
-	var diags sdk.Diagnostics
 	emulator := os.Getenv(emulatorEnv)
 	scrub := newScrubber(c.CredentialsJSON)
 	cl := &client{bucket: c.Bucket, retries: c.Retries, scrub: scrub, where: "storage.googleapis.com"}
 
-	var creds *auth.Credentials
-	mode := chooseAuth(c, emulator)
-	switch mode {
-	case authExplicit:
-		attr, b := "credentials_json", []byte(c.CredentialsJSON)
-		if c.CredentialsFile != "" {
-			attr = "credentials_file"
-			var err error
-			if b, err = os.ReadFile(c.CredentialsFile); err != nil {
-				return nil, sdk.AttrError(attr, "cannot read the credentials file", describeFileError(err))
-			}
-			scrub.addJSON(b)
-		}
-		var err error
-		if creds, err = credentialsFromJSON(b); err != nil {
-			return nil, sdk.AttrError(attr, "unusable credentials", scrub.clean(err.Error()))
-		}
-		cl.auth = "the credentials of " + attr
-	case authADC, authADCOrNone:
-		found, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: scopes})
-		switch {
-		case err == nil:
-			creds, cl.auth = found, "Application Default Credentials"
-		case mode == authADC:
-			return nil, sdk.AttrError("credentials_file", "no Google Cloud credentials",
-				scrub.clean(err.Error())+": set credentials_file (a service account key file), pass credentials_json from a sensitive variable, set GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run on Google Cloud with a service account attached")
-		default:
-			cl.auth = "no credentials (none were found)"
-		}
-	case authAnonymous:
-		cl.auth = "no credentials (an http:// endpoint)"
-		if c.Endpoint == "" {
-			cl.auth = "no credentials (" + emulatorEnv + ")"
-		}
-		if attr := setCredentials(c); attr != "" {
-			diags = append(diags, sdk.Diagnostic{Severity: sdk.Warning, Attribute: attr,
-				Summary: "credentials not used", Detail: emulatorEnv + " is set, so requests go to the emulator at " + emulator + " without credentials; set endpoint to send them"})
-		}
+	creds, diags := cl.findCredentials(c, emulator)
+	if diags.HasErrors() {
+		return nil, diags
 	}
 
 	cl.tr = newTransport(c.Timeout)
@@ -276,6 +240,74 @@ func connect(ctx context.Context, c *config) (*client, sdk.Diagnostics) {
 		return nil, append(diags, sdk.AttrError("", "cannot set up the connection", scrub.clean(err.Error()))...)
 	}
 
+	sc, err := storage.NewClient(ctx, cl.clientOptions(c, emulator, hc, creds)...)
+	if err != nil {
+		return nil, append(diags, sdk.AttrError("", "cannot set up the Cloud Storage client", scrub.clean(err.Error()))...)
+	}
+	sc.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithBackoff(backoff()), storage.WithMaxAttempts(c.Retries+1))
+	cl.sc, cl.bkt = sc, sc.Bucket(c.Bucket)
+	return cl, diags
+}
+
+// findCredentials finds the credentials the client uses, nil for none, and
+// says in cl.auth where they came from. emulator is the emulator's
+// address, "" when none is set.
+func (cl *client) findCredentials(c *config, emulator string) (*auth.Credentials, sdk.Diagnostics) {
+	var diags sdk.Diagnostics
+	var creds *auth.Credentials
+	mode := chooseAuth(c, emulator)
+	switch mode {
+	case authExplicit:
+		return cl.explicitCredentials(c)
+	case authADC, authADCOrNone:
+		found, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: scopes})
+		switch {
+		case err == nil:
+			creds, cl.auth = found, "Application Default Credentials"
+		case mode == authADC:
+			return nil, sdk.AttrError("credentials_file", "no Google Cloud credentials",
+				cl.scrub.clean(err.Error())+": set credentials_file (a service account key file), pass credentials_json from a sensitive variable, set GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run on Google Cloud with a service account attached")
+		default:
+			cl.auth = "no credentials (none were found)"
+		}
+	case authAnonymous:
+		cl.auth = "no credentials (an http:// endpoint)"
+		if c.Endpoint == "" {
+			cl.auth = "no credentials (" + emulatorEnv + ")"
+		}
+		if attr := setCredentials(c); attr != "" {
+			diags = append(diags, sdk.Diagnostic{Severity: sdk.Warning, Attribute: attr,
+				Summary: "credentials not used", Detail: emulatorEnv + " is set, so requests go to the emulator at " + emulator + " without credentials; set endpoint to send them"})
+		}
+	}
+	return creds, diags
+}
+
+// explicitCredentials reads the credentials that credentials_file or
+// credentials_json gives.
+func (cl *client) explicitCredentials(c *config) (*auth.Credentials, sdk.Diagnostics) {
+	attr, b := "credentials_json", []byte(c.CredentialsJSON)
+	if c.CredentialsFile != "" {
+		attr = "credentials_file"
+		var err error
+		if b, err = os.ReadFile(c.CredentialsFile); err != nil {
+			return nil, sdk.AttrError(attr, "cannot read the credentials file", describeFileError(err))
+		}
+		cl.scrub.addJSON(b)
+	}
+	creds, err := credentialsFromJSON(b)
+	if err != nil {
+		return nil, sdk.AttrError(attr, "unusable credentials", cl.scrub.clean(err.Error()))
+	}
+	cl.auth = "the credentials of " + attr
+	return creds, nil
+}
+
+// clientOptions are the options of the Cloud Storage client that sends
+// requests through hc, with creds (nil for none), to the endpoint or the
+// emulator; they set where requests go and whether reads can be of
+// compressed bytes.
+func (cl *client) clientOptions(c *config, emulator string, hc *http.Client, creds *auth.Credentials) []option.ClientOption {
 	opts := []option.ClientOption{option.WithHTTPClient(hc), storage.WithDisabledClientMetrics()}
 	jsonReads := false
 	switch {
@@ -302,13 +334,7 @@ func connect(ctx context.Context, c *config) (*client, sdk.Diagnostics) {
 			opts = append(opts, option.WithoutAuthentication())
 		}
 	}
-	sc, err := storage.NewClient(ctx, opts...)
-	if err != nil {
-		return nil, append(diags, sdk.AttrError("", "cannot set up the Cloud Storage client", scrub.clean(err.Error()))...)
-	}
-	sc.SetRetry(storage.WithPolicy(storage.RetryAlways), storage.WithBackoff(backoff()), storage.WithMaxAttempts(c.Retries+1))
-	cl.sc, cl.bkt = sc, sc.Bucket(c.Bucket)
-	return cl, diags
+	return opts
 }
 
 // setCredentials names the credentials attribute that is set, if any.
