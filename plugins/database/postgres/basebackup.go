@@ -314,30 +314,10 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the base backup: %w", err)
 	}
-	var oids []string
-	var streams []sdk.StreamInfo
-	locations := map[string]string{}
-	for _, ts := range start.Tablespaces {
-		oid := strconv.Itoa(int(ts.OID))
-		oids = append(oids, oid)
-		streams = append(streams, sdk.StreamInfo{Name: oid + tablespaceExt, Size: -1})
-		if printableFact(ts.Location) {
-			locations[factTablespace+oid] = ts.Location
-		}
-	}
-	streams = append(streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
-	pipes := map[string]*basePipe{}
-	for _, st := range streams {
-		r, w, err := ospipe.New()
-		if err != nil {
-			for _, p := range pipes {
-				p.r.Close()
-				p.w.Close()
-			}
-			return nil, err
-		}
-		ospipe.Grow(w)
-		pipes[st.Name] = &basePipe{pipedStream: pipedStream{r: r, done: make(chan struct{})}, w: w, bw: bufio.NewWriterSize(w, 1<<20)}
+	oids, streams, locations := baseStreams(start.Tablespaces)
+	pipes, err := newBasePipes(streams)
+	if err != nil {
+		return nil, err
 	}
 	s.pc, s.streams, s.pipes = pc, streams, pipes
 	s.facts = map[string]string{
@@ -361,6 +341,42 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		go s.copy(cctx)
 	}
 	return s.streams, nil
+}
+
+// baseStreams names a base backup's streams: one per tablespace, then
+// the data folder and the backup manifest. It also returns the
+// tablespaces' OIDs and, as facts, their locations that can be printed.
+func baseStreams(tablespaces []pglogrepl.BaseBackupTablespace) (oids []string, streams []sdk.StreamInfo, locations map[string]string) {
+	locations = map[string]string{}
+	for _, ts := range tablespaces {
+		oid := strconv.Itoa(int(ts.OID))
+		oids = append(oids, oid)
+		streams = append(streams, sdk.StreamInfo{Name: oid + tablespaceExt, Size: -1})
+		if printableFact(ts.Location) {
+			locations[factTablespace+oid] = ts.Location
+		}
+	}
+	streams = append(streams, sdk.StreamInfo{Name: streamBase, Size: -1}, sdk.StreamInfo{Name: streamManifest, Size: -1})
+	return oids, streams, locations
+}
+
+// newBasePipes makes the OS pipe each stream is read from, by stream
+// name; when one cannot be made, it closes those made.
+func newBasePipes(streams []sdk.StreamInfo) (map[string]*basePipe, error) {
+	pipes := map[string]*basePipe{}
+	for _, st := range streams {
+		r, w, err := ospipe.New()
+		if err != nil {
+			for _, p := range pipes {
+				p.r.Close()
+				p.w.Close()
+			}
+			return nil, err
+		}
+		ospipe.Grow(w)
+		pipes[st.Name] = &basePipe{pipedStream: pipedStream{r: r, done: make(chan struct{})}, w: w, bw: bufio.NewWriterSize(w, 1<<20)}
+	}
+	return pipes, nil
 }
 
 // parseSize reads a size setting as SHOW prints it: "16MB", "1GB".

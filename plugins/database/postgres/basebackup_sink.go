@@ -98,6 +98,23 @@ func (BaseSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sd
 	if !strings.Contains(c.RestoreCommand, "%f") || !strings.Contains(c.RestoreCommand, "%p") {
 		return nil, sdk.AttrError("restore_command", "invalid restore_command", `it must name the file PostgreSQL asks for (%f) and where it goes (%p): "pipe wal fetch /etc/pipe/pg.hcl %f %p"`)
 	}
+	if d := c.checkRecovery(); d != nil {
+		return nil, d
+	}
+	switch c.ArchiveMode {
+	case archiveOff, archivePreserve:
+	default:
+		return nil, sdk.AttrError("archive_mode", "invalid archive_mode", fmt.Sprintf(`%q: use "off" (the restored server does not archive) or "preserve" (it keeps the source's archive_mode and archive_command)`, c.ArchiveMode))
+	}
+	if d := c.placeTablespaces(); d != nil {
+		return nil, d
+	}
+	return &BaseSink{c: c, made: map[string]bool{}, claimed: map[string]bool{}}, nil
+}
+
+// checkRecovery checks the recovery settings: at most one target, in the
+// form PostgreSQL reads, an action only with a target, and the timeline.
+func (c *baseSinkConfig) checkRecovery() sdk.Diagnostics {
 	targets := 0
 	for _, t := range []string{c.TargetTime, c.TargetLSN, c.TargetXID, c.TargetName, c.Target} {
 		if t != "" {
@@ -105,64 +122,68 @@ func (BaseSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sd
 		}
 	}
 	if targets > 1 {
-		return nil, sdk.AttrError("", "several recovery targets", "give at most one of recovery_target_time, recovery_target_lsn, recovery_target_xid, recovery_target_name and recovery_target: PostgreSQL stops at one")
+		return sdk.AttrError("", "several recovery targets", "give at most one of recovery_target_time, recovery_target_lsn, recovery_target_xid, recovery_target_name and recovery_target: PostgreSQL stops at one")
 	}
 	if c.TargetTime != "" {
 		if _, err := sdk.ParsePointInTime(c.TargetTime); err != nil {
-			return nil, sdk.AttrError("recovery_target_time", "invalid recovery_target_time", err.Error())
+			return sdk.AttrError("recovery_target_time", "invalid recovery_target_time", err.Error())
 		}
 	}
 	if c.TargetLSN != "" && !lsnRE.MatchString(c.TargetLSN) {
-		return nil, sdk.AttrError("recovery_target_lsn", "invalid recovery_target_lsn", fmt.Sprintf("%q is not a WAL position such as 0/3000060", c.TargetLSN))
+		return sdk.AttrError("recovery_target_lsn", "invalid recovery_target_lsn", fmt.Sprintf("%q is not a WAL position such as 0/3000060", c.TargetLSN))
 	}
 	if c.TargetXID != "" && !xidRE.MatchString(c.TargetXID) {
-		return nil, sdk.AttrError("recovery_target_xid", "invalid recovery_target_xid", fmt.Sprintf("%q is not a transaction id (a number)", c.TargetXID))
+		return sdk.AttrError("recovery_target_xid", "invalid recovery_target_xid", fmt.Sprintf("%q is not a transaction id (a number)", c.TargetXID))
 	}
 	if c.Target != "" && c.Target != "immediate" {
-		return nil, sdk.AttrError("recovery_target", "invalid recovery_target", fmt.Sprintf(`%q: the only value is "immediate"`, c.Target))
+		return sdk.AttrError("recovery_target", "invalid recovery_target", fmt.Sprintf(`%q: the only value is "immediate"`, c.Target))
 	}
 	switch c.Action {
 	case "", "pause", "promote", "shutdown":
 	default:
-		return nil, sdk.AttrError("recovery_target_action", "invalid recovery_target_action", fmt.Sprintf(`%q: use "pause", "promote" or "shutdown"`, c.Action))
+		return sdk.AttrError("recovery_target_action", "invalid recovery_target_action", fmt.Sprintf(`%q: use "pause", "promote" or "shutdown"`, c.Action))
 	}
 	if c.Action != "" && targets == 0 {
-		return nil, sdk.AttrError("recovery_target_action", "recovery_target_action without a target", "without a recovery target the server replays the whole archive and promotes: name a target or remove recovery_target_action")
+		return sdk.AttrError("recovery_target_action", "recovery_target_action without a target", "without a recovery target the server replays the whole archive and promotes: name a target or remove recovery_target_action")
 	}
 	if c.Timeline != "latest" && c.Timeline != "current" && !xidRE.MatchString(c.Timeline) {
-		return nil, sdk.AttrError("recovery_target_timeline", "invalid recovery_target_timeline", fmt.Sprintf(`%q: use "latest", "current" or a timeline number`, c.Timeline))
+		return sdk.AttrError("recovery_target_timeline", "invalid recovery_target_timeline", fmt.Sprintf(`%q: use "latest", "current" or a timeline number`, c.Timeline))
 	}
-	switch c.ArchiveMode {
-	case archiveOff, archivePreserve:
-	default:
-		return nil, sdk.AttrError("archive_mode", "invalid archive_mode", fmt.Sprintf(`%q: use "off" (the restored server does not archive) or "preserve" (it keeps the source's archive_mode and archive_command)`, c.ArchiveMode))
-	}
+	return nil
+}
+
+// placeTablespaces makes the tablespaces' directories absolute
+// (tablespace_map_all defaults to the data directory's path followed by
+// "_tablespaces") and refuses those that overlap the data directory or
+// one another.
+func (c *baseSinkConfig) placeTablespaces() sdk.Diagnostics {
+	var err error
 	if c.TablespaceMapAll == "" {
 		c.TablespaceMapAll = filepath.Clean(c.DataDirectory) + tablespacesSuffix
 	}
 	if c.TablespaceMapAll, err = filepath.Abs(c.TablespaceMapAll); err != nil {
-		return nil, sdk.AttrError("tablespace_map_all", "invalid tablespace_map_all", err.Error())
+		return sdk.AttrError("tablespace_map_all", "invalid tablespace_map_all", err.Error())
 	}
 	if within(c.TablespaceMapAll, c.DataDirectory) {
-		return nil, sdk.AttrError("tablespace_map_all", "tablespace_map_all inside the data directory", fmt.Sprintf("%s is inside the data directory %s: PostgreSQL wants tablespaces outside it, linked from pg_tblspc; give a folder outside it", c.TablespaceMapAll, c.DataDirectory))
+		return sdk.AttrError("tablespace_map_all", "tablespace_map_all inside the data directory", fmt.Sprintf("%s is inside the data directory %s: PostgreSQL wants tablespaces outside it, linked from pg_tblspc; give a folder outside it", c.TablespaceMapAll, c.DataDirectory))
 	}
 	spaces := map[string]string{}
 	for oid, dir := range c.TablespaceMap {
 		if !oidRE.MatchString(oid) {
-			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("%q is not a tablespace OID (a number such as 16385): pipe backups show lists a run's tablespaces as tablespace_<oid> = <original location>", oid))
+			return sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("%q is not a tablespace OID (a number such as 16385): pipe backups show lists a run's tablespaces as tablespace_<oid> = <original location>", oid))
 		}
 		if dir == "" {
-			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("tablespace %s: give the directory it is restored into", oid))
+			return sdk.AttrError("tablespace_map", "invalid tablespace_map", fmt.Sprintf("tablespace %s: give the directory it is restored into", oid))
 		}
 		if spaces[oid], err = filepath.Abs(dir); err != nil {
-			return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
+			return sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
 		}
 	}
 	c.TablespaceMap = spaces
 	if err := c.checkPlaces(spaces); err != nil {
-		return nil, sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
+		return sdk.AttrError("tablespace_map", "invalid tablespace_map", err.Error())
 	}
-	return &BaseSink{c: c, made: map[string]bool{}, claimed: map[string]bool{}}, nil
+	return nil
 }
 
 // oidRE matches an object id as PostgreSQL prints it.
