@@ -419,66 +419,10 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 		}
 	}()
 
-	var (
-		mu      sync.Mutex
-		next    int64
-		done    int64
-		failed  error
-		workers sync.WaitGroup
-	)
-	claim := func() (off, n int64, ok bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= r.size || failed != nil {
-			return 0, 0, false
-		}
-		off, n = next, min(r.o.PartSize, r.size-next)
-		next += n
-		return off, n, true
-	}
-	finish := func(n int64, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil && failed == nil {
-			failed = err
-			r.cancel() // the other ranges stop
-		}
-		done += n
-	}
-	worker := func(off, n int64, body io.ReadCloser) {
-		buf := make([]byte, min(r.o.PartSize, fillBuffer))
-		for {
-			err := r.get(off, n, body, func(body io.Reader, got int64) (int64, error) {
-				var moved int64
-				for got+moved < n {
-					k, err := io.ReadFull(body, buf[:min(int64(len(buf)), n-got-moved)])
-					if k > 0 {
-						at := off + got + moved
-						if _, werr := w.WriteAt(buf[:k], at); werr != nil {
-							return moved, &writeError{fmt.Errorf("writing bytes %d-%d: %w", at, at+int64(k)-1, werr)}
-						}
-						moved += int64(k)
-					}
-					if err != nil {
-						return moved, err
-					}
-				}
-				return moved, nil
-			})
-			body = nil
-			if err != nil {
-				finish(0, err)
-				return
-			}
-			finish(n, nil)
-			var ok bool
-			if off, n, ok = claim(); !ok {
-				return
-			}
-		}
-	}
+	c := &rangeClaims{r: r}
+	var workers sync.WaitGroup
 	for range r.o.Concurrency {
-		off, n, ok := claim()
+		off, n, ok := c.claim()
 		if !ok {
 			break
 		}
@@ -489,7 +433,7 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 		workers.Add(1)
 		r.wg.Add(1) // Close waits for them, as for parts
 		go func() {
-			worker(off, n, body)
+			r.writeRangesAt(w, c, off, n, body)
 			// Not deferred: a worker that panics must end the process,
 			// not let WriteAtTo return what was written as all.
 			workers.Done()
@@ -497,7 +441,85 @@ func (r *Reader) WriteAtTo(w io.WriterAt) (int64, error) {
 		}()
 	}
 	workers.Wait()
-	return done, failed
+	return c.done, c.failed
+}
+
+// rangeClaims hands out the ranges of WriteAtTo to its workers and
+// gathers what they did.
+type rangeClaims struct {
+	r      *Reader
+	mu     sync.Mutex
+	next   int64 // where the next range starts
+	done   int64 // the bytes of the ranges completed
+	failed error // the first failure
+}
+
+// claim returns the next range to write, ok false when there is none
+// left or a range failed.
+func (c *rangeClaims) claim() (off, n int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.next >= c.r.size || c.failed != nil {
+		return 0, 0, false
+	}
+	off, n = c.next, min(c.r.o.PartSize, c.r.size-c.next)
+	c.next += n
+	return off, n, true
+}
+
+// finish records a range of n bytes written, or its failure err, which
+// stops the other ranges if it is the first.
+func (c *rangeClaims) finish(n int64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil && c.failed == nil {
+		c.failed = err
+		c.r.cancel() // the other ranges stop
+	}
+	c.done += n
+}
+
+// writeRangesAt is a worker of WriteAtTo: it writes the range of n bytes
+// at off into w (from body, the answer that holds it, if not nil), then
+// the ranges it claims from c, until none is left or one fails.
+func (r *Reader) writeRangesAt(w io.WriterAt, c *rangeClaims, off, n int64, body io.ReadCloser) {
+	buf := make([]byte, min(r.o.PartSize, fillBuffer))
+	for {
+		err := r.get(off, n, body, copyAt(w, buf, off, n))
+		body = nil
+		if err != nil {
+			c.finish(0, err)
+			return
+		}
+		c.finish(n, nil)
+		var ok bool
+		if off, n, ok = c.claim(); !ok {
+			return
+		}
+	}
+}
+
+// copyAt is the move function of get for the range of n bytes at off: it
+// copies what is left of the range from body into w at its offsets,
+// through buf.
+func copyAt(w io.WriterAt, buf []byte, off, n int64) func(body io.Reader, got int64) (int64, error) {
+	return func(body io.Reader, got int64) (int64, error) {
+		var moved int64
+		for got+moved < n {
+			k, err := io.ReadFull(body, buf[:min(int64(len(buf)), n-got-moved)])
+			if k > 0 {
+				at := off + got + moved
+				if _, werr := w.WriteAt(buf[:k], at); werr != nil {
+					return moved, &writeError{fmt.Errorf("writing bytes %d-%d: %w", at, at+int64(k)-1, werr)}
+				}
+				moved += int64(k)
+			}
+			if err != nil {
+				return moved, err
+			}
+		}
+		return moved, nil
+	}
 }
 
 // unread returns the unread bytes of the current part, waiting for the
