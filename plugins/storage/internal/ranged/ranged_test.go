@@ -781,9 +781,11 @@ func TestVanishedRangeIsNotDone(t *testing.T) {
 		t.Fatalf("Read returned %d bytes though range 2 never arrived", len(got))
 	}
 
-	r = open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 2})
+	// A reader of its own: the first one's ReadAll never returns, and still
+	// reads r.
+	r2 := open(t, &fakeObject{data: data}, Options{PartSize: part, Concurrency: 2})
 	var n int64
-	if returnsWithin(300*time.Millisecond, func() { n, err = r.(*Reader).WriteAtTo(&vanishingAt{off: 2 * part}) }) {
+	if returnsWithin(300*time.Millisecond, func() { n, err = r2.(*Reader).WriteAtTo(&vanishingAt{off: 2 * part}) }) {
 		t.Fatalf("WriteAtTo returned %d, %v though the write at range 2 never did", n, err)
 	}
 }
