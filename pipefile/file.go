@@ -89,6 +89,8 @@ type File struct {
 	Pipelines []*Pipeline
 	// Archives are the file's WAL archives (archive blocks).
 	Archives []*Archive
+	// Notifies are the targets told of the file's runs (notify blocks).
+	Notifies []*Notify
 	// Names are the names of every pipeline block, in file order, also
 	// those Options.Pipelines left out.
 	Names   []string
@@ -125,6 +127,8 @@ type Pipeline struct {
 	// RateLimit is the most bytes per second the source yields, over all
 	// streams (0: no limit).
 	RateLimit int64
+	// Hooks are its hook blocks.
+	Hooks []*Hook
 }
 
 // Block is a decoded block: its values by attribute name, with the
@@ -275,6 +279,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "pipeline", LabelNames: []string{"name"}},
 		{Type: "archive", LabelNames: []string{"name"}},
+		{Type: "notify", LabelNames: []string{"name"}},
 	},
 }
 
@@ -341,6 +346,8 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 			diags = append(diags, f.loadArchiveBlock(b, vars, funcs, &o, src)...)
 		case "pipeline":
 			diags = append(diags, f.loadPipelineBlock(b, seen, vars, funcs, &o, src)...)
+		case "notify":
+			diags = append(diags, f.loadNotify(b, vars, funcs, &o, src)...)
 		}
 	}
 	if len(seen) == 0 && len(f.Archives) == 0 && !diags.HasErrors() {
@@ -431,6 +438,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "source", LabelNames: []string{"type"}},
 			{Type: "sink", LabelNames: []string{"type"}},
+			{Type: "hook", LabelNames: []string{"when"}},
 		},
 	}
 	for _, k := range stagekind.All {
@@ -467,6 +475,8 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			if ep != nil {
 				p.Sinks = append(p.Sinks, ep)
 			}
+		case "hook":
+			diags = append(diags, f.loadHook(p, blk, ectx, src)...)
 		default:
 			if prev, dup := stageSeen[blk.Type]; dup {
 				diags = append(diags, &hcl.Diagnostic{

@@ -60,6 +60,12 @@ func (pl *Plan) Print(w io.Writer) {
 		}
 		a.print(w)
 	}
+	if pl.File != nil && len(pl.File.Notifies) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range pl.File.Notifies {
+			printNotify(w, n)
+		}
+	}
 }
 
 func (p *Pipeline) print(w io.Writer, cpus int) {
@@ -97,6 +103,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline; delete older runs and leftovers of failed ones\n", strings.Join(keep, " and "))
 		}
 	}
+	printHooks(w, p.Def)
 	fmt.Fprintf(w, "  buffers    ")
 	for i, pos := range p.Layout.Positions {
 		sep := ","
@@ -228,6 +235,7 @@ type JSON struct {
 	Host      HostJSON       `json:"host"`
 	Pipelines []PipelineJSON `json:"pipelines"`
 	Archives  []ArchiveJSON  `json:"archives,omitempty"`
+	Notifies  []NotifyJSON   `json:"notify,omitempty"`
 }
 
 type HostJSON struct {
@@ -249,6 +257,7 @@ type PipelineJSON struct {
 	Sinks       []EndpointJSON   `json:"sinks"`
 	Positions   []PositionJSON   `json:"positions"`
 	Memory      map[string]int64 `json:"memory_bytes"`
+	Hooks       []HookJSON       `json:"hooks,omitempty"`
 }
 
 type EndpointJSON struct {
@@ -293,10 +302,16 @@ func (pl *Plan) JSON() JSON {
 		for _, pos := range p.Layout.Positions {
 			pj.Positions = append(pj.Positions, PositionJSON{pos.Name, pos.Buffers, pos.BufferSize})
 		}
+		pj.Hooks = hooksJSON(p.Def)
 		out.Pipelines = append(out.Pipelines, pj)
 	}
 	for _, a := range pl.Archives {
 		out.Archives = append(out.Archives, a.json())
+	}
+	if pl.File != nil {
+		for _, n := range pl.File.Notifies {
+			out.Notifies = append(out.Notifies, notifyJSON(n))
+		}
 	}
 	return out
 }

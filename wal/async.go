@@ -55,6 +55,11 @@ type Pusher struct {
 	// files waiting when the push began.
 	Pushed  func(r *PushResult)
 	Backlog func(waiting int, exceeded bool)
+	// Alert, if set, is told of the ready files waiting when they pass
+	// MaxBacklog, then at most once every AlertEvery while they stay past
+	// it: a note in the spool, removed once they are back under, spans the
+	// pushes of archive_command, each its own process.
+	Alert func(waiting int)
 	// Spawn, when set, starts a background pusher: this program with Run.
 	Spawn func() error
 	// Idle is how long the background pusher waits for a ready file
@@ -145,12 +150,45 @@ func (ah *Pusher) backlog(waiting int, mayLog bool) bool {
 	if ah.Backlog != nil {
 		ah.Backlog(waiting, exceeded)
 	}
+	if ah.Alert != nil {
+		ah.alert(waiting, exceeded)
+	}
 	if !exceeded || !mayLog {
 		return false
 	}
 	ah.Log.Error("the WAL archive is falling behind: pg_wal keeps every segment until it is archived, and pipe drops none",
 		"waiting", waiting, "max_backlog", ah.MaxBacklog)
 	return true
+}
+
+// AlertEvery is how often Alert is told again of a backlog that stays
+// past its limit.
+var AlertEvery = time.Hour
+
+// alertNote is the spool's note of the last alert of a backlog.
+const alertNote = "backlog.alerted"
+
+// alert tells Alert of a backlog past its limit, unless the spool's note
+// says it was told within AlertEvery; a backlog under the limit removes
+// the note. The caller holds the spool's lock.
+func (ah *Pusher) alert(waiting int, exceeded bool) {
+	note := filepath.Join(ah.Spool, alertNote)
+	if !exceeded {
+		_ = os.Remove(note) // none: nothing was past the limit
+		return
+	}
+	if st, err := os.Stat(note); err == nil && time.Since(st.ModTime()) < AlertEvery {
+		return
+	}
+	err := os.WriteFile(note, nil, 0o600)
+	if err == nil {
+		now := time.Now() // an empty file written again may keep its time
+		err = os.Chtimes(note, now, now)
+	}
+	if err != nil {
+		ah.Log.Warn("noting the backlog's alert: "+err.Error()+"; the next push alerts again", "spool", ah.Spool)
+	}
+	ah.Alert(waiting)
 }
 
 // aheadPerPush × Workers is the most files one push sends: its own and

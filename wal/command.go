@@ -39,6 +39,10 @@ type Command struct {
 	Pushed  func(r *PushResult)
 	Backlog func(waiting int, exceeded bool)
 	Fetched func(from string)
+	// BacklogAlert, if set, is told when the ready files waiting pass
+	// MaxBacklog, then at most once an hour while they stay past it (see
+	// Pusher.Alert).
+	BacklogAlert func(waiting int)
 }
 
 // CommandSettings are an archive's settings for push and fetch.
@@ -85,7 +89,7 @@ func (c *Command) backgroundAllowed() bool {
 // ahead is the archive's pushing ahead, for files in walDir.
 func (c *Command) ahead(walDir string) *Pusher {
 	return &Pusher{Spool: c.inData(c.Settings.PushSpool), WalDir: walDir, Workers: c.Settings.Workers, MaxBacklog: c.Settings.MaxBacklog,
-		Wait: c.Settings.PushTimeout, Idle: PusherIdle, Log: c.Log, Pushed: c.Pushed, Backlog: c.Backlog}
+		Wait: c.Settings.PushTimeout, Idle: PusherIdle, Log: c.Log, Pushed: c.Pushed, Backlog: c.Backlog, Alert: c.BacklogAlert}
 }
 
 // Push archives the file at p as archive_command does: with push { async

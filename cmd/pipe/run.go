@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/notify"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -97,6 +98,8 @@ type pipeRun struct {
 	plan    *plan.Plan
 	mx      *runMetrics
 	secrets []string
+	// note tells the file's notify targets of each pipeline's run.
+	note *notify.Notifier
 	// json: --json; jsonLog: records replace the summary on stderr;
 	// progress: show a progress bar.
 	json, jsonLog, progress bool
@@ -129,6 +132,8 @@ func (a *app) run(parent context.Context, path string, f *runFlags) error {
 	r.jsonLog = a.logf.format == "json"
 	r.progress = f.progress == "always" || (f.progress == "auto" && !r.json && !r.jsonLog && isTerminal(a.stderr))
 	r.secrets = r.plan.File.Secrets()
+	r.note = a.notifier(r.plan.File, r.secrets)
+	defer r.note.Close()
 	reports, skipped, failed := a.runPipelines(ctx, r, f.keepGoing)
 	return a.runEnded(ctx, r, reports, skipped, failed)
 }
@@ -205,7 +210,8 @@ func (a *app) runPipeline(ctx context.Context, r *pipeRun, pp *plan.Pipeline) (r
 	r.mx.begin(pp)
 	a.logf.onRetryDo(func(endpoint string) { r.mx.retried(pp.Name, endpoint) })
 	a.log.Info("pipeline started", "pipeline", pp.Name, "run_id", r.runID, "profile", pp.Profile.Name, "streams_at_once", pp.Streams, "memory_budget_bytes", pp.Budget())
-	rep, err := runner.Run(ctx, pp, o)
+	r.note.Send(r.event(pp, notify.Start))
+	rep, err := a.hooked(ctx, r, pp, o)
 	r.mx.finish(pp, rep, err)
 	s := summarize(pp, rep, err, r.secrets)
 	if r.jsonLog {
@@ -221,6 +227,11 @@ func (a *app) runPipeline(ctx context.Context, r *pipeRun, pp *plan.Pipeline) (r
 			fmt.Fprintln(a.stderr, "Error:", s.Error)
 		}
 	}
+	r.notifyEnded(pp, s)
+	if err != nil {
+		a.failureHook(ctx, r, pp, s)
+	}
+	r.note.Flush() // at most the targets' timeouts
 	return s, err
 }
 

@@ -54,6 +54,7 @@ func TestScripts(t *testing.T) {
 			"within":     cmdWithin,
 			"pgcluster":  cmdPgcluster,
 			"walseg":     cmdWalseg,
+			"receiver":   cmdReceiver,
 		},
 		Condition: func(cond string) (bool, error) {
 			switch {

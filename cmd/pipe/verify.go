@@ -120,6 +120,7 @@ func (a *app) verify(cmd *cobra.Command, path string, f *verifyFlags) error {
 	defer mx.close()
 	rep, err := runner.Verify(ctx, s, o)
 	mx.verified(s.Pipeline, rep, err)
+	a.notifyVerified(p.File, s.Pipeline, rep, err)
 	return a.verifyEnded(ctx, f, p.File.Secrets(), rep, err)
 }
 

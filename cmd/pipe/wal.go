@@ -258,6 +258,7 @@ func (a *app) walCommand(file string, pa *plan.Archive, f *walFlags, mx *runMetr
 		Pushed:         func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
 		Backlog:        func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) },
 		Fetched:        func(from string) { mx.walFetched(pa.Name, from) },
+		BacklogAlert:   func(waiting int) { a.notifyBacklog(file, pa, waiting) },
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,9 +39,12 @@ type Spec struct {
 	// Dir is the working directory; empty means pipe's.
 	Dir string
 	// Env is added to the environment the program gets, as KEY=VALUE:
-	// the plugin process's, less the variables of pipe and of the plugin
-	// protocol (see Environ).
+	// Base, or else the plugin process's less the variables of pipe and
+	// of the plugin protocol (see Environ).
 	Env []string
+	// Base, when set, is the environment the program starts from instead
+	// of Environ's (pipe's own programs: what plugin processes get).
+	Base []string
 	// Secrets are values never repeated in errors (passwords passed in Env).
 	Secrets []string
 	// Label names the program in errors; default: Argv[0]'s base name.
@@ -89,7 +93,11 @@ type Cmd struct {
 func New(ctx context.Context, s Spec) *Cmd {
 	cmd := osexec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(Environ(), s.Env...)
+	base := s.Base
+	if base == nil {
+		base = Environ()
+	}
+	cmd.Env = append(slices.Clip(base), s.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
