@@ -35,6 +35,20 @@ type Run struct {
 	// Key is the manifest's key.
 	Key      string
 	Manifest *manifest.Manifest
+	// Pinned is true when the run has a pin (PinKey): no retention
+	// deletes it.
+	Pinned bool
+}
+
+// PinKey is where the pin of the run whose manifest is at manifestKey
+// is: an object beside the manifest, written by pipe backups pin. The
+// manifest itself is never rewritten.
+func PinKey(manifestKey string) string { return manifestKey + ".pin" }
+
+// Pin is what a pin object holds.
+type Pin struct {
+	PinnedAt time.Time `json:"pinned_at"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 // ObjectKey returns where object o of the run is, relative to the root.
@@ -118,7 +132,9 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 	}
 	c := &Catalog{Objects: objs}
 	var keys []string
+	listed := make(map[string]bool, len(objs))
 	for _, o := range objs {
+		listed[o.Key] = true
 		if manifest.IsKey(o.Key) {
 			keys = append(keys, o.Key)
 		}
@@ -146,7 +162,8 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: errs[i]})
 			continue
 		}
-		r := &Run{Key: k, Manifest: manifests[i]}
+		r := &Run{Key: k, Manifest: manifests[i], Pinned: listed[PinKey(k)]}
+		named[PinKey(k)] = true
 		if err := r.inside(); err != nil {
 			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: err})
 			continue

@@ -96,6 +96,9 @@ type Entry struct {
 	// Outside are the run's objects that are not in its manifest's folder
 	// (a template's layout); the objects in that folder are the run's.
 	Outside []string `json:"outside,omitempty"`
+	// Pinned is whether the run has a pin (PinKey): a listing sets it
+	// from the store's objects, whatever the index says.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // NewEntry makes a run's entry from its manifest.
@@ -205,6 +208,9 @@ func List(ctx context.Context, st Store) (*Listing, error) {
 		return nil, err
 	}
 	l.addRead(toRead, entries, errs)
+	for i := range l.Runs {
+		_, l.Runs[i].Pinned = sizes[PinKey(l.Runs[i].Manifest)]
+	}
 	sort.SliceStable(l.Runs, func(i, j int) bool {
 		a, b := l.Runs[i], l.Runs[j]
 		if !a.FinishedAt.Equal(b.FinishedAt) {
@@ -291,6 +297,7 @@ func leftovers(objs []sdk.ObjectInfo, runs []Entry, invalid []Invalid) []*Incomp
 	named := map[string]bool{IndexName: true}
 	for _, e := range runs {
 		named[e.Manifest] = true
+		named[PinKey(e.Manifest)] = true
 		// A manifest at the root (the store is one run's folder) covers
 		// everything in it.
 		dirs = append(dirs, folder(e.Manifest))

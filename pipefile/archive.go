@@ -89,7 +89,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			case ep.Key != nil && (ep.Key.Kind != KeyFolder || ep.Key.UsesRunID()):
 				diags = append(diags, attrDiag(ep.attrs[ep.Key.Attr], "The archive is a folder",
 					fmt.Sprintf("%s names where the archive's folder is: one folder, without ${run.id} or ${stream.*}, ending in \"/\" (segments go under it, by system identifier and timeline).", ep.Key.Attr)))
-			case ep.KeepLast > 0 || ep.KeepWithin > 0:
+			case ep.Retention.Set():
 				diags = append(diags, attrDiag(ep.attrs["keep_last"], "No retention in the archive",
 					"WAL goes with the base backups that need it: keep_last or keep_within on the sink of the base backup pipeline removes, after each run and with pipe backups prune, the WAL archived before the oldest base backup it keeps."))
 			}

@@ -158,11 +158,9 @@ type Endpoint struct {
 	// Process is the plugin process that serves the endpoint, "" when it
 	// runs inside pipe.
 	Process string
-	// Retention of a storage sink: after a successful run, older runs of
-	// the same pipeline are deleted unless among the last KeepLast or
-	// finished within KeepWithin (0: not set).
-	KeepLast   int
-	KeepWithin time.Duration
+	// Retention of a storage sink: after a successful run, the older runs
+	// of the same pipeline that no rule keeps are deleted.
+	Retention Retention
 	// RateLimit of a sink: the most bytes per second it is given, over all
 	// streams (0: no limit).
 	RateLimit int64
@@ -194,6 +192,10 @@ func (e *Endpoint) Stores() bool {
 var retentionAttrs = []sdk.Attribute{
 	{Name: "keep_last", Type: sdk.Number, Description: "After a successful run, keep this many runs of the pipeline (the newest), deleting older ones."},
 	{Name: "keep_within", Type: sdk.String, Description: `After a successful run, keep the runs that finished within this long ("30d", "12h", "2w"), deleting older ones.`},
+	{Name: "keep_daily", Type: sdk.Number, Description: "After a successful run, keep the newest complete run of each of the last this many days that have one (local time), deleting older ones."},
+	{Name: "keep_weekly", Type: sdk.Number, Description: "Likewise for ISO weeks (Monday to Sunday)."},
+	{Name: "keep_monthly", Type: sdk.Number, Description: "Likewise for calendar months."},
+	{Name: "keep_yearly", Type: sdk.Number, Description: "Likewise for calendar years."},
 }
 
 // Has reports whether the attribute was set (or has a default).
@@ -716,12 +718,17 @@ func (e *Endpoint) takeSelection() hcl.Diagnostics {
 // values: they are pipe's, not the plugin's.
 func (e *Endpoint) takeRetention() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	if n, ok := e.Int("keep_last"); ok {
-		if n < 1 {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid keep_last",
-				Detail: fmt.Sprintf("keep_last = %d: keep at least the newest run (1).", n), Subject: e.AttrRange("keep_last").Ptr()})
+	r := &e.Retention
+	for _, c := range []struct {
+		attr string
+		n    *int
+	}{{"keep_last", &r.Last}, {"keep_daily", &r.Daily}, {"keep_weekly", &r.Weekly}, {"keep_monthly", &r.Monthly}, {"keep_yearly", &r.Yearly}} {
+		n, ok := e.Int(c.attr)
+		if ok && n < 1 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + c.attr,
+				Detail: fmt.Sprintf("%s = %d: keep at least one run (1); leave it out to keep none by this rule.", c.attr, n), Subject: e.AttrRange(c.attr).Ptr()})
 		}
-		e.KeepLast = int(n)
+		*c.n = int(n)
 	}
 	if s := e.String("keep_within"); s != "" {
 		d, err := ParseAge(s)
@@ -729,10 +736,11 @@ func (e *Endpoint) takeRetention() hcl.Diagnostics {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid keep_within",
 				Detail: err.Error() + ".", Subject: e.AttrRange("keep_within").Ptr()})
 		}
-		e.KeepWithin = d
+		r.Within = d
 	}
-	delete(e.Values, "keep_last")
-	delete(e.Values, "keep_within")
+	for _, a := range retentionAttrs {
+		delete(e.Values, a.Name)
+	}
 	return diags
 }
 

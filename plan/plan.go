@@ -414,16 +414,12 @@ func overrideStage(s *Stage, ov map[string]int64) hcl.Diagnostics {
 
 // checkRetention: deleting older runs needs each run in its own place.
 func checkRetention(e *pipefile.Endpoint) hcl.Diagnostics {
-	if e.KeepLast == 0 && e.KeepWithin == 0 {
+	if !e.Retention.Set() {
 		return nil
 	}
 	if e.Key == nil || !e.Key.UsesRunID() {
-		attr := "keep_last"
-		if e.KeepLast == 0 {
-			attr = "keep_within"
-		}
-		return hcl.Diagnostics{errAt(e.AttrRange(attr), "Retention needs a place per run",
-			"keep_last and keep_within delete older runs, so each run must have its own objects: put ${run.id} in the sink's path, e.g. \"backups/${pipeline.name}/${run.id}/\".")}
+		return hcl.Diagnostics{errAt(e.AttrRange(e.Retention.Attr()), "Retention needs a place per run",
+			e.Retention.Attr()+" deletes older runs, so each run must have its own objects: put ${run.id} in the sink's path, e.g. \"backups/${pipeline.name}/${run.id}/\".")}
 	}
 	return nil
 }

@@ -92,15 +92,8 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		if k.Key != nil {
 			fmt.Fprintf(w, "               objects: %s\n", objectsLine(p, k))
 		}
-		if k.KeepLast > 0 || k.KeepWithin > 0 {
-			var keep []string
-			if k.KeepLast > 0 {
-				keep = append(keep, fmt.Sprintf("the last %s", Plural(k.KeepLast, "run")))
-			}
-			if k.KeepWithin > 0 {
-				keep = append(keep, "runs of the last "+k.KeepWithin.String())
-			}
-			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline; delete older runs and leftovers of failed ones\n", strings.Join(keep, " and "))
+		if k.Retention.Set() {
+			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline, and pinned runs; delete older runs and leftovers of failed ones\n", k.Retention)
 		}
 	}
 	printHooks(w, p.Def)

@@ -161,6 +161,15 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 		}
 		leftovers = append(leftovers, g.Objects...)
 	}
+	var pinned []string
+	for _, r := range drop {
+		if r.Pinned {
+			pinned = append(pinned, r.Manifest.RunID)
+		}
+	}
+	if len(pinned) > 0 && !o.Force {
+		return nil, fmt.Errorf("run %s is pinned; nothing was deleted: unpin it first (pipe backups unpin), or pass --force", strings.Join(pinned, ", "))
+	}
 	d := &Deletion{Runs: []string{}}
 	for _, r := range lastBaseBackups(cat, drop) {
 		d.Last = append(d.Last, describeLast(r))
@@ -194,7 +203,7 @@ func PruneStore(ctx context.Context, s *Store, now time.Time, dryRun bool) (*Ret
 	if err != nil {
 		return nil, nil, err
 	}
-	rp, err := PlanRetention(cat, Keep{Pipeline: s.Pipeline, Last: s.Def.KeepLast, Within: s.Def.KeepWithin}, now)
+	rp, err := PlanRetention(cat, Keep{Pipeline: s.Pipeline, Rule: s.Def.Retention}, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,14 +221,7 @@ func RetentionAfterNext(ctx context.Context, s *Store, now time.Time) (*Retentio
 	if err != nil {
 		return nil, err
 	}
-	k := Keep{Pipeline: s.Pipeline, Last: s.Def.KeepLast, Within: s.Def.KeepWithin}
-	if k.Last > 0 {
-		k.Last-- // the next run takes one place
-		if k.Last == 0 && k.Within == 0 {
-			k.Within = -1 // keep none of the old ones (a negative window keeps nothing)
-		}
-	}
-	return PlanRetention(cat, k, now)
+	return PlanRetention(cat, Keep{Pipeline: s.Pipeline, Rule: s.Def.Retention, Next: now}, now)
 }
 
 // RunObjects lists a run's objects, for show: keys relative to the store.

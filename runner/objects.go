@@ -53,9 +53,9 @@ func manifestKeys(sinks []*endpoint, sp *streamsPlan, stores bool) (map[int]stri
 		if sp.copy && key != nil {
 			key = key.For(sp.from.Manifest.RunID) // the copy keeps its run's id
 		}
-		if stores && s.def.Stores() && (s.def.KeepLast > 0 || s.def.KeepWithin > 0) {
+		if stores && s.def.Stores() && s.def.Retention.Set() {
 			if _, ok := s.sink.(sdk.Storage); !ok {
-				return nil, fmt.Errorf("sink %s: keep_last/keep_within need a sink that can list and remove its objects; %s cannot", s.name, s.def.Type)
+				return nil, fmt.Errorf("sink %s: %s needs a sink that can list and remove its objects; %s cannot", s.name, s.def.Retention.Attr(), s.def.Type)
 			}
 		}
 		if stores && s.def.Stores() {

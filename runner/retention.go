@@ -60,7 +60,7 @@ func applyRetention(ctx context.Context, pipeline, runID string, started time.Ti
 	var kept []*catalog.Run
 	for i, s := range sinks {
 		mkey, ok := manifests[i]
-		if !ok || (s.def.KeepLast == 0 && s.def.KeepWithin == 0) {
+		if !ok || !s.def.Retention.Set() {
 			continue
 		}
 		rep := RetentionReport{Sink: s.name}
@@ -121,7 +121,7 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 	if err != nil {
 		return nil, err
 	}
-	rp, err := PlanRetention(cat, Keep{Pipeline: pipeline, Current: runID, Last: def.KeepLast, Within: def.KeepWithin}, started)
+	rp, err := PlanRetention(cat, Keep{Pipeline: pipeline, Current: runID, Rule: def.Retention}, started)
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +137,14 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 }
 
 // Keep is a retention rule: of the runs of Pipeline, keep Current, the
-// newest Last and those that finished within Within (zero: no such rule).
+// pinned ones and those Rule keeps (every run when it sets no rule).
 type Keep struct {
 	Pipeline string
 	Current  string
-	Last     int
-	Within   time.Duration
+	Rule     pipefile.Retention
+	// Next, when set, counts a complete run that finished then as the
+	// newest: what retention deletes after the next run.
+	Next time.Time
 }
 
 // RetentionPlan is what retention keeps and deletes in a store.
@@ -156,6 +158,8 @@ type RetentionPlan struct {
 	// complete base backup of their cluster in the store, which retention
 	// never deletes (pipe backups delete --force does).
 	Held []*catalog.Run
+	// Why says, by manifest key, which rules keep each run of Keep.
+	Why map[string][]string
 	// cat is what the plan was made from: objects other runs name are not
 	// deleted with a dropped run.
 	cat *catalog.Catalog
@@ -169,26 +173,15 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 		bad := cat.Invalid[0]
 		return nil, fmt.Errorf("manifest %s: %w; nothing was deleted (remove or repair it)", bad.Key, bad.Err)
 	}
-	rp := &RetentionPlan{cat: cat}
-	n := 0
+	rp := &RetentionPlan{cat: cat, Why: map[string][]string{}}
+	kr := k.keeper(now)
 	for _, r := range cat.Runs {
 		if r.Manifest.Pipeline != k.Pipeline {
 			continue
 		}
-		keep := r.Manifest.RunID == k.Current ||
-			(k.Last > 0 && n < k.Last) ||
-			(k.Within > 0 && now.Sub(r.Manifest.FinishedAt) <= k.Within) ||
-			(k.Last == 0 && k.Within == 0)
-		if !r.Manifest.Partial() && !r.Manifest.Damaged() {
-			// A partial run (some of a cluster's databases failed) or a
-			// damaged one (a page whose checksum failed) is kept while
-			// it is newer than the last complete run kept, but it never
-			// counts as one: it cannot stand in for an older complete
-			// run, which may hold the damaged part intact.
-			n++
-		}
-		if keep {
+		if why := kr.why(r); len(why) > 0 {
 			rp.Keep = append(rp.Keep, r)
+			rp.Why[r.Key] = why
 		} else {
 			rp.Drop = append(rp.Drop, r)
 		}
@@ -201,6 +194,9 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 		keep := map[string]bool{}
 		for _, r := range append(rp.Keep, rp.Held...) {
 			keep[r.Key] = true
+		}
+		for _, r := range rp.Held {
+			rp.Why[r.Key] = []string{"the last complete base backup of its cluster"}
 		}
 		rp.Keep, rp.Drop = nil, nil
 		for _, r := range cat.Runs { // newest first, as before
@@ -275,6 +271,11 @@ func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, dro
 			}
 			if err := w.Remove(ctx, k); err != nil {
 				return deleted, removed, fmt.Errorf("removing %s of run %s: %w", k, r.Manifest.RunID, err)
+			}
+		}
+		if r.Pinned { // last: a pin left behind is a leftover, removed in a day
+			if err := w.Remove(ctx, catalog.PinKey(r.Key)); err != nil {
+				return deleted, removed, fmt.Errorf("removing the pin of run %s: %w", r.Manifest.RunID, err)
 			}
 		}
 		deleted = append(deleted, r.Manifest.RunID)

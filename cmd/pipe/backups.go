@@ -195,7 +195,7 @@ truth. Subcommands show one run, delete runs and prune by retention.`,
 		},
 	}
 	f.register(cmd, false, true, true)
-	cmd.AddCommand(a.backupsShowCmd(), a.backupsDeleteCmd(), a.backupsPruneCmd())
+	cmd.AddCommand(a.backupsShowCmd(), a.backupsDeleteCmd(), a.backupsPruneCmd(), a.backupsPinCmd(), a.backupsUnpinCmd())
 	return cmd
 }
 
@@ -235,7 +235,11 @@ func printListing(w io.Writer, s *runner.Store, l *catalog.Listing, now time.Tim
 			if e.Damage != "" {
 				streams += " DAMAGED"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.RunID, e.Pipeline, e.FinishedAt.UTC().Format("2006-01-02 15:04:05"),
+			id := e.RunID
+			if e.Pinned {
+				id += " (pinned)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, e.Pipeline, e.FinishedAt.UTC().Format("2006-01-02 15:04:05"),
 				took(e.FinishedAt.Sub(e.StartedAt)), streams, orig, pipefile.HumanSize(e.Stored), ratio, e.Codec, encryption(e.Summary), sourceText(e.Source, e.CopiedAt))
 		}
 		tw.Flush()

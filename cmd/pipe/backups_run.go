@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -127,9 +128,10 @@ func (a *app) backupsDeleteCmd() *cobra.Command {
 run's manifest first (a half-deleted run never looks restorable), then its
 objects that no other run names, and keeps the store's index current. A
 run that did not finish (objects without a manifest) is deleted only once
-it is 24 hours old: a younger one may still be writing. delete refuses the
-last complete base backup of a PostgreSQL cluster in the store, since the
-WAL archived for it can then recover nothing, unless --force; --dry-run
+it is 24 hours old: a younger one may still be writing. delete refuses a
+pinned run (pipe backups pin), and the last complete base backup of a
+PostgreSQL cluster in the store, since the WAL archived for it can then
+recover nothing, unless --force; --dry-run
 says what it would delete, and that, and deletes nothing.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -184,7 +186,7 @@ says what it would delete, and that, and deletes nothing.`,
 		},
 	}
 	f.register(cmd, false, true, true)
-	cmd.Flags().BoolVar(&force, "force", false, "delete a cluster's last complete base backup too")
+	cmd.Flags().BoolVar(&force, "force", false, "delete pinned runs and a cluster's last complete base backup too")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be deleted; delete nothing")
 	return cmd
 }
@@ -194,17 +196,18 @@ func (a *app) backupsPruneCmd() *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "prune FILE.hcl",
-		Short: "Apply the sink's keep_last and keep_within now, and remove runs that did not finish",
-		Long: `prune applies the retention of a pipeline's sink (keep_last, keep_within) now,
-as a run does after it succeeds: the pipeline's runs beyond them are
-deleted, manifest first; objects of runs that did not finish go once they
+		Short: "Apply the sink's retention rules now, and remove runs that did not finish",
+		Long: `prune applies the retention of a pipeline's sink (keep_last, keep_within,
+keep_daily, keep_weekly, keep_monthly, keep_yearly) now, as a run does after
+it succeeds: the pipeline's runs that no rule keeps, and that are not
+pinned, are deleted, manifest first; objects of runs that did not finish go once they
 are 24 hours old. For base backups, the WAL archive loses every file
 archived before the first segment of the oldest base backup kept (history
 files stay), as pgBackRest's expire does: no kept backup can replay it,
 whether or not a backup is deleted now (the WAL archived before a
 cluster's first base backup goes too). A cluster's last complete base
-backup stays whatever the rules say. --dry-run lists exactly what prune
-would delete and deletes nothing.`,
+backup stays whatever the rules say. prune says which rules keep each run
+it keeps; --dry-run lists exactly what it would delete and deletes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.prune(cmd, args[0], &f, dryRun)
@@ -231,7 +234,7 @@ func (a *app) prune(cmd *cobra.Command, path string, f *storeFlags, dryRun bool)
 		return &exitError{exitFailed}
 	}
 	var walPrune *runner.WALPrune
-	if err == nil && s.Def != nil && (s.Def.KeepLast > 0 || s.Def.KeepWithin > 0) {
+	if err == nil && s.Def != nil && s.Def.Retention.Set() {
 		p, lerr := a.load(path, &loadFlags{vars: f.vars, profile: f.profile}, "")
 		if lerr != nil {
 			return lerr
@@ -241,7 +244,7 @@ func (a *app) prune(cmd *cobra.Command, path string, f *storeFlags, dryRun bool)
 		}
 	}
 	if f.json {
-		out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
+		out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "kept_by": keptBy(rp), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
 		if len(rp.Held) > 0 {
 			out["kept_last_base_backups"] = runIDs(rp.Held)
 		}
@@ -276,9 +279,16 @@ func (a *app) printPrune(s *runner.Store, rp *runner.RetentionPlan, walPrune *ru
 		verb = "would delete"
 	}
 	fmt.Fprintf(a.stdout, "%s (pipeline %q): keep %s\n", s.Where(), s.Pipeline, plan.Plural(len(rp.Keep), "run"))
+	held := map[string]bool{}
 	for _, r := range rp.Held {
+		held[r.Key] = true
 		fmt.Fprintf(a.stdout, "keep run %s (finished %s), which the rules alone would delete: the last complete base backup of its cluster in the store, which retention never deletes (pipe backups delete --force does)\n",
 			r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
+	}
+	for _, r := range rp.Keep {
+		if !held[r.Key] {
+			fmt.Fprintf(a.stdout, "keep run %s (finished %s): %s\n", r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt), strings.Join(rp.Why[r.Key], ", "))
+		}
 	}
 	for _, r := range rp.Drop {
 		fmt.Fprintf(a.stdout, "%s run %s (finished %s)\n", verb, r.Manifest.RunID, catalog.TimeText(r.Manifest.FinishedAt))
@@ -302,6 +312,15 @@ func runIDs(rs []*catalog.Run) []string {
 	out := []string{}
 	for _, r := range rs {
 		out = append(out, r.Manifest.RunID)
+	}
+	return out
+}
+
+// keptBy says, by run id, which rules keep each run kept.
+func keptBy(rp *runner.RetentionPlan) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range rp.Keep {
+		out[r.Manifest.RunID] = rp.Why[r.Key]
 	}
 	return out
 }

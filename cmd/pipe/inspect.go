@@ -102,7 +102,7 @@ func (a *app) retentionPreviews(cmd *cobra.Command, p *plan.Plan) []retentionPre
 	for _, pp := range p.Pipelines {
 		withRetention := false
 		for _, s := range pp.Sinks {
-			withRetention = withRetention || s.KeepLast > 0 || s.KeepWithin > 0
+			withRetention = withRetention || s.Retention.Set()
 		}
 		if !withRetention || !pp.WritesManifest() || knownStore(pp) != nil {
 			continue
@@ -115,7 +115,7 @@ func (a *app) retentionPreviews(cmd *cobra.Command, p *plan.Plan) []retentionPre
 			continue
 		}
 		for _, s := range stores {
-			if s.Def.KeepLast == 0 && s.Def.KeepWithin == 0 {
+			if !s.Def.Retention.Set() {
 				continue
 			}
 			r := retentionPreview{Pipeline: pp.Name, Store: s.Where(), Delete: []string{}}
