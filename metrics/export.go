@@ -146,8 +146,9 @@ func (m *Metrics) carry(path string) {
 	}
 	runs, verifies := read("pipe_run_last_success_timestamp_seconds"), read("pipe_verify_last_success_timestamp_seconds")
 	pushes := read("pipe_wal_last_push_timestamp_seconds", "archive")
+	drills := read("pipe_drill_last_success_timestamp_seconds")
 	m.mu.Lock()
-	m.carried, m.carriedVerify, m.carriedPush = runs, verifies, pushes
+	m.carried, m.carriedVerify, m.carriedPush, m.carriedDrill = runs, verifies, pushes, drills
 	m.mu.Unlock()
 }
 
@@ -225,6 +226,9 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 		// the pipeline's runs.
 		runs = append(runs, outcome{v.pipeline, v.ok, map[string]string{"operation": "verify"}, false})
 	}
+	for _, r := range m.drills {
+		runs = append(runs, outcome{r.pipeline, r.ok, map[string]string{"operation": "drill"}, false})
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.wals)) {
 		// A group per archive, added to (POST): pushes, fetches and
 		// checks each leave their own metrics in it.
@@ -283,7 +287,8 @@ func (m *Metrics) Push(ctx context.Context, rawURL string, grouping map[string]s
 func only(mfs []*dto.MetricFamily, key, name string, failed bool) []*dto.MetricFamily {
 	out := mfs[:0]
 	for _, mf := range mfs {
-		if failed && (mf.GetName() == "pipe_run_last_success_timestamp_seconds" || mf.GetName() == "pipe_verify_last_success_timestamp_seconds") {
+		if failed && (mf.GetName() == "pipe_run_last_success_timestamp_seconds" || mf.GetName() == "pipe_verify_last_success_timestamp_seconds" ||
+			mf.GetName() == "pipe_drill_last_success_timestamp_seconds") {
 			continue
 		}
 		ms := mf.Metric[:0]

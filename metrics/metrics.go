@@ -59,6 +59,10 @@ type Metrics struct {
 	// checked, by name; carriedPush the last push of each from a textfile.
 	wals        map[string]*walArchive
 	carriedPush map[string]float64
+	// drills are pipe drill's, by restore pipeline; carriedDrill their
+	// last successes from a textfile.
+	drills       []*drillRun
+	carriedDrill map[string]float64
 
 	reg  *prometheus.Registry // with Labels on every metric
 	bare *prometheus.Registry // without: for the Pushgateway's grouping key
@@ -243,6 +247,7 @@ type descs struct {
 	verifyRuns, verifySuccess, verifyDuration                           *prometheus.Desc
 	verifyFinished, verifyLastSuccess                                   *prometheus.Desc
 	wal                                                                 *walDescs
+	drill                                                               *drillDescs
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -286,6 +291,7 @@ func newDescs(constLabels map[string]string) *descs {
 		verifyFinished:    d("pipe_verify_finished_timestamp_seconds", "When pipe verify ended, in seconds since the Unix epoch.", pl...),
 		verifyLastSuccess: d("pipe_verify_last_success_timestamp_seconds", "When pipe verify last found every object it checked good; a textfile keeps the previous value across failed checks.", pl...),
 		wal:               newWALDescs(d),
+		drill:             newDrillDescs(d),
 	}
 }
 
@@ -294,7 +300,7 @@ func (d *descs) all() []*prometheus.Desc {
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
 		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.streamFailed, d.damaged, d.retries,
 		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess},
-		d.wal.all()...)
+		append(d.wal.all(), d.drill.all()...)...)
 }
 
 // collector reads a Metrics when gathered.
@@ -337,6 +343,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.collectVerify(d, counter, gauge)
 	m.collectWAL(d.wal, now, counter, gauge)
+	m.collectDrills(d.drill, gauge)
 }
 
 // collect emits the metrics of one pipeline, as of now, and reports

@@ -36,13 +36,19 @@ const (
 	// WALBacklog: more WAL waits to be archived than the archive's
 	// max_backlog.
 	WALBacklog = "wal_backlog"
+	// DrillSuccess: pipe drill restored a run and every check passed.
+	DrillSuccess = "drill_success"
+	// DrillFailure: the restore or a check of pipe drill failed.
+	DrillFailure = "drill_failure"
 )
 
 // Events are every event, in the order the docs list them.
-var Events = []string{Start, Success, Failure, Partial, RetentionFailure, VerifySuccess, VerifyFailure, WALBacklog}
+var Events = []string{Start, Success, Failure, Partial, RetentionFailure, VerifySuccess, VerifyFailure, DrillSuccess, DrillFailure, WALBacklog}
 
 // Failed reports whether the event tells of a failure.
-func Failed(kind string) bool { return kind != Start && kind != Success && kind != VerifySuccess }
+func Failed(kind string) bool {
+	return kind != Start && kind != Success && kind != VerifySuccess && kind != DrillSuccess
+}
 
 // Event is what a target is told. It holds no secret: its messages went
 // through the run's scrubbing, and its summary is the one pipe prints.
@@ -205,6 +211,10 @@ func text(ev Event) string {
 		s = what + ": verify failed"
 	case WALBacklog:
 		s = what + ": the WAL backlog is past its limit"
+	case DrillSuccess:
+		s = what + ": the restore drill passed"
+	case DrillFailure:
+		s = what + ": the restore drill failed"
 	default:
 		s = what + ": " + ev.Kind
 	}

@@ -91,6 +91,8 @@ type File struct {
 	Archives []*Archive
 	// Notifies are the targets told of the file's runs (notify blocks).
 	Notifies []*Notify
+	// Drills are its drill blocks.
+	Drills []*Drill
 	// Names are the names of every pipeline block, in file order, also
 	// those Options.Pipelines left out.
 	Names   []string
@@ -282,6 +284,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "pipeline", LabelNames: []string{"name"}},
 		{Type: "archive", LabelNames: []string{"name"}},
 		{Type: "notify", LabelNames: []string{"name"}},
+		{Type: "drill", LabelNames: []string{"name"}},
 	},
 }
 
@@ -350,8 +353,11 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 			diags = append(diags, f.loadPipelineBlock(b, seen, vars, funcs, &o, src)...)
 		case "notify":
 			diags = append(diags, f.loadNotify(b, vars, funcs, &o, src)...)
+		case "drill":
+			diags = append(diags, f.loadDrill(b, vars, funcs, &o, src)...)
 		}
 	}
+	diags = append(diags, f.checkDrills()...)
 	if len(seen) == 0 && len(f.Archives) == 0 && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError, Summary: "No pipeline",

@@ -60,10 +60,13 @@ func (pl *Plan) Print(w io.Writer) {
 		}
 		a.print(w)
 	}
-	if pl.File != nil && len(pl.File.Notifies) > 0 {
+	if pl.File != nil && len(pl.File.Notifies)+len(pl.File.Drills) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range pl.File.Notifies {
 			printNotify(w, n)
+		}
+		for _, d := range pl.File.Drills {
+			printDrill(w, d)
 		}
 	}
 }
@@ -229,6 +232,7 @@ type JSON struct {
 	Pipelines []PipelineJSON `json:"pipelines"`
 	Archives  []ArchiveJSON  `json:"archives,omitempty"`
 	Notifies  []NotifyJSON   `json:"notify,omitempty"`
+	Drills    []DrillJSON    `json:"drills,omitempty"`
 }
 
 type HostJSON struct {
@@ -304,6 +308,9 @@ func (pl *Plan) JSON() JSON {
 	if pl.File != nil {
 		for _, n := range pl.File.Notifies {
 			out.Notifies = append(out.Notifies, notifyJSON(n))
+		}
+		for _, d := range pl.File.Drills {
+			out.Drills = append(out.Drills, drillJSON(d))
 		}
 	}
 	return out

@@ -160,6 +160,22 @@ func (r *runMetrics) verified(pipeline string, rep *runner.VerifyReport, err err
 	r.m.Verified(pipeline, rep.Started, rep.Finished, len(rep.Runs), rep.Objects, rep.Bad, rep.Bytes, err == nil && rep.OK())
 }
 
+// drilled records what pipe drill found.
+func (r *runMetrics) drilled(rep *drillReport) {
+	if r == nil {
+		return
+	}
+	failed := 0
+	for _, c := range rep.Checks {
+		if !c.OK {
+			failed++
+		}
+	}
+	ended := time.Now()
+	started := ended.Add(-time.Duration((rep.RestoreSeconds + rep.CheckSeconds) * float64(time.Second)))
+	r.m.Drilled(rep.Pipeline, started, started.Add(time.Duration(rep.RestoreSeconds*float64(time.Second))), ended, len(rep.Checks), failed, rep.OK)
+}
+
 // close writes the textfile, pushes and stops serving. Neither a textfile
 // nor a push that fails changes the run's outcome: each is a warning.
 func (r *runMetrics) close() {

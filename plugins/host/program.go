@@ -26,6 +26,8 @@ type Program struct {
 	// Output, when set, gets each line it prints (standard output and
 	// error), secrets scrubbed.
 	Output func(line string)
+	// Stdout, when set, gets its standard output instead, as it is.
+	Stdout io.Writer
 }
 
 // RunProgram runs p as plugins run their programs: in its own process
@@ -39,7 +41,9 @@ func (r *Registry) RunProgram(ctx context.Context, p Program) error {
 	cmd := c.Cmd()
 	cmd.Stdin = bytes.NewReader(p.Stdin)
 	var lines *lineWriter
-	if p.Output != nil {
+	if p.Stdout != nil {
+		cmd.Stdout = p.Stdout
+	} else if p.Output != nil {
 		lines = &lineWriter{emit: func(l string) { p.Output(c.Scrub(l)) }}
 		cmd.Stdout = lines
 		cmd.Stderr = io.MultiWriter(c.Tail(), lines)
