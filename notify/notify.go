@@ -187,37 +187,31 @@ func (n *Notifier) Close() {
 	}
 }
 
+// says is what each event says of its pipeline or archive.
+var says = map[string]string{
+	Start:            " started",
+	Success:          " succeeded",
+	Failure:          " failed",
+	Partial:          " stored a partial run",
+	RetentionFailure: ": retention failed (the run itself is complete)",
+	VerifySuccess:    ": verify passed",
+	VerifyFailure:    ": verify failed",
+	WALBacklog:       ": the WAL backlog is past its limit",
+	DrillSuccess:     ": the restore drill passed",
+	DrillFailure:     ": the restore drill failed",
+}
+
 // text is an event's line for people.
 func text(ev Event) string {
 	what := "pipeline " + ev.Pipeline
 	if ev.Pipeline == "" && ev.Archive != "" {
 		what = "archive " + ev.Archive
 	}
-	var s string
-	switch ev.Kind {
-	case Start:
-		s = what + " started"
-	case Success:
-		s = what + " succeeded"
-	case Failure:
-		s = what + " failed"
-	case Partial:
-		s = what + " stored a partial run"
-	case RetentionFailure:
-		s = what + ": retention failed (the run itself is complete)"
-	case VerifySuccess:
-		s = what + ": verify passed"
-	case VerifyFailure:
-		s = what + ": verify failed"
-	case WALBacklog:
-		s = what + ": the WAL backlog is past its limit"
-	case DrillSuccess:
-		s = what + ": the restore drill passed"
-	case DrillFailure:
-		s = what + ": the restore drill failed"
-	default:
-		s = what + ": " + ev.Kind
+	s, ok := says[ev.Kind]
+	if !ok {
+		s = ": " + ev.Kind
 	}
+	s = what + s
 	if ev.RunID != "" {
 		s += " (run " + ev.RunID + ")"
 	}

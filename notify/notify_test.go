@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pipebackup/pipe/internal/syncbuf"
 )
 
 // receiver records what it was sent: each request's path and body.
@@ -58,26 +59,9 @@ func (rc *receiver) requests() []request {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // logged is a logger whose records go to a buffer.
-func logged() (*slog.Logger, *syncBuffer) {
-	b := &syncBuffer{}
+func logged() (*slog.Logger, *syncbuf.Buffer) {
+	b := &syncbuf.Buffer{}
 	return slog.New(slog.NewTextHandler(b, nil)), b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestWebhookGetsEachEventInOrder(t *testing.T) {

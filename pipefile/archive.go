@@ -158,11 +158,13 @@ func (f *File) Archive(name string) (*Archive, error) {
 	return nil, fmt.Errorf("%s has no archive %q (it has %v)", f.Path, name, names)
 }
 
-func (f *File) archiveNamed(name string) bool {
+// archiveAt is where the archive block called name is, nil when there is
+// none.
+func (f *File) archiveAt(name string) *hcl.Range {
 	for _, a := range f.Archives {
 		if a.Name == name {
-			return true
+			return &a.Range
 		}
 	}
-	return false
+	return nil
 }

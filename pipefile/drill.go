@@ -43,15 +43,15 @@ var checkAttrs = []sdk.Attribute{
 // loadDrill decodes a drill block into f.Drills.
 func (f *File) loadDrill(b *hcl.Block, vars map[string]cty.Value, funcs map[string]functionT, o *Options, src []byte) hcl.Diagnostics {
 	name := b.Labels[0]
-	if !nameRE.MatchString(name) {
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid drill name",
-			Detail: fmt.Sprintf("%q: a drill name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()}}
-	}
-	for _, d := range f.Drills {
-		if d.Name == name {
-			return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate drill",
-				Detail: fmt.Sprintf("A drill named %q is already defined at %s.", name, pos(d.Range)), Subject: b.LabelRanges[0].Ptr()}}
+	if d := blockName("drill", b, func(name string) *hcl.Range {
+		for _, d := range f.Drills {
+			if d.Name == name {
+				return &d.Range
+			}
 		}
+		return nil
+	}); d != nil {
+		return d
 	}
 	ectx := evalContext(vars, "", o.RunID, funcs)
 	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(drillAttrs, ""),

@@ -372,13 +372,8 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 // to f.
 func (f *File) loadArchiveBlock(b *hcl.Block, vars map[string]cty.Value, funcs map[string]functionT, o *Options, src []byte) hcl.Diagnostics {
 	name := b.Labels[0]
-	if !nameRE.MatchString(name) {
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid archive name",
-			Detail: fmt.Sprintf("%q: an archive name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()}}
-	}
-	if f.archiveNamed(name) {
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate archive",
-			Detail: fmt.Sprintf("An archive named %q is already defined.", name), Subject: b.LabelRanges[0].Ptr()}}
+	if d := blockName("archive", b, f.archiveAt); d != nil {
+		return d
 	}
 	a, d := f.loadArchive(b, evalContext(vars, name, o.RunID, funcs), o, src)
 	f.Archives = append(f.Archives, a)

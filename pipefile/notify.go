@@ -54,15 +54,15 @@ var hookAttrs = []sdk.Attribute{
 // loadNotify decodes a notify block into f.Notifies.
 func (f *File) loadNotify(b *hcl.Block, vars map[string]cty.Value, funcs map[string]functionT, o *Options, src []byte) hcl.Diagnostics {
 	name := b.Labels[0]
-	if !nameRE.MatchString(name) {
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid notify name",
-			Detail: fmt.Sprintf("%q: a notify name starts with a letter or _ and holds letters, digits, _ and -.", name), Subject: b.LabelRanges[0].Ptr()}}
-	}
-	for _, n := range f.Notifies {
-		if n.Name == name {
-			return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate notify block",
-				Detail: fmt.Sprintf("A notify block named %q is already defined at %s.", name, pos(n.Range)), Subject: b.LabelRanges[0].Ptr()}}
+	if d := blockName("notify", b, func(name string) *hcl.Range {
+		for _, n := range f.Notifies {
+			if n.Name == name {
+				return &n.Range
+			}
 		}
+		return nil
+	}); d != nil {
+		return d
 	}
 	blk, diags := f.decodeBlock(b, "notify", notifyAttrs, "", evalContext(vars, "", o.RunID, funcs), src)
 	n := &Notify{Name: name, Range: b.DefRange, Target: notify.Target{Name: name,
@@ -158,6 +158,21 @@ func (p *Pipeline) Hook(when string) *Hook {
 		if h.When == when {
 			return h
 		}
+	}
+	return nil
+}
+
+// blockName checks the name of a labelled block of kind what: its form,
+// and that no block of the kind before it (prev finds it) has it.
+func blockName(what string, b *hcl.Block, prev func(name string) *hcl.Range) hcl.Diagnostics {
+	name := b.Labels[0]
+	if !nameRE.MatchString(name) {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + what + " name",
+			Detail: fmt.Sprintf("%q: a %s name starts with a letter or _ and holds letters, digits, _ and -.", name, what), Subject: b.LabelRanges[0].Ptr()}}
+	}
+	if r := prev(name); r != nil {
+		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Duplicate " + what,
+			Detail: fmt.Sprintf("A %s block named %q is already defined at %s.", what, name, pos(*r)), Subject: b.LabelRanges[0].Ptr()}}
 	}
 	return nil
 }
