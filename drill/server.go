@@ -32,6 +32,10 @@ type Kind struct {
 	User string
 	// Env makes the image's server start without a password.
 	Env []string
+	// Args are the server's settings: a scratch server is thrown away
+	// after the drill, so it need not survive a crash, and does not flush
+	// to disk (a restore drill proves the backup, not the disk).
+	Args []string
 	// Ready is a command run in the container that succeeds once the
 	// server takes connections over TCP (the image's first start, which
 	// initialises the data directory, listens on no TCP port).
@@ -46,7 +50,8 @@ type Kind struct {
 var Kinds = map[string]*Kind{
 	"postgres": {
 		Sink: "postgres", Port: 5432, User: "postgres",
-		Env:   []string{"POSTGRES_HOST_AUTH_METHOD=trust"},
+		Env:   []string{"POSTGRES_HOST_AUTH_METHOD=trust", "POSTGRES_INITDB_ARGS=--no-sync"},
+		Args:  []string{"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"},
 		Ready: []string{"psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-AtXc", "SELECT 1"},
 		query: func(db, q string) []string {
 			return []string{"psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-AtX", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c", q}
@@ -55,6 +60,7 @@ var Kinds = map[string]*Kind{
 	"mysql": {
 		Sink: "mysql", Port: 3306, User: "root",
 		Env:   []string{"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD=1", "MYSQL_ALLOW_EMPTY_PASSWORD=1"},
+		Args:  []string{"--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", "--sync-binlog=0"},
 		Ready: []string{"sh", "-c", `exec "$(command -v mariadb || command -v mysql)" -h127.0.0.1 -uroot -e 'SELECT 1'`},
 		query: func(db, q string) []string {
 			return []string{"sh", "-c", `exec "$(command -v mariadb || command -v mysql)" -h127.0.0.1 -uroot -N -B "$1" -e "$2" | tr '\t' '|'`, "sh", db, q}
@@ -108,7 +114,7 @@ func Start(ctx context.Context, sink, image string, o Options) (*Server, error) 
 	for _, e := range k.Env {
 		argv = append(argv, "--env", e)
 	}
-	if _, err := s.run(ctx, append(argv, image)); err != nil {
+	if _, err := s.run(ctx, append(append(argv, image), k.Args...)); err != nil {
 		return nil, fmt.Errorf("starting a scratch server (docker run %s): %w", image, err)
 	}
 	if err := s.start(ctx, o.Wait); err != nil {
@@ -143,7 +149,7 @@ func (s *Server) start(ctx context.Context, wait time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

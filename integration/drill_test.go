@@ -4,48 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// drillReceiver records the events a drill's notify block sends.
-type drillReceiver struct {
-	mu     sync.Mutex
-	events []string
-	url    string
-}
-
-func newDrillReceiver(t *testing.T) *drillReceiver {
-	rc := &drillReceiver{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var ev struct {
-			Kind string `json:"event"`
-		}
-		_ = json.Unmarshal(b, &ev)
-		rc.mu.Lock()
-		rc.events = append(rc.events, ev.Kind)
-		rc.mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	rc.url = srv.URL
-	return rc
-}
-
-func (rc *drillReceiver) take() string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	s := strings.Join(rc.events, " ")
-	rc.events = nil
-	return s
-}
 
 // drillOutcome is pipe drill --json's report, the parts the tests read.
 type drillOutcome struct {
@@ -98,7 +62,7 @@ func TestDrillPostgres(t *testing.T) {
 	if err := s.connect(t, "app").QueryRow(context.Background(), "SELECT concat_ws('|', sum(id), count(DISTINCT customer), sum(total)) FROM orders").Scan(&want); err != nil {
 		t.Fatal(err)
 	}
-	rc := newDrillReceiver(t)
+	rc := newEventReceiver(t)
 	dir := t.TempDir()
 	file := fmt.Sprintf(`
 variable "pw" {
