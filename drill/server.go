@@ -73,10 +73,30 @@ type Server struct {
 	Kind  *Kind
 	Image string
 	// Name is the container's name; Port the local port it is reached on
-	// (127.0.0.1 only).
+	// (127.0.0.1 only; 0 for a restored base backup, reached over its
+	// socket only).
 	Name string
 	Port int
-	run  Runner
+	run  Runner // docker's commands
+	raw  Runner // any program
+	// user, socket and scratch: a server recovered from a base backup is
+	// reached as its own superuser over its Unix socket, and its scratch
+	// folder goes with it.
+	user    string
+	socket  bool
+	scratch *Scratch
+	docker  string
+}
+
+// newServer names a server of kind k from image, run with o.
+func newServer(k *Kind, image string, o Options) *Server {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	s := &Server{Kind: k, Image: image, Name: "pipe-drill-" + hex.EncodeToString(b), raw: o.Run, docker: o.Docker, user: k.User}
+	s.run = func(ctx context.Context, argv []string) (string, error) {
+		return o.Run(ctx, append([]string{o.Docker}, argv...))
+	}
+	return s
 }
 
 // Options say how to reach docker.
@@ -104,12 +124,7 @@ func Start(ctx context.Context, sink, image string, o Options) (*Server, error) 
 	if o.Wait == 0 {
 		o.Wait = 2 * time.Minute
 	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	s := &Server{Kind: k, Image: image, Name: "pipe-drill-" + hex.EncodeToString(b)}
-	s.run = func(ctx context.Context, argv []string) (string, error) {
-		return o.Run(ctx, append([]string{o.Docker}, argv...))
-	}
+	s := newServer(k, image, o)
 	argv := []string{"run", "--detach", "--rm", "--name", s.Name, "--label", "pipe.drill=1", "--publish", "127.0.0.1::" + strconv.Itoa(k.Port)}
 	for _, e := range k.Env {
 		argv = append(argv, "--env", e)
@@ -157,7 +172,11 @@ func (s *Server) start(ctx context.Context, wait time.Duration) error {
 // Query runs q in database and returns its rows, one a line, columns
 // separated by |.
 func (s *Server) Query(ctx context.Context, database, q string) (string, error) {
-	out, err := s.run(ctx, append([]string{"exec", s.Name}, s.Kind.query(database, q)...))
+	argv := append([]string{"exec", s.Name}, s.Kind.query(database, q)...)
+	if s.socket {
+		argv = []string{"exec", "--user", "postgres", s.Name, "psql", "-U", s.user, "-d", database, "-AtX", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c", q}
+	}
+	out, err := s.run(ctx, argv)
 	return strings.TrimRight(out, "\n"), err
 }
 
@@ -167,6 +186,9 @@ func (s *Server) Query(ctx context.Context, database, q string) (string, error) 
 func (s *Server) Amcheck(ctx context.Context) (string, error) {
 	if s.Kind.Sink != "postgres" {
 		return "", errors.New("amcheck is PostgreSQL's")
+	}
+	if s.socket {
+		return s.run(ctx, []string{"exec", "--user", "postgres", s.Name, "pg_amcheck", "-U", s.user, "--all", "--install-missing", "--heapallindexed"})
 	}
 	return s.run(ctx, []string{"exec", s.Name, "pg_amcheck", "-h", "127.0.0.1", "-U", s.Kind.User, "--all", "--install-missing", "--heapallindexed"})
 }
@@ -204,5 +226,11 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := s.run(ctx, []string{"rm", "--force", "--volumes", s.Name})
+	if s.scratch != nil {
+		err = errors.Join(err, s.scratch.remove(ctx, s))
+	}
 	return err
 }
+
+// User is the user the checks connect as.
+func (s *Server) User() string { return s.user }

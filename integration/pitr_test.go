@@ -29,6 +29,47 @@ pipeline "base" {
 }
 `
 
+// drillFile drills the newest base backup: its checks pass only on a
+// server recovered to the end of the archive, its tablespace in place.
+const drillFile = `
+pipeline "restore" {
+  ` + `source "s3" {
+    bucket            = var.bucket
+    prefix            = "base/"
+    endpoint          = var.endpoint
+    path_style        = true
+    access_key_id     = var.access_key
+    secret_access_key = var.secret_key
+  }
+  decrypt { identities = [file("${var.keys}/wal.key")] }
+  decompress {}
+  sink "postgres_basebackup" {
+    data_directory  = "/var/lib/postgresql/15/main"
+    restore_command = "pipe wal fetch /etc/pipe/pg.hcl %f %p"
+  }
+}
+drill "base" {
+  pipeline = "restore"
+  image    = "postgres:15"
+  user     = "pipe"
+  amcheck  = true
+  check "marks" {
+    database = "app"
+    query    = "SELECT note FROM marks ORDER BY at"
+    expect   = "before\nafter"
+  }
+  check "tablespace" {
+    database = "app"
+    query    = "SELECT count(*) FROM spaced"
+    expect   = "6000"
+  }
+  check "recovered" {
+    query  = "SELECT pg_is_in_recovery()"
+    expect = "f"
+  }
+}
+`
+
 // pitrFile is the restore pipeline run inside the container: the newest
 // base backup (before the target, if any) into dir, recovering through
 // pipe wal fetch.
@@ -133,6 +174,19 @@ func TestPITR(t *testing.T) {
 	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('after')")
 	pg.archivedThrough(t)
 	want := tableDigests(t, pg, 5432)
+
+	// A drill of the base backup: restored on the host into a scratch
+	// folder, recovered in a postgres:15 container to the end of the
+	// archive, checked, removed.
+	writeFile(t, filepath.Join(host, "drill.hcl"), []byte(strings.Replace(walFile, "ASYNC", "false", 1)+drillFile))
+	before := scratchLeft(t)
+	r = runPipe(t, host, env, "drill", "drill.hcl", "--json")
+	if o := drillResult(t, r); r.Err != nil || !o.OK || len(o.Checks) != 4 {
+		t.Errorf("a drill of the base backup: %v %+v\n%s\n%s", r.Err, o, r.Stdout, r.Stderr)
+	}
+	if n := scratchLeft(t); n != before {
+		t.Errorf("%d scratch servers left, want %d", n, before)
+	}
 
 	// The base backup's WAL is all archived; the run lists its range.
 	r = mustPipe(t, host, env, "verify", "base.hcl")

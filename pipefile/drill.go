@@ -21,14 +21,18 @@ type Drill struct {
 	// PipelineRange is where the pipeline attribute is, for errors.
 	PipelineRange hcl.Range
 	Image         string
-	Amcheck       bool
-	Timeout       time.Duration
-	Checks        []*drill.Check
+	// User is the superuser the checks connect as in a restored base
+	// backup ("": postgres).
+	User    string
+	Amcheck bool
+	Timeout time.Duration
+	Checks  []*drill.Check
 }
 
 var drillAttrs = []sdk.Attribute{
-	{Name: "pipeline", Type: sdk.String, Required: true, Description: "The restore pipeline of this file that restores the run: its storage source reads the run, its one sink (postgres or mysql) is pointed at the scratch server."},
+	{Name: "pipeline", Type: sdk.String, Required: true, Description: "The restore pipeline of this file that restores the run: its storage source reads the run, its one sink (postgres or mysql) is pointed at the scratch server, or (postgres_basebackup) at a scratch folder that the scratch server recovers to the end of the archive."},
 	{Name: "image", Type: sdk.String, Required: true, Description: `The scratch server: a container image with the official postgres or mariadb image's interface, of the version the backups come from ("postgres:15", "mariadb:10.11").`},
+	{Name: "user", Type: sdk.String, Description: "Base backups: the restored cluster's superuser, whom the checks connect as over the server's Unix socket (default postgres). A database restore connects as the scratch server's superuser."},
 	{Name: "amcheck", Type: sdk.Bool, Default: false, Description: "PostgreSQL: run pg_amcheck on every database (tables and B-tree indexes, with --heapallindexed) after the checks."},
 	{Name: "timeout", Type: sdk.Duration, Default: 2 * time.Hour, Description: "The longest the whole drill may take; it then fails, and the scratch server is removed."},
 }
@@ -58,7 +62,7 @@ func (f *File) loadDrill(b *hcl.Block, vars map[string]cty.Value, funcs map[stri
 		Blocks: []hcl.BlockHeaderSchema{{Type: "check", LabelNames: []string{"name"}}}})
 	blk, d := f.decodeAttributes("drill", b.DefRange, content.Attributes, drillAttrs, "", ectx, src)
 	diags = append(diags, d...)
-	dr := &Drill{Name: name, Range: b.DefRange, Pipeline: blk.String("pipeline"), PipelineRange: blk.AttrRange("pipeline"), Image: blk.String("image")}
+	dr := &Drill{Name: name, Range: b.DefRange, Pipeline: blk.String("pipeline"), PipelineRange: blk.AttrRange("pipeline"), Image: blk.String("image"), User: blk.String("user")}
 	dr.Amcheck, _ = blk.Values["amcheck"].(bool)
 	dr.Timeout, _ = blk.Values["timeout"].(time.Duration)
 	for _, cb := range content.Blocks {
@@ -108,9 +112,9 @@ func (f *File) checkDrills() hcl.Diagnostics {
 			}
 			continue // left out by --pipeline
 		}
-		if len(p.Sinks) != 1 || drill.Kinds[p.Sinks[0].Type] == nil || p.Source == nil || !p.Source.Schema.Storage {
+		if len(p.Sinks) != 1 || (drill.Kinds[p.Sinks[0].Type] == nil && p.Sinks[0].Type != drill.BaseBackupSink) || p.Source == nil || !p.Source.Schema.Storage {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Not a database restore",
-				Detail: fmt.Sprintf("Drill %q restores through pipeline %q, which must read a store of runs and have one sink, postgres or mysql: the sink the drill points at its scratch server.", d.Name, d.Pipeline), Subject: d.PipelineRange.Ptr()})
+				Detail: fmt.Sprintf("Drill %q restores through pipeline %q, which must read a store of runs and have one sink, postgres, mysql or postgres_basebackup: the sink the drill points at its scratch server.", d.Name, d.Pipeline), Subject: d.PipelineRange.Ptr()})
 		}
 	}
 	return diags

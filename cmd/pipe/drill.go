@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/runner"
+	"github.com/pipebackup/pipe/wal"
 )
 
 type drillFlags struct {
@@ -26,6 +29,7 @@ type drillFlags struct {
 	before  string
 	keep    bool
 	docker  string
+	scratch string
 }
 
 func (a *app) drillCmd() *cobra.Command {
@@ -37,7 +41,10 @@ func (a *app) drillCmd() *cobra.Command {
 restore pipeline into a scratch database server, a container of the
 drill's image on a free local port, runs the drill's checks (queries and
 their expected results, pg_amcheck), reports how long the restore and the
-checks took, and removes the server (--keep leaves it running and says how
+checks took, and removes the server. A base backup (a postgres_basebackup
+sink) is restored into a scratch folder with the archived WAL since its
+start, and a container of the image recovers it to the end of the archive
+before the checks (--keep leaves it running and says how
 to connect). The file's notify targets get drill_success or
 drill_failure; the metrics flags export pipe_drill_*.
 
@@ -55,6 +62,7 @@ Exit code 0 when the restore and every check passed; 1 when one failed;
 	cmd.Flags().StringVar(&f.before, "before", "", "restore the newest run that finished before this time")
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "leave the scratch server running (docker rm -f removes it)")
 	cmd.Flags().StringVar(&f.docker, "docker", "docker", "the docker CLI")
+	cmd.Flags().StringVar(&f.scratch, "scratch-dir", "", "base backups: where the scratch data directory and WAL go (default: the system's temporary folder)")
 	return cmd
 }
 
@@ -107,7 +115,7 @@ func (a *app) drill(cmd *cobra.Command, path string, f *drillFlags) error {
 	note := a.notifier(p.File, secrets)
 	defer note.Close()
 
-	rep := a.runDrill(ctx, d, pp, f, runner.Options{RunID: runID, Registry: a.registry, Select: sel,
+	rep := a.runDrill(ctx, p, d, pp, f, runner.Options{RunID: runID, Registry: a.registry, Select: sel,
 		Warn:  func(msg string) { a.log.Warn(msg, "drill", d.Name) },
 		Scrub: func(msg string) string { return scrub(msg, secrets) }}, secrets)
 	mx.drilled(rep)
@@ -150,7 +158,7 @@ func chooseDrill(p *plan.Plan, name string) (*pipefile.Drill, *plan.Pipeline, er
 
 // runDrill starts the scratch server, restores through pp into it, runs
 // the checks and removes the server (unless --keep).
-func (a *app) runDrill(ctx context.Context, d *pipefile.Drill, pp *plan.Pipeline, f *drillFlags, o runner.Options, secrets []string) *drillReport {
+func (a *app) runDrill(ctx context.Context, p *plan.Plan, d *pipefile.Drill, pp *plan.Pipeline, f *drillFlags, o runner.Options, secrets []string) *drillReport {
 	rep := &drillReport{Drill: d.Name, Pipeline: pp.Name, Image: d.Image, Checks: []drill.Result{}}
 	ctx, cancel := context.WithTimeoutCause(ctx, d.Timeout, fmt.Errorf("the drill ran longer than its timeout (%s)", d.Timeout))
 	defer cancel()
@@ -163,6 +171,9 @@ func (a *app) runDrill(ctx context.Context, d *pipefile.Drill, pp *plan.Pipeline
 	}
 	start := time.Now()
 	sink := pp.Sinks[0]
+	if sink.Type == drill.BaseBackupSink {
+		return a.runBaseDrill(ctx, p.WALArchive(pp), d, pp, f, o, secrets, rep, fail)
+	}
 	srv, err := drill.Start(ctx, sink.Type, d.Image, drill.Options{Docker: f.docker, Run: a.programOutput(secrets)})
 	if err != nil {
 		return fail(err)
@@ -187,8 +198,15 @@ func (a *app) runDrill(ctx context.Context, d *pipefile.Drill, pp *plan.Pipeline
 	if err != nil {
 		return fail(fmt.Errorf("the restore failed: %w", err))
 	}
+	a.checkDrill(ctx, d, srv, sink.String("database"), rep)
+	return rep
+}
+
+// checkDrill runs the drill's checks on srv and says in rep whether all
+// passed.
+func (a *app) checkDrill(ctx context.Context, d *pipefile.Drill, srv *drill.Server, database string, rep *drillReport) {
 	checked := time.Now()
-	rep.Checks = runChecks(ctx, d, srv, sink.String("database"))
+	rep.Checks = runChecks(ctx, d, srv, database)
 	rep.CheckSeconds = time.Since(checked).Seconds()
 	var bad []string
 	for _, c := range rep.Checks {
@@ -200,7 +218,97 @@ func (a *app) runDrill(ctx context.Context, d *pipefile.Drill, pp *plan.Pipeline
 	if !rep.OK {
 		rep.Error = fmt.Sprintf("checks failed: %s", strings.Join(bad, ", "))
 	}
+}
+
+// runBaseDrill drills a base backup: the restore into a scratch folder,
+// the WAL archived since the backup's start beside it, a container of the
+// drill's image recovering the data directory to the end of that WAL, then
+// the checks.
+func (a *app) runBaseDrill(ctx context.Context, pa *plan.Archive, d *pipefile.Drill, pp *plan.Pipeline, f *drillFlags, o runner.Options, secrets []string, rep *drillReport, fail func(error) *drillReport) *drillReport {
+	start := time.Now()
+	if pa == nil {
+		return fail(fmt.Errorf("pipeline %q restores base backups, and the file names no archive block whose WAL they recover from (wal_archive)", pp.Name))
+	}
+	sc, err := drill.NewScratch(f.scratch)
+	if err != nil {
+		return fail(err)
+	}
+	opts := drill.Options{Docker: f.docker, Run: a.programOutput(secrets), Wait: d.Timeout}
+	sc.Connect(pp.Sinks[0].Values)
+	res, err := runner.Run(ctx, pp, o)
+	s := summarize(pp, res, err, secrets)
+	rep.Restore = &s
+	if res != nil {
+		rep.RunID, _, _ = catalog.RunTime(res.ManifestRead)
+	}
+	if err != nil {
+		sc.Discard()
+		return fail(fmt.Errorf("the restore failed: %w", err))
+	}
+	n, err := a.fetchDrillWAL(ctx, pa, sc)
+	if err != nil {
+		sc.Discard()
+		return fail(fmt.Errorf("fetching the WAL to recover: %w", err))
+	}
+	a.log.Info("WAL fetched for the drill", "drill", d.Name, "files", n)
+	user := d.User
+	if user == "" {
+		user = "postgres"
+	}
+	srv, err := drill.StartRecovered(ctx, sc, d.Image, user, opts) // removes sc when it fails
+	if err != nil {
+		return fail(err)
+	}
+	rep.RestoreSeconds = time.Since(start).Seconds()
+	if f.keep {
+		rep.Server = &drillServerRef{Container: srv.Name, Address: "the Unix socket in the container (docker exec -u postgres " + srv.Name + " psql)", User: user}
+	} else {
+		defer func() {
+			if err := srv.Close(); err != nil {
+				a.log.Warn("removing the scratch server: "+err.Error()+"; docker rm -f "+srv.Name+" and rm -rf "+sc.Dir+" remove it", "drill", d.Name)
+			}
+		}()
+	}
+	a.checkDrill(ctx, d, srv, "postgres", rep)
 	return rep
+}
+
+// fetchDrillWAL brings the archived WAL the restored base backup needs
+// into the scratch folder: every history file and every segment of its
+// cluster from the backup's start on, on any timeline.
+func (a *app) fetchDrillWAL(ctx context.Context, pa *plan.Archive, sc *drill.Scratch) (int, error) {
+	first, err := sc.StartSegment()
+	if err != nil {
+		return 0, err
+	}
+	ar, done, err := runner.OpenArchive(ctx, pa, a.registry, sc.Data)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	id, err := ar.FetchSystemID(ctx)
+	if err != nil {
+		return 0, err
+	}
+	l, err := ar.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range l.Entries {
+		if e.SystemID != id || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
+			continue
+		}
+		dest := filepath.Join(sc.WAL, e.Name)
+		if err := ar.Fetch(ctx, e.Name, dest); err != nil {
+			return n, fmt.Errorf("%s: %w", e.Name, err)
+		}
+		if err := os.Chmod(dest, 0o644); err != nil { // the server's user reads it
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // runChecks runs the drill's checks (their database defaulting to the

@@ -19,10 +19,10 @@ func (a *app) backupsPinCmd() *cobra.Command {
 		Short: "Keep a run whatever retention says, until it is unpinned",
 		Long: `pin marks a run so that no retention deletes it: not the run's own
 keep_last, keep_within or calendar rules, not pipe backups prune, and pipe
-backups delete asks for --force. A pinned run counts for no rule either:
-keep_last = 7 still keeps the 7 newest runs besides it. The pin is an
-object beside the run's manifest (PIPE-MANIFEST.pin), which stays as written;
-unpin removes it.`,
+backups delete asks for --force. For the rules it counts as any run: a
+pinned run among the 7 newest is one of keep_last = 7's. The pin is an
+object beside the run's manifest (pipe-manifest.json.pin), which stays as
+written; unpin removes it.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.pinOrUnpin(cmd, args, &f, func(ctx context.Context, s *runner.Store) (*catalog.Run, error) {
