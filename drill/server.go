@@ -231,6 +231,3 @@ func (s *Server) Close() error {
 	}
 	return err
 }
-
-// User is the user the checks connect as.
-func (s *Server) User() string { return s.user }

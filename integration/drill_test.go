@@ -36,6 +36,16 @@ func drillResult(t *testing.T, r result) drillOutcome {
 	return o
 }
 
+// needDockerCLI: pipe drill runs the docker CLI, which the Docker engine
+// the other tests reach through its socket does not need; in CI a
+// missing CLI fails the test, elsewhere it skips.
+func needDockerCLI(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		unavailable(t, "the docker CLI is not installed (apt-get install docker.io); pipe drill runs it")
+	}
+}
+
 // scratchLeft counts the drills' containers still there.
 func scratchLeft(t *testing.T) int {
 	t.Helper()
@@ -52,6 +62,7 @@ func scratchLeft(t *testing.T) int {
 // that does not hold fails the drill (exit 1, drill_failure); --keep
 // leaves the server running.
 func TestDrillPostgres(t *testing.T) {
+	needDockerCLI(t)
 	s := startPostgres(t)
 	s.exec(t, "app",
 		"CREATE TABLE orders (id int PRIMARY KEY, customer text NOT NULL, total numeric(10,2))",
@@ -162,6 +173,7 @@ drill "wrong" {
 
 // TestDrillMariaDB drills a MariaDB dump into a scratch MariaDB server.
 func TestDrillMariaDB(t *testing.T) {
+	needDockerCLI(t)
 	m := startMariaDB(t, "10.11")
 	m.loadShop(t)
 	want := m.sql(t, "SELECT COUNT(*), SUM(id) FROM shop.orders")

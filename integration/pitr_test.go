@@ -98,6 +98,7 @@ pipeline "pitr" {
 // needs, and retention removes only WAL no kept backup needs.
 func TestPITR(t *testing.T) {
 	requireDocker(t)
+	needDockerCLI(t) // the drill of its base backup
 	b := newS3Bench(t)
 	bucket := b.bucket(t, "pitr")
 	keys := t.TempDir()

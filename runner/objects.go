@@ -131,7 +131,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 	}
 	decodes := p.Stage(stagekind.Decompress.Name) != nil || p.Stage(stagekind.Decrypt.Name) != nil
 	var written []string
-	for i, s := range sinks {
+	for i := range sinks {
 		mkey, ok := keys[i]
 		if !ok {
 			continue
@@ -152,16 +152,9 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			}
 			m.Objects = append(m.Objects, o)
 		}
-		b, err := m.Marshal()
-		if err == nil {
-			err = put(ctx, s.sink, mkey, b)
+		if err := putManifest(ctx, sinks, keys, i, m, "the manifest", &written, wrote); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			removeAll(ctx, sinks, keys, written)
-			return nil, fmt.Errorf("sink %s: writing the manifest %s: %w", s.name, mkey, err)
-		}
-		written = append(written, mkey)
-		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: m, size: int64(len(b))})
 	}
 	return written, nil
 }
@@ -178,7 +171,7 @@ func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp
 		byStream[o.Stream] = o
 	}
 	var written []string
-	for i, s := range sinks {
+	for i := range sinks {
 		mkey, ok := keys[i]
 		if !ok {
 			continue
@@ -196,18 +189,30 @@ func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp
 			o.Key, o.Size, o.Digest = manifest.Rel(mkey, r.Objects[i].Key), r.Written, r.Observed[stagekind.Checksum.Name]
 			m.Objects = append(m.Objects, o)
 		}
-		b, err := m.Marshal()
-		if err == nil {
-			err = put(ctx, s.sink, mkey, b)
+		if err := putManifest(ctx, sinks, keys, i, &m, "the copy's manifest", &written, wrote); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			removeAll(ctx, sinks, keys, written)
-			return nil, fmt.Errorf("sink %s: writing the copy's manifest %s: %w", s.name, mkey, err)
-		}
-		written = append(written, mkey)
-		*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: &m, size: int64(len(b))})
 	}
 	return written, nil
+}
+
+// putManifest writes sink i's manifest m at keys[i] and notes it in
+// written and wrote; when it fails, the manifests written before it are
+// taken back (a run is restorable from every sink or none). what names
+// the manifest in the error.
+func putManifest(ctx context.Context, sinks []*endpoint, keys map[int]string, i int, m *manifest.Manifest, what string, written *[]string, wrote *[]wroteManifest) error {
+	mkey := keys[i]
+	b, err := m.Marshal()
+	if err == nil {
+		err = put(ctx, sinks[i].sink, mkey, b)
+	}
+	if err != nil {
+		removeAll(ctx, sinks, keys, *written)
+		return fmt.Errorf("sink %s: writing %s %s: %w", sinks[i].name, what, mkey, err)
+	}
+	*written = append(*written, mkey)
+	*wrote = append(*wrote, wroteManifest{sink: i, key: mkey, m: m, size: int64(len(b))})
+	return nil
 }
 
 // wroteManifest is a manifest a run wrote, for the stores' indexes.

@@ -5,8 +5,11 @@
 # 2), in turns: the restore alone (pipe run into a fresh, already started
 # postgres:15 container) and pipe drill (a scratch postgres:15 started by
 # the drill, the same restore, two checks). Prints each time and the
-# ratio drill / restore. Needs docker and the postgres:15 image.
+# ratio drill / restore. Needs docker, bc and the postgres:15 image.
 set -eu
+for tool in docker bc; do
+  command -v "$tool" >/dev/null || { echo "drill-overhead.sh: $tool is not installed" >&2; exit 2; }
+done
 PIPE=$(realpath "$1")
 SCALE=${2:-100}
 REPS=${3:-2}

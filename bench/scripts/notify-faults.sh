@@ -5,15 +5,18 @@
 # with a notify webhook to a local receiver. It prints, per run, the
 # events the receiver got and how long after the event's time (when pipe
 # knew) each end event arrived; then the totals: events expected, got,
-# duplicated, and the slowest delivery. Needs python3 and pgrep.
+# duplicated, and the slowest delivery. Needs python3, pgrep and shuf.
 set -eu
+for tool in python3 pgrep shuf; do
+  command -v "$tool" >/dev/null || { echo "notify-faults.sh: $tool is not installed" >&2; exit 2; }
+done
 PIPE=$(realpath "$1")
 RUNS=${2:-50}
 W=$(mktemp -d)
 trap 'kill $RECV 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W"
 cat > recv.py <<'PY'
-import http.server, json, sys, time, datetime
+import http.server, json, time, datetime
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         b = self.rfile.read(int(self.headers['Content-Length']))
@@ -23,7 +26,6 @@ class H(http.server.BaseHTTPRequestHandler):
             f.write('%s %s %.3f\n' % (ev['id'], ev['event'], time.time() - t))
         self.send_response(200); self.end_headers()
     def log_message(self, *a): pass
-http.server.HTTPServer(('127.0.0.1', 0), H).server_address
 s = http.server.HTTPServer(('127.0.0.1', 0), H)
 open('port', 'w').write(str(s.server_address[1]))
 s.serve_forever()
