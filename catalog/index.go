@@ -19,7 +19,7 @@ import (
 )
 
 // IndexName is the index's base name at the root of a store of runs.
-const IndexName = "pipe-index.json"
+const IndexName = sdk.IndexName
 
 // IndexFormat identifies this version of the index.
 const IndexFormat = "pipe-index/v1"

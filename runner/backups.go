@@ -52,6 +52,11 @@ func ReadRun(ctx context.Context, s *Store, id string) (*catalog.Run, *catalog.C
 type Deletion struct {
 	Runs    []string `json:"deleted_runs"`
 	Objects int      `json:"deleted_leftover_objects,omitempty"`
+	// Locked are the runs (and leftovers) left in place because the store
+	// still locks them, with until when.
+	Locked []Locked `json:"locked,omitempty"`
+	// lockedRuns are the runs of Locked: they stay, for now.
+	lockedRuns []*catalog.Run
 	// Last are the runs deleted (or refused) that were the last complete
 	// base backup of their cluster in the store.
 	Last []LastBaseBackup `json:"last_base_backups,omitempty"`
@@ -181,6 +186,15 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 		}
 		return d, fmt.Errorf("%s; nothing was deleted: take a new base backup first, or pass --force to delete it anyway", strings.Join(why, "; "))
 	}
+	for _, r := range drop {
+		l, err := heldBy(ctx, s, r.Key, r.Manifest.RunID, o.Now)
+		if err != nil {
+			return d, fmt.Errorf("run %s: %w; nothing was deleted", r.Manifest.RunID, err)
+		}
+		if l != nil {
+			return d, fmt.Errorf("%s is locked by the store; nothing was deleted: it can be deleted after its lock ends (pipe verify --locks lists every run's)", l)
+		}
+	}
 	if o.DryRun {
 		for _, r := range drop {
 			d.Runs = append(d.Runs, r.Manifest.RunID)
@@ -188,8 +202,9 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 		d.Objects = len(leftovers)
 		return d, nil
 	}
-	d.Runs, d.Objects, err = deleteRuns(ctx, s, cat, drop, leftovers)
-	return d, err
+	del, err := deleteRuns(ctx, s, cat, drop, leftovers, o.Now)
+	del.Last = d.Last
+	return del, err
 }
 
 // PruneStore applies a sink's retention now: the runs of the pipeline
@@ -207,11 +222,14 @@ func PruneStore(ctx context.Context, s *Store, now time.Time, dryRun bool) (*Ret
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := rp.HoldLocked(ctx, s, now); err != nil {
+		return nil, nil, err
+	}
 	if dryRun {
 		return rp, nil, nil
 	}
-	deleted, n, err := ApplyRetention(ctx, s, rp)
-	return rp, &Deletion{Runs: deleted, Objects: n}, err
+	d, err := ApplyRetention(ctx, s, rp, now)
+	return rp, d, err
 }
 
 // RetentionAfterNext is what retention would delete after the pipeline's

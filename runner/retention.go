@@ -18,8 +18,11 @@ type RetentionReport struct {
 	Sink        string   `json:"sink"`
 	Kept        []string `json:"kept_runs"`
 	DeletedRuns []string `json:"deleted_runs,omitempty"`
-	Garbage     int      `json:"garbage_objects_deleted,omitempty"`
-	Error       string   `json:"error,omitempty"`
+	// Locked are the runs retention would delete that the store still
+	// locks: they wait for the next run or prune after their lock ends.
+	Locked  []Locked `json:"locked_runs,omitempty"`
+	Garbage int      `json:"garbage_objects_deleted,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // garbageAge is how old an object that no manifest names must be before
@@ -128,12 +131,15 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 	for _, r := range rp.Keep {
 		rep.Kept = append(rep.Kept, r.Manifest.RunID)
 	}
-	deleted, garbage, err := ApplyRetention(ctx, store, rp)
-	rep.DeletedRuns, rep.Garbage = deleted, garbage
+	if err := rp.HoldLocked(ctx, store, started); err != nil {
+		return nil, err
+	}
+	d, err := ApplyRetention(ctx, store, rp, started)
+	rep.DeletedRuns, rep.Locked, rep.Garbage = d.Runs, append(rp.Locked, d.Locked...), d.Objects
 	if err != nil {
 		return nil, err
 	}
-	return rp.Keep, nil
+	return append(rp.Standing(), d.lockedRuns...), nil
 }
 
 // Keep is a retention rule: of the runs of Pipeline, keep Current, the
@@ -154,6 +160,10 @@ type RetentionPlan struct {
 	// Garbage are objects of runs that did not finish, old enough that no
 	// run still writes them (garbageAge), and temporary files as old.
 	Garbage []sdk.ObjectInfo
+	// Locked are the runs (and leftovers) the rule would delete that the
+	// store still locks (see HoldLocked), LockedRuns those runs.
+	Locked     []Locked
+	LockedRuns []*catalog.Run
 	// Held are runs in Keep that the rule alone would delete: the last
 	// complete base backup of their cluster in the store, which retention
 	// never deletes (pipe backups delete --force does).
@@ -233,13 +243,33 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 
 // ApplyRetention deletes what rp says: each run's manifest first (a
 // half-deleted run never looks restorable), then its objects that no other
-// run names, then the garbage; and keeps the store's index current.
-func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan) (deleted []string, garbage int, err error) {
-	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage)
+// run names, then the garbage; and keeps the store's index current. A run
+// whose manifest the store still locks at now is left whole, and listed
+// in the Deletion's Locked (as are leftovers still locked).
+func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan, now time.Time) (*Deletion, error) {
+	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage, now)
 }
 
-// deleteRuns deletes runs and leftover objects from a store cat lists.
-func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, drop []*catalog.Run, garbage []sdk.ObjectInfo) (deleted []string, removed int, err error) {
+// deleteRuns deletes runs and leftover objects from a store cat lists,
+// but none that the store locks at now. A run's manifest is written last,
+// with the lock of its objects, so it is locked at least as long as they
+// are: its lock decides for the run.
+func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, drop []*catalog.Run, garbage []sdk.ObjectInfo, now time.Time) (*Deletion, error) {
+	d := &Deletion{Runs: []string{}}
+	var keep []*catalog.Run
+	for _, r := range drop {
+		l, err := heldBy(ctx, w, r.Key, r.Manifest.RunID, now)
+		if err != nil {
+			return d, fmt.Errorf("run %s: %w; nothing was deleted", r.Manifest.RunID, err)
+		}
+		if l != nil {
+			d.Locked = append(d.Locked, *l)
+			d.lockedRuns = append(d.lockedRuns, r)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	drop = keep
 	gone := map[string]bool{}
 	for _, r := range drop {
 		gone[r.Key] = true
@@ -262,7 +292,7 @@ func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, dro
 	}()
 	for _, r := range drop {
 		if err := w.Remove(ctx, r.Key); err != nil {
-			return deleted, removed, fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, r.Key, err)
+			return d, fmt.Errorf("removing run %s (manifest %s): %w", r.Manifest.RunID, r.Key, err)
 		}
 		dropped = append(dropped, r.Key)
 		for _, k := range r.Keys() {
@@ -270,21 +300,29 @@ func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, dro
 				continue // a run that stays names the same object
 			}
 			if err := w.Remove(ctx, k); err != nil {
-				return deleted, removed, fmt.Errorf("removing %s of run %s: %w", k, r.Manifest.RunID, err)
+				return d, fmt.Errorf("removing %s of run %s: %w", k, r.Manifest.RunID, err)
 			}
 		}
 		if r.Pinned { // last: a pin left behind is a leftover, removed in a day
 			if err := w.Remove(ctx, catalog.PinKey(r.Key)); err != nil {
-				return deleted, removed, fmt.Errorf("removing the pin of run %s: %w", r.Manifest.RunID, err)
+				return d, fmt.Errorf("removing the pin of run %s: %w", r.Manifest.RunID, err)
 			}
 		}
-		deleted = append(deleted, r.Manifest.RunID)
+		d.Runs = append(d.Runs, r.Manifest.RunID)
 	}
 	for _, o := range garbage {
-		if err := w.Remove(ctx, o.Key); err != nil {
-			return deleted, removed, fmt.Errorf("removing leftover %s: %w", o.Key, err)
+		l, err := heldBy(ctx, w, o.Key, "", now)
+		if err != nil {
+			return d, fmt.Errorf("leftover %s: %w", o.Key, err)
 		}
-		removed++
+		if l != nil {
+			d.Locked = append(d.Locked, *l)
+			continue
+		}
+		if err := w.Remove(ctx, o.Key); err != nil {
+			return d, fmt.Errorf("removing leftover %s: %w", o.Key, err)
+		}
+		d.Objects++
 	}
-	return deleted, removed, nil
+	return d, nil
 }

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/wal"
 )
 
@@ -28,8 +30,13 @@ type WALPrune struct {
 	// DeletedBackups counts the base backups the same retention deleted
 	// (or, in a dry run, would delete): with none, the files removed
 	// were archived before every base backup kept, and no backup went.
-	DeletedBackups int    `json:"deleted_base_backups"`
-	Error          string `json:"error,omitempty"`
+	DeletedBackups int `json:"deleted_base_backups"`
+	// Locked is the first file the prune would remove that the store
+	// still locks, per cluster: it stops there (the files after it were
+	// archived later, and are locked at least as long), and the next
+	// prune goes on.
+	Locked map[string]Locked `json:"locked,omitempty"`
+	Error  string            `json:"error,omitempty"`
 }
 
 // KeptFrom names the first segment kept of each cluster, sorted.
@@ -53,6 +60,9 @@ func (w *WALPrune) Describe(dryRun bool) string {
 		from = append(from, f)
 	}
 	before := strings.Join(from, "; and before ")
+	if w.Removed == 0 && len(w.Locked) > 0 {
+		return fmt.Sprintf("archive %q: no WAL file removed before %s%s", w.Archive, before, w.describeLocked())
+	}
 	if w.Removed == 0 {
 		return fmt.Sprintf("archive %q holds no WAL archived before %s", w.Archive, before)
 	}
@@ -67,7 +77,17 @@ func (w *WALPrune) Describe(dryRun bool) string {
 	default:
 		backups = fmt.Sprintf("retention deleted %s too", plan.Plural(w.DeletedBackups, "base backup"))
 	}
-	return fmt.Sprintf("%s of archive %q archived before %s; %s", plan.Plural(w.Removed, "WAL file"), w.Archive, before, backups)
+	return fmt.Sprintf("%s of archive %q archived before %s; %s%s", plan.Plural(w.Removed, "WAL file"), w.Archive, before, backups, w.describeLocked())
+}
+
+// describeLocked says where a prune stopped at a lock, "" when it did
+// not.
+func (w *WALPrune) describeLocked() string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(w.Locked)) {
+		out = append(out, fmt.Sprintf("; stopped at %s, which the store locks: the files from it on wait", w.Locked[id]))
+	}
+	return strings.Join(out, "")
 }
 
 // failedRetention reports whether any sink's retention failed: then no
@@ -117,7 +137,23 @@ func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*
 		first, _ := rg.Segments()
 		name, _ := rg.Names()
 		rep.Kept[fmt.Sprint(id)], rep.Oldest[fmt.Sprint(id)] = name, oldestRun[id]
+		locker, _ := ar.Store.(sdk.Locker)
 		for _, e := range l.Before(id, first, rg.SegmentSize) {
+			if locker != nil {
+				// Files were archived in order, each locked from then on:
+				// the first one locked ends the prune of this cluster.
+				lk, err := locker.ObjectLock(ctx, e.Key)
+				if err != nil {
+					return rep, fmt.Errorf("archive %q: asking whether %s is locked: %w", a.Name, e.Key, err)
+				}
+				if lk.Held(time.Now()) {
+					if rep.Locked == nil {
+						rep.Locked = map[string]Locked{}
+					}
+					rep.Locked[fmt.Sprint(id)] = Locked{Key: e.Key, Mode: lk.Mode, Until: lk.Until, LegalHold: lk.LegalHold}
+					break
+				}
+			}
 			if !dryRun {
 				if err := ar.Store.Remove(ctx, e.Key); err != nil {
 					return rep, fmt.Errorf("archive %q: removing %s: %w", a.Name, e.Key, err)
@@ -130,6 +166,9 @@ func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*
 		}
 		// Their names' claims (wal.ClaimExt) go last, once no object of
 		// the name is left to keep the name for.
+		if _, stopped := rep.Locked[fmt.Sprint(id)]; stopped {
+			continue // the claims of the files that wait stay; the next prune removes them all
+		}
 		for _, c := range l.ClaimsBefore(id, first, rg.SegmentSize) {
 			if err := ar.Store.Remove(ctx, c.Key); err != nil {
 				return rep, fmt.Errorf("archive %q: removing %s: %w", a.Name, c.Key, err)

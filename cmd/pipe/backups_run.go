@@ -240,13 +240,16 @@ func (a *app) prune(cmd *cobra.Command, path string, f *storeFlags, dryRun bool)
 			return lerr
 		}
 		if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
-			walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Keep, len(rp.Drop), dryRun)
+			walPrune, err = runner.PruneWAL(ctx, pa, a.registry, rp.Standing(), len(rp.Drop), dryRun)
 		}
 	}
 	if f.json {
 		out := map[string]any{"store": s.Where(), "dry_run": dryRun, "keep": runIDs(rp.Keep), "kept_by": keptBy(rp), "delete": runIDs(rp.Drop), "delete_leftovers": leftoverKeys(rp)}
 		if len(rp.Held) > 0 {
 			out["kept_last_base_backups"] = runIDs(rp.Held)
+		}
+		if len(rp.Locked) > 0 {
+			out["locked"] = rp.Locked
 		}
 		if d != nil {
 			out["deleted"] = d
@@ -295,6 +298,9 @@ func (a *app) printPrune(s *runner.Store, rp *runner.RetentionPlan, walPrune *ru
 	}
 	for _, o := range rp.Garbage {
 		fmt.Fprintf(a.stdout, "%s leftover %s\n", verb, o.Key)
+	}
+	for _, l := range rp.Locked {
+		fmt.Fprintf(a.stdout, "wait: %s: the store locks it; a prune after that deletes it\n", l)
 	}
 	if w := walPrune; w != nil && len(w.Kept) > 0 {
 		if w.Removed > 0 {

@@ -66,7 +66,7 @@ func (t *remoteSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sin
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}, preparer: resp.GetPreparer()}
+	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}, preparer: resp.GetPreparer(), locker: resp.GetLocker()}
 	// Only what the instance can do shows as a capability.
 	switch {
 	case resp.GetStorage() && resp.GetFlusher():
@@ -447,6 +447,7 @@ func (r *reader) Close() error {
 type remoteSink struct {
 	remote
 	preparer bool   // the plugin wants Prepare
+	locker   bool   // the instance answers ObjectLock
 	declined []bool // its answer to Prepare
 }
 
@@ -575,6 +576,23 @@ func (st storage) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, er
 
 func (st storage) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return st.s.remote.open(ctx, key)
+}
+
+// ObjectLock asks a sink that locks objects how one is locked; one that
+// does not answers that nothing is (see sdk.Locker).
+func (st storage) ObjectLock(ctx context.Context, key string) (sdk.Lock, error) {
+	if !st.s.locker {
+		return sdk.Lock{}, nil
+	}
+	resp, err := st.s.proc.rpc.ObjectLock(ctx, &pb.ObjectLock_Request{Handle: st.s.handle, Key: key})
+	if err != nil {
+		return sdk.Lock{}, st.s.proc.wrap(ctx, err)
+	}
+	l := sdk.Lock{Mode: resp.GetMode(), LegalHold: resp.GetLegalHold()}
+	if ns := resp.GetRetainUntilUnixNs(); ns != 0 {
+		l.Until = time.Unix(0, ns)
+	}
+	return l, nil
 }
 
 type remover struct{ s *remoteSink }

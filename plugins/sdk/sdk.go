@@ -59,6 +59,12 @@ type Object struct {
 	Exclusive bool
 }
 
+// IndexName is the base name of the one object pipe writes more than
+// once (Object.Replace): a store of runs' index, at the store's root. A
+// sink that keeps versions reads it at its newest; every other object pipe
+// writes once.
+const IndexName = "pipe-index.json"
+
 // Sink writes streams as objects.
 type Sink interface {
 	// Create starts one object. Nothing may be visible at obj.Key until
@@ -296,3 +302,30 @@ var ErrNotFound = errors.New("not found")
 // ErrExists is wrapped by ObjectWriter.Commit when the object was created
 // with Exclusive and an object exists at its key already.
 var ErrExists = errors.New("already exists")
+
+// Lock is how a store protects one committed object from deletion and
+// change: S3 Object Lock, say.
+type Lock struct {
+	// Mode is the store's name for the protection ("COMPLIANCE",
+	// "GOVERNANCE"), "" when the object is not locked.
+	Mode string
+	// Until is when the protection ends; zero without a Mode.
+	Until time.Time
+	// LegalHold protects the object until someone lifts it, whatever
+	// Until says.
+	LegalHold bool
+}
+
+// Held reports whether the lock keeps the object at time now.
+func (l Lock) Held(now time.Time) bool {
+	return l.LegalHold || (l.Mode != "" && l.Until.After(now))
+}
+
+// Locker is implemented by storage that can lock what it writes (an
+// object-locked bucket). ObjectLock says how the object at key, as the
+// sink first wrote it, is protected now; errors wrap ErrNotFound when
+// there is none. Retention asks it before deleting a run, and deletes
+// nothing that is still locked.
+type Locker interface {
+	ObjectLock(ctx context.Context, key string) (Lock, error)
+}

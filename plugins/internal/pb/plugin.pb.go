@@ -1408,6 +1408,42 @@ func (*Remove) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
+type ObjectLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectLock) Reset() {
+	*x = ObjectLock{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectLock) ProtoMessage() {}
+
+func (x *ObjectLock) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectLock.ProtoReflect.Descriptor instead.
+func (*ObjectLock) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
 type Prepare struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1416,7 +1452,7 @@ type Prepare struct {
 
 func (x *Prepare) Reset() {
 	*x = Prepare{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1464,7 @@ func (x *Prepare) String() string {
 func (*Prepare) ProtoMessage() {}
 
 func (x *Prepare) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1477,7 @@ func (x *Prepare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
 func (*Prepare) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 type Flush struct {
@@ -1452,7 +1488,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1500,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1513,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 type Conclude struct {
@@ -1488,7 +1524,7 @@ type Conclude struct {
 
 func (x *Conclude) Reset() {
 	*x = Conclude{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1536,7 @@ func (x *Conclude) String() string {
 func (*Conclude) ProtoMessage() {}
 
 func (x *Conclude) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1549,7 @@ func (x *Conclude) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conclude.ProtoReflect.Descriptor instead.
 func (*Conclude) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 type Close struct {
@@ -1524,7 +1560,7 @@ type Close struct {
 
 func (x *Close) Reset() {
 	*x = Close{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1572,7 @@ func (x *Close) String() string {
 func (*Close) ProtoMessage() {}
 
 func (x *Close) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1585,7 @@ func (x *Close) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close.ProtoReflect.Descriptor instead.
 func (*Close) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 type Stop struct {
@@ -1560,7 +1596,7 @@ type Stop struct {
 
 func (x *Stop) Reset() {
 	*x = Stop{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1608,7 @@ func (x *Stop) String() string {
 func (*Stop) ProtoMessage() {}
 
 func (x *Stop) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1621,7 @@ func (x *Stop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop.ProtoReflect.Descriptor instead.
 func (*Stop) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 type Value_StringList struct {
@@ -1597,7 +1633,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1645,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1677,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1689,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1720,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1732,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1761,7 @@ type GetSchema_Response struct {
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1773,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1835,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1847,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,13 +1895,14 @@ type Configure_Response struct {
 	Preparer bool `protobuf:"varint,6,opt,name=preparer,proto3" json:"preparer,omitempty"` // wants Prepare before the first object
 	// What the source instance can do besides its streams.
 	Concluder     bool `protobuf:"varint,7,opt,name=concluder,proto3" json:"concluder,omitempty"` // answers Conclude after the last stream
+	Locker        bool `protobuf:"varint,8,opt,name=locker,proto3" json:"locker,omitempty"`       // answers ObjectLock
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1914,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,6 +1979,13 @@ func (x *Configure_Response) GetConcluder() bool {
 	return false
 }
 
+func (x *Configure_Response) GetLocker() bool {
+	if x != nil {
+		return x.Locker
+	}
+	return false
+}
+
 type ListStreams_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1951,7 +1995,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2007,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2048,7 @@ type ListStreams_Response struct {
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2060,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2115,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2127,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2178,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2190,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2273,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2241,7 +2285,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2319,7 @@ type FillFile_Request struct {
 
 func (x *FillFile_Request) Reset() {
 	*x = FillFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2331,7 @@ func (x *FillFile_Request) String() string {
 func (*FillFile_Request) ProtoMessage() {}
 
 func (x *FillFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2381,7 @@ type FillFile_Response struct {
 
 func (x *FillFile_Response) Reset() {
 	*x = FillFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2393,7 @@ func (x *FillFile_Response) String() string {
 func (*FillFile_Response) ProtoMessage() {}
 
 func (x *FillFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2441,7 @@ type SendFile_Request struct {
 
 func (x *SendFile_Request) Reset() {
 	*x = SendFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2453,7 @@ func (x *SendFile_Request) String() string {
 func (*SendFile_Request) ProtoMessage() {}
 
 func (x *SendFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2502,7 @@ type SendFile_Response struct {
 
 func (x *SendFile_Response) Reset() {
 	*x = SendFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2514,7 @@ func (x *SendFile_Response) String() string {
 func (*SendFile_Response) ProtoMessage() {}
 
 func (x *SendFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2568,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2580,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2618,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2630,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2657,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2669,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2716,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2728,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2768,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2780,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2818,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2830,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2856,7 @@ type ListObjects_Request struct {
 
 func (x *ListObjects_Request) Reset() {
 	*x = ListObjects_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2868,7 @@ func (x *ListObjects_Request) String() string {
 func (*ListObjects_Request) ProtoMessage() {}
 
 func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +2907,7 @@ type ListObjects_Response struct {
 
 func (x *ListObjects_Response) Reset() {
 	*x = ListObjects_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +2919,7 @@ func (x *ListObjects_Response) String() string {
 func (*ListObjects_Response) ProtoMessage() {}
 
 func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +2954,7 @@ type EstimateMemory_Request struct {
 
 func (x *EstimateMemory_Request) Reset() {
 	*x = EstimateMemory_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +2966,7 @@ func (x *EstimateMemory_Request) String() string {
 func (*EstimateMemory_Request) ProtoMessage() {}
 
 func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2975,7 +3019,7 @@ type EstimateMemory_Response struct {
 
 func (x *EstimateMemory_Response) Reset() {
 	*x = EstimateMemory_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3031,7 @@ func (x *EstimateMemory_Response) String() string {
 func (*EstimateMemory_Response) ProtoMessage() {}
 
 func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3068,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3080,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3163,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3175,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3221,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3189,7 +3233,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3220,7 +3264,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3232,7 +3276,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3302,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3314,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3352,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3364,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,6 +3378,118 @@ func (x *Remove_Response) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Remove_Response.ProtoReflect.Descriptor instead.
 func (*Remove_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{21, 1}
+}
+
+type ObjectLock_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectLock_Request) Reset() {
+	*x = ObjectLock_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectLock_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectLock_Request) ProtoMessage() {}
+
+func (x *ObjectLock_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectLock_Request.ProtoReflect.Descriptor instead.
+func (*ObjectLock_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
+}
+
+func (x *ObjectLock_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *ObjectLock_Request) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type ObjectLock_Response struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Mode              string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"` // "" when the object is not locked
+	RetainUntilUnixNs int64                  `protobuf:"varint,2,opt,name=retain_until_unix_ns,json=retainUntilUnixNs,proto3" json:"retain_until_unix_ns,omitempty"`
+	LegalHold         bool                   `protobuf:"varint,3,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ObjectLock_Response) Reset() {
+	*x = ObjectLock_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectLock_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectLock_Response) ProtoMessage() {}
+
+func (x *ObjectLock_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectLock_Response.ProtoReflect.Descriptor instead.
+func (*ObjectLock_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
+}
+
+func (x *ObjectLock_Response) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ObjectLock_Response) GetRetainUntilUnixNs() int64 {
+	if x != nil {
+		return x.RetainUntilUnixNs
+	}
+	return 0
+}
+
+func (x *ObjectLock_Response) GetLegalHold() bool {
+	if x != nil {
+		return x.LegalHold
+	}
+	return false
 }
 
 type Prepare_Request struct {
@@ -3350,7 +3506,7 @@ type Prepare_Request struct {
 
 func (x *Prepare_Request) Reset() {
 	*x = Prepare_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3518,7 @@ func (x *Prepare_Request) String() string {
 func (*Prepare_Request) ProtoMessage() {}
 
 func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3531,7 @@ func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare_Request.ProtoReflect.Descriptor instead.
 func (*Prepare_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 0}
 }
 
 func (x *Prepare_Request) GetHandle() uint64 {
@@ -3414,7 +3570,7 @@ type Prepare_Response struct {
 
 func (x *Prepare_Response) Reset() {
 	*x = Prepare_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3582,7 @@ func (x *Prepare_Response) String() string {
 func (*Prepare_Response) ProtoMessage() {}
 
 func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3595,7 @@ func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare_Response.ProtoReflect.Descriptor instead.
 func (*Prepare_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{22, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
 }
 
 func (x *Prepare_Response) GetDeclined() []bool {
@@ -3465,7 +3621,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3477,7 +3633,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3490,7 +3646,7 @@ func (x *Flush_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Request.ProtoReflect.Descriptor instead.
 func (*Flush_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
 }
 
 func (x *Flush_Request) GetHandle() uint64 {
@@ -3508,7 +3664,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3520,7 +3676,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3533,7 +3689,7 @@ func (x *Flush_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush_Response.ProtoReflect.Descriptor instead.
 func (*Flush_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{23, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
 }
 
 type Conclude_Request struct {
@@ -3545,7 +3701,7 @@ type Conclude_Request struct {
 
 func (x *Conclude_Request) Reset() {
 	*x = Conclude_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3713,7 @@ func (x *Conclude_Request) String() string {
 func (*Conclude_Request) ProtoMessage() {}
 
 func (x *Conclude_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3726,7 @@ func (x *Conclude_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conclude_Request.ProtoReflect.Descriptor instead.
 func (*Conclude_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 0}
 }
 
 func (x *Conclude_Request) GetHandle() uint64 {
@@ -3590,7 +3746,7 @@ type Conclude_Response struct {
 
 func (x *Conclude_Response) Reset() {
 	*x = Conclude_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3602,7 +3758,7 @@ func (x *Conclude_Response) String() string {
 func (*Conclude_Response) ProtoMessage() {}
 
 func (x *Conclude_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3615,7 +3771,7 @@ func (x *Conclude_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Conclude_Response.ProtoReflect.Descriptor instead.
 func (*Conclude_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{24, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 1}
 }
 
 func (x *Conclude_Response) GetFacts() map[string]string {
@@ -3634,7 +3790,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3646,7 +3802,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3659,7 +3815,7 @@ func (x *Close_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Request.ProtoReflect.Descriptor instead.
 func (*Close_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 0}
 }
 
 func (x *Close_Request) GetHandle() uint64 {
@@ -3677,7 +3833,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3845,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3858,7 @@ func (x *Close_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Close_Response.ProtoReflect.Descriptor instead.
 func (*Close_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{25, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 1}
 }
 
 type Stop_Request struct {
@@ -3713,7 +3869,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3725,7 +3881,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3738,7 +3894,7 @@ func (x *Stop_Request) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Request.ProtoReflect.Descriptor instead.
 func (*Stop_Request) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 0}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type Stop_Response struct {
@@ -3749,7 +3905,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3917,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3930,7 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
-	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{26, 1}
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{27, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3843,7 +3999,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\x12\x1b\n" +
 	"\tfill_file\x18\x04 \x01(\bR\bfillFile\x12\x1b\n" +
-	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xd9\x03\n" +
+	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xf1\x03\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -3851,7 +4007,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x03(\v2-.pipe.plugin.v1.Configure.Request.ConfigEntryR\x06config\x1aP\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xe8\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\x80\x02\n" +
 	"\bResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12<\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1a.pipe.plugin.v1.DiagnosticR\vdiagnostics\x12\x18\n" +
@@ -3859,7 +4015,8 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aflusher\x18\x04 \x01(\bR\aflusher\x12\x18\n" +
 	"\astorage\x18\x05 \x01(\bR\astorage\x12\x1a\n" +
 	"\bpreparer\x18\x06 \x01(\bR\bpreparer\x12\x1c\n" +
-	"\tconcluder\x18\a \x01(\bR\tconcluder\"4\n" +
+	"\tconcluder\x18\a \x01(\bR\tconcluder\x12\x16\n" +
+	"\x06locker\x18\b \x01(\bR\x06locker\"4\n" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -3981,7 +4138,17 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x1a\n" +
 	"\n" +
-	"\bResponse\"\xb6\x01\n" +
+	"\bResponse\"\xb1\x01\n" +
+	"\n" +
+	"ObjectLock\x1a3\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x1an\n" +
+	"\bResponse\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12/\n" +
+	"\x14retain_until_unix_ns\x18\x02 \x01(\x03R\x11retainUntilUnixNs\x12\x1d\n" +
+	"\n" +
+	"legal_hold\x18\x03 \x01(\bR\tlegalHold\"\xb6\x01\n" +
 	"\aPrepare\x1ak\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x120\n" +
@@ -4025,7 +4192,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xf2\v\n" +
+	"\rTYPE_DURATION\x10\a2\xc9\f\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -4046,7 +4213,9 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bFillFile\x12 .pipe.plugin.v1.FillFile.Request\x1a!.pipe.plugin.v1.FillFile.Response0\x01\x12Q\n" +
 	"\bSendFile\x12 .pipe.plugin.v1.SendFile.Request\x1a!.pipe.plugin.v1.SendFile.Response0\x01\x12F\n" +
 	"\x05Close\x12\x1d.pipe.plugin.v1.Close.Request\x1a\x1e.pipe.plugin.v1.Close.Response\x12C\n" +
-	"\x04Stop\x12\x1c.pipe.plugin.v1.Stop.Request\x1a\x1d.pipe.plugin.v1.Stop.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
+	"\x04Stop\x12\x1c.pipe.plugin.v1.Stop.Request\x1a\x1d.pipe.plugin.v1.Stop.Response\x12U\n" +
+	"\n" +
+	"ObjectLock\x12\".pipe.plugin.v1.ObjectLock.Request\x1a#.pipe.plugin.v1.ObjectLock.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
 
 var (
 	file_pipe_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -4061,7 +4230,7 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
 	(Type)(0),                       // 1: pipe.plugin.v1.Type
@@ -4088,125 +4257,130 @@ var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(*Object)(nil),                  // 22: pipe.plugin.v1.Object
 	(*WriteObject)(nil),             // 23: pipe.plugin.v1.WriteObject
 	(*Remove)(nil),                  // 24: pipe.plugin.v1.Remove
-	(*Prepare)(nil),                 // 25: pipe.plugin.v1.Prepare
-	(*Flush)(nil),                   // 26: pipe.plugin.v1.Flush
-	(*Conclude)(nil),                // 27: pipe.plugin.v1.Conclude
-	(*Close)(nil),                   // 28: pipe.plugin.v1.Close
-	(*Stop)(nil),                    // 29: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),        // 30: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),         // 31: pipe.plugin.v1.Value.StringMap
-	nil,                             // 32: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),       // 33: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),      // 34: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),       // 35: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),      // 36: pipe.plugin.v1.Configure.Response
-	nil,                             // 37: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),     // 38: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),    // 39: pipe.plugin.v1.ListStreams.Response
-	nil,                             // 40: pipe.plugin.v1.ListStreams.Response.FactsEntry
-	(*ReadStream_Request)(nil),      // 41: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),     // 42: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),          // 43: pipe.plugin.v1.ReadStream.End
-	(*FillFile_Request)(nil),        // 44: pipe.plugin.v1.FillFile.Request
-	(*FillFile_Response)(nil),       // 45: pipe.plugin.v1.FillFile.Response
-	(*SendFile_Request)(nil),        // 46: pipe.plugin.v1.SendFile.Request
-	(*SendFile_Response)(nil),       // 47: pipe.plugin.v1.SendFile.Response
-	(*FinishFile_Request)(nil),      // 48: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),     // 49: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),    // 50: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil),   // 51: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),    // 52: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil),   // 53: pipe.plugin.v1.FinishObject.Response
-	(*ListObjects_Request)(nil),     // 54: pipe.plugin.v1.ListObjects.Request
-	(*ListObjects_Response)(nil),    // 55: pipe.plugin.v1.ListObjects.Response
-	(*EstimateMemory_Request)(nil),  // 56: pipe.plugin.v1.EstimateMemory.Request
-	(*EstimateMemory_Response)(nil), // 57: pipe.plugin.v1.EstimateMemory.Response
-	nil,                             // 58: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	(*WriteObject_Request)(nil),     // 59: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),        // 60: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),      // 61: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),    // 62: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),          // 63: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),         // 64: pipe.plugin.v1.Remove.Response
-	(*Prepare_Request)(nil),         // 65: pipe.plugin.v1.Prepare.Request
-	(*Prepare_Response)(nil),        // 66: pipe.plugin.v1.Prepare.Response
-	(*Flush_Request)(nil),           // 67: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),          // 68: pipe.plugin.v1.Flush.Response
-	(*Conclude_Request)(nil),        // 69: pipe.plugin.v1.Conclude.Request
-	(*Conclude_Response)(nil),       // 70: pipe.plugin.v1.Conclude.Response
-	nil,                             // 71: pipe.plugin.v1.Conclude.Response.FactsEntry
-	(*Close_Request)(nil),           // 72: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),          // 73: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),            // 74: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),           // 75: pipe.plugin.v1.Stop.Response
+	(*ObjectLock)(nil),              // 25: pipe.plugin.v1.ObjectLock
+	(*Prepare)(nil),                 // 26: pipe.plugin.v1.Prepare
+	(*Flush)(nil),                   // 27: pipe.plugin.v1.Flush
+	(*Conclude)(nil),                // 28: pipe.plugin.v1.Conclude
+	(*Close)(nil),                   // 29: pipe.plugin.v1.Close
+	(*Stop)(nil),                    // 30: pipe.plugin.v1.Stop
+	(*Value_StringList)(nil),        // 31: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 32: pipe.plugin.v1.Value.StringMap
+	nil,                             // 33: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 34: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 35: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 36: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 37: pipe.plugin.v1.Configure.Response
+	nil,                             // 38: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 39: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 40: pipe.plugin.v1.ListStreams.Response
+	nil,                             // 41: pipe.plugin.v1.ListStreams.Response.FactsEntry
+	(*ReadStream_Request)(nil),      // 42: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 43: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 44: pipe.plugin.v1.ReadStream.End
+	(*FillFile_Request)(nil),        // 45: pipe.plugin.v1.FillFile.Request
+	(*FillFile_Response)(nil),       // 46: pipe.plugin.v1.FillFile.Response
+	(*SendFile_Request)(nil),        // 47: pipe.plugin.v1.SendFile.Request
+	(*SendFile_Response)(nil),       // 48: pipe.plugin.v1.SendFile.Response
+	(*FinishFile_Request)(nil),      // 49: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 50: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 51: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 52: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 53: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 54: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 55: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 56: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 57: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 58: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 59: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 60: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 61: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 62: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 63: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 64: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 65: pipe.plugin.v1.Remove.Response
+	(*ObjectLock_Request)(nil),      // 66: pipe.plugin.v1.ObjectLock.Request
+	(*ObjectLock_Response)(nil),     // 67: pipe.plugin.v1.ObjectLock.Response
+	(*Prepare_Request)(nil),         // 68: pipe.plugin.v1.Prepare.Request
+	(*Prepare_Response)(nil),        // 69: pipe.plugin.v1.Prepare.Response
+	(*Flush_Request)(nil),           // 70: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 71: pipe.plugin.v1.Flush.Response
+	(*Conclude_Request)(nil),        // 72: pipe.plugin.v1.Conclude.Request
+	(*Conclude_Response)(nil),       // 73: pipe.plugin.v1.Conclude.Response
+	nil,                             // 74: pipe.plugin.v1.Conclude.Response.FactsEntry
+	(*Close_Request)(nil),           // 75: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 76: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 77: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 78: pipe.plugin.v1.Stop.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	30, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	31, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	31, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	32, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	32, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	33, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	37, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	38, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	40, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
-	43, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	41, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
+	44, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
 	13, // 17: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
 	22, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
 	19, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
 	0,  // 20: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
-	58, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	59, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
 	3,  // 22: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
-	60, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	61, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	61, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	62, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
 	22, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
 	22, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
-	71, // 27: pipe.plugin.v1.Conclude.Response.facts:type_name -> pipe.plugin.v1.Conclude.Response.FactsEntry
-	33, // 28: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	35, // 29: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	38, // 30: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	41, // 31: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	59, // 32: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	48, // 33: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	50, // 34: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	52, // 35: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	54, // 36: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
-	56, // 37: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
-	63, // 38: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	67, // 39: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	69, // 40: pipe.plugin.v1.Plugin.Conclude:input_type -> pipe.plugin.v1.Conclude.Request
-	65, // 41: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
-	44, // 42: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
-	46, // 43: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
-	72, // 44: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	74, // 45: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	34, // 46: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	36, // 47: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	39, // 48: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	42, // 49: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	62, // 50: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	49, // 51: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	51, // 52: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	53, // 53: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	55, // 54: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
-	57, // 55: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
-	64, // 56: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	68, // 57: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	70, // 58: pipe.plugin.v1.Plugin.Conclude:output_type -> pipe.plugin.v1.Conclude.Response
-	66, // 59: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
-	45, // 60: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
-	47, // 61: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
-	73, // 62: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	75, // 63: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	46, // [46:64] is the sub-list for method output_type
-	28, // [28:46] is the sub-list for method input_type
+	74, // 27: pipe.plugin.v1.Conclude.Response.facts:type_name -> pipe.plugin.v1.Conclude.Response.FactsEntry
+	34, // 28: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	36, // 29: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	39, // 30: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	42, // 31: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	60, // 32: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	49, // 33: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	51, // 34: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	53, // 35: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	55, // 36: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	57, // 37: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	64, // 38: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	70, // 39: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	72, // 40: pipe.plugin.v1.Plugin.Conclude:input_type -> pipe.plugin.v1.Conclude.Request
+	68, // 41: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
+	45, // 42: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
+	47, // 43: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
+	75, // 44: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	77, // 45: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	66, // 46: pipe.plugin.v1.Plugin.ObjectLock:input_type -> pipe.plugin.v1.ObjectLock.Request
+	35, // 47: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	37, // 48: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	40, // 49: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	43, // 50: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	63, // 51: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	50, // 52: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	52, // 53: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	54, // 54: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	56, // 55: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	58, // 56: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	65, // 57: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	71, // 58: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	73, // 59: pipe.plugin.v1.Plugin.Conclude:output_type -> pipe.plugin.v1.Conclude.Response
+	69, // 60: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
+	46, // 61: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
+	48, // 62: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
+	76, // 63: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	78, // 64: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	67, // 65: pipe.plugin.v1.Plugin.ObjectLock:output_type -> pipe.plugin.v1.ObjectLock.Response
+	47, // [47:66] is the sub-list for method output_type
+	28, // [28:47] is the sub-list for method input_type
 	28, // [28:28] is the sub-list for extension type_name
 	28, // [28:28] is the sub-list for extension extendee
 	0,  // [0:28] is the sub-list for field type_name
@@ -4225,12 +4399,12 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[39].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[40].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[56].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[57].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
@@ -4241,7 +4415,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,6 +59,7 @@ const (
 	Plugin_SendFile_FullMethodName       = "/pipe.plugin.v1.Plugin/SendFile"
 	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
 	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
+	Plugin_ObjectLock_FullMethodName     = "/pipe.plugin.v1.Plugin/ObjectLock"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -123,6 +124,10 @@ type PluginClient interface {
 	Close(ctx context.Context, in *Close_Request, opts ...grpc.CallOption) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
 	Stop(ctx context.Context, in *Stop_Request, opts ...grpc.CallOption) (*Stop_Response, error)
+	// ObjectLock says how the store protects a committed object from
+	// deletion and change (S3 Object Lock): its mode and until when. Asked
+	// only of sinks whose Configure answer said locker.
+	ObjectLock(ctx context.Context, in *ObjectLock_Request, opts ...grpc.CallOption) (*ObjectLock_Response, error)
 }
 
 type pluginClient struct {
@@ -343,6 +348,16 @@ func (c *pluginClient) Stop(ctx context.Context, in *Stop_Request, opts ...grpc.
 	return out, nil
 }
 
+func (c *pluginClient) ObjectLock(ctx context.Context, in *ObjectLock_Request, opts ...grpc.CallOption) (*ObjectLock_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ObjectLock_Response)
+	err := c.cc.Invoke(ctx, Plugin_ObjectLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -405,6 +420,10 @@ type PluginServer interface {
 	Close(context.Context, *Close_Request) (*Close_Response, error)
 	// Stop ends the plugin process after it released everything.
 	Stop(context.Context, *Stop_Request) (*Stop_Response, error)
+	// ObjectLock says how the store protects a committed object from
+	// deletion and change (S3 Object Lock): its mode and until when. Asked
+	// only of sinks whose Configure answer said locker.
+	ObjectLock(context.Context, *ObjectLock_Request) (*ObjectLock_Response, error)
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -468,6 +487,9 @@ func (UnimplementedPluginServer) Close(context.Context, *Close_Request) (*Close_
 }
 func (UnimplementedPluginServer) Stop(context.Context, *Stop_Request) (*Stop_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stop not implemented")
+}
+func (UnimplementedPluginServer) ObjectLock(context.Context, *ObjectLock_Request) (*ObjectLock_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method ObjectLock not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -782,6 +804,24 @@ func _Plugin_Stop_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_ObjectLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ObjectLock_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).ObjectLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_ObjectLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).ObjectLock(ctx, req.(*ObjectLock_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -844,6 +884,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stop",
 			Handler:    _Plugin_Stop_Handler,
+		},
+		{
+			MethodName: "ObjectLock",
+			Handler:    _Plugin_ObjectLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

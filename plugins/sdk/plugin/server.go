@@ -160,6 +160,7 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	_, resp.Storage = inst.(sdk.Storage)
 	_, resp.Preparer = inst.(sdk.Preparer)
 	_, resp.Concluder = inst.(sdk.Concluder)
+	_, resp.Locker = inst.(sdk.Locker)
 	s.mu.Lock()
 	s.next++
 	resp.Handle = s.next
@@ -664,6 +665,26 @@ func (s *server) Flush(ctx context.Context, req *pb.Flush_Request) (*pb.Flush_Re
 		return &pb.Flush_Response{}, nil
 	}
 	return &pb.Flush_Response{}, s.status(req.GetHandle(), f.Flush(ctx))
+}
+
+func (s *server) ObjectLock(ctx context.Context, req *pb.ObjectLock_Request) (*pb.ObjectLock_Response, error) {
+	snk, err := s.sink(req.GetHandle())
+	if err != nil {
+		return nil, err
+	}
+	l, ok := snk.(sdk.Locker)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this sink does not lock objects")
+	}
+	lock, err := l.ObjectLock(ctx, req.GetKey())
+	if err != nil {
+		return nil, s.status(req.GetHandle(), err)
+	}
+	out := &pb.ObjectLock_Response{Mode: lock.Mode, LegalHold: lock.LegalHold}
+	if !lock.Until.IsZero() {
+		out.RetainUntilUnixNs = lock.Until.UnixNano()
+	}
+	return out, nil
 }
 
 func (s *server) Conclude(ctx context.Context, req *pb.Conclude_Request) (*pb.Conclude_Response, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/objlock"
 )
 
 // SinkType is the "azure" sink.
@@ -35,6 +36,7 @@ func (SinkType) Schema() sdk.Schema {
 		sdk.Attribute{Name: "max_single_put_size", Type: sdk.Size, Default: int64(defaultSinglePut), Description: "Objects up to this size go up in one Put Blob when their stream ends (one request: the lowest latency for small objects such as WAL segments); larger ones as blocks staged while the stream flows, then committed. 0 stages every object in blocks. At most 5000MiB."},
 		sdk.Attribute{Name: "access_tier", Type: sdk.String, Default: "", Description: `The access tier the blobs are written in: "Hot", "Cool", "Cold" or "Archive" (an archived blob must be rehydrated before a restore). Empty: the account's default.`},
 	)
+	attrs = append(attrs, objlock.Attributes("an Azure Blob immutability policy", "the container must have version-level immutability support")...)
 	return sdk.Schema{
 		Description:     "Writes each stream to a block blob in an Azure Storage container: blocks of block_size, concurrency of them in flight per object, each checked by the service against its MD5 and retried; the blob appears only when its block list is committed, after the stream ended well. Also lists, reads back and deletes blobs, for manifests and retention.",
 		Storage:         true,
@@ -47,11 +49,16 @@ type sinkConfig struct {
 	common
 	MaxSinglePut int64  `pipe:"max_single_put_size"`
 	AccessTier   string `pipe:"access_tier"`
+	Lock         objlock.Config
 }
 
 func decodeSink(cfg sdk.Config) (sinkConfig, sdk.Diagnostics) {
-	c := sinkConfig{common: defaultCommon(), MaxSinglePut: defaultSinglePut}
+	c := sinkConfig{common: defaultCommon(), MaxSinglePut: defaultSinglePut, Lock: objlock.Default()}
 	d := decode(cfg, &c, &c.common)
+	if err := cfg.Decode(&c.Lock); err != nil {
+		d = append(d, sdk.AttrError("", "invalid configuration", err.Error())...)
+	}
+	d = append(d, c.Lock.Check()...)
 	if c.MaxSinglePut < 0 || c.MaxSinglePut > maxSinglePut {
 		d = append(d, sdk.AttrError("max_single_put_size", "single put size out of range", fmt.Sprintf("max_single_put_size = %s: Put Blob takes at most 5000MiB (0: always stage blocks)", sdk.FormatSize(c.MaxSinglePut)))...)
 	}
@@ -82,7 +89,7 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if d := cl.probe(ctx); d.HasErrors() {
 		return nil, d
 	}
-	return &Sink{client: cl, singlePut: c.MaxSinglePut, tier: tier(c.AccessTier)}, d
+	return &Sink{client: cl, singlePut: c.MaxSinglePut, tier: tier(c.AccessTier), lk: c.Lock}, d
 }
 
 // Memory is what the sink's block buffers hold at most: per object, the
@@ -119,6 +126,7 @@ type Sink struct {
 	*client
 	singlePut int64
 	tier      *blob.AccessTier
+	lk        objlock.Config
 	pool      sync.Pool // block buffers of objects that ended, for the next ones
 }
 
@@ -221,6 +229,25 @@ func (cl *client) list(ctx context.Context, prefix string, f func(name string, i
 // Open reads a committed blob; a missing one is sdk.ErrNotFound.
 func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return openBlob(ctx, s.client, key)
+}
+
+var _ sdk.Locker = (*Sink)(nil)
+
+// ObjectLock says how the blob at key is protected: its immutability
+// policy ("Locked" is compliance, "Unlocked" governance) and legal hold.
+func (s *Sink) ObjectLock(ctx context.Context, key string) (sdk.Lock, error) {
+	p, err := s.c.NewBlobClient(key).GetProperties(ctx, nil)
+	if err != nil {
+		return sdk.Lock{}, s.explain("looking up the immutability policy of", s.blobURL(key), err)
+	}
+	l := sdk.Lock{LegalHold: p.LegalHold != nil && *p.LegalHold}
+	if p.ImmutabilityPolicyExpiresOn != nil && p.ImmutabilityPolicyMode != nil {
+		l.Mode, l.Until = "GOVERNANCE", *p.ImmutabilityPolicyExpiresOn
+		if *p.ImmutabilityPolicyMode == blob.ImmutabilityPolicyModeLocked {
+			l.Mode = "COMPLIANCE"
+		}
+	}
+	return l, nil
 }
 
 // Remove deletes a blob and its snapshots; a blob that is not there is

@@ -47,6 +47,7 @@ type blockWriter struct {
 
 	// Used by Write and Commit only (called one at a time).
 	exclusive bool     // commit only if no blob is at the name (sdk.Object.Exclusive)
+	locked    bool     // the blob gets an immutability policy (object_lock_days)
 	single    bool     // the object may still go up in one Put Blob
 	cur       []byte   // the block being filled
 	held      [][]byte // full blocks held while single
@@ -75,6 +76,7 @@ func newBlockWriter(ctx context.Context, s *Sink, obj sdk.Object, bs int64) *blo
 		ctx: wctx, cancel: cancel,
 		single:    obj.Size < 0 || obj.Size <= s.singlePut,
 		exclusive: obj.Exclusive,
+		locked:    s.lk.Locks(obj.Key),
 		free:      make(chan []byte, maxBuf),
 		sem:       make(chan struct{}, s.conc),
 	}
@@ -293,7 +295,9 @@ func (w *blockWriter) Commit(ctx context.Context) error {
 			w.abort()
 			return err
 		}
-		_, err = w.bb.CommitBlockList(cctx, w.ids, &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta, AccessConditions: cond})
+		o := &blockblob.CommitBlockListOptions{Tier: w.s.tier, Metadata: meta, AccessConditions: cond}
+		o.ImmutabilityPolicyMode, o.ImmutabilityPolicyExpiryTime = w.immutability()
+		_, err = w.bb.CommitBlockList(cctx, w.ids, o)
 	}
 	return w.settle(cctx, op, err)
 }
@@ -336,13 +340,29 @@ func (w *blockWriter) upload(ctx context.Context, meta map[string]*string, cond 
 	for _, b := range blocks {
 		h.Write(b)
 	}
-	_, err := w.bb.Upload(ctx, newBody(blocks...), &blockblob.UploadOptions{
+	o := &blockblob.UploadOptions{
 		TransactionalValidation: blob.TransferValidationTypeMD5(h.Sum(nil)),
 		Tier:                    w.s.tier,
 		Metadata:                meta,
 		AccessConditions:        cond,
-	})
+	}
+	o.ImmutabilityPolicyMode, o.ImmutabilityPolicyExpiryTime = w.immutability()
+	_, err := w.bb.Upload(ctx, newBody(blocks...), o)
 	return err
+}
+
+// immutability is the immutability policy the blob is committed with
+// (x-ms-immutability-policy-mode and -until-date), nil without a lock:
+// set in the request that commits it, so the blob never exists unlocked.
+func (w *blockWriter) immutability() (*blob.ImmutabilityPolicySetting, *time.Time) {
+	if !w.locked {
+		return nil, nil
+	}
+	mode := blob.ImmutabilityPolicySettingUnlocked
+	if w.s.lk.Compliance() {
+		mode = blob.ImmutabilityPolicySettingLocked
+	}
+	return &mode, ptr(w.s.lk.Until(time.Now()))
 }
 
 // stageRest stages the block being filled and waits for every staged

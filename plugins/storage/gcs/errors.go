@@ -186,6 +186,8 @@ func describeHTTP(c *client, e *googleapi.Error, key string) (why, hint string, 
 		sentinel = sdk.ErrNotFound
 	case e.Code == http.StatusPreconditionFailed:
 		hint = "the object changed while pipe was working on it: another writer uses the same key; run again, or give each run its own keys (${run.id})"
+	case e.Code == http.StatusBadRequest && strings.Contains(strings.ToLower(e.Message), "retention"):
+		hint = "object_lock_days needs a bucket with object retention enabled (gcloud storage buckets create --enable-per-object-retention); nothing was stored"
 	case e.Code == http.StatusBadRequest:
 		hint = "the request was refused as invalid; if an object name is at fault, check the sink's key"
 	case e.Code == http.StatusTooManyRequests:

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/plugins/storage/internal/objlock"
 )
 
 // SinkType is the "gcs" sink.
@@ -42,6 +43,7 @@ func (SinkType) Schema() sdk.Schema {
 		{Name: "chunk_size", Type: sdk.Size, Default: defaultPartSize, Profile: "part_size", Description: "The size of the chunks of a resumable upload (256KiB to 1GiB, rounded up to a multiple of 256KiB): each stream buffers one chunk, so a failed chunk is sent again. Objects smaller than a chunk go up in one request. The profile's part_size when not set."},
 	}
 	attrs = append(attrs, commonAttributes()[1:]...)
+	attrs = append(attrs, objlock.Attributes("GCS object retention", "the bucket must have object retention enabled: gcloud storage buckets create --enable-per-object-retention")...)
 	return sdk.Schema{
 		Description:     "Writes each stream as one object of a Google Cloud Storage bucket (or an emulator's) with a resumable upload that is finalized only when the stream ended well; the stored object's size and CRC32C are checked against what was sent. Lists, reads back and deletes objects for manifests and retention.",
 		Storage:         true,
@@ -94,6 +96,9 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	}
 	sc, diags := sinkSettings(cfg)
 	diags = append(diags, c.check()...)
+	lk := objlock.Default()
+	diags = append(diags, decode(cfg, &lk)...)
+	diags = append(diags, lk.Check()...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -102,13 +107,14 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	return &Sink{c: cl, chunk: sc.ChunkSize}, diags
+	return &Sink{c: cl, chunk: sc.ChunkSize, lk: lk}, diags
 }
 
 // Sink writes objects to a bucket.
 type Sink struct {
 	c     *client
 	chunk int64
+	lk    objlock.Config
 
 	mu      sync.Mutex
 	checked bool
@@ -205,6 +211,15 @@ func (s *Sink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, er
 		sw.ContentType = "application/json"
 	}
 	sw.Metadata = map[string]string{uploadIDKey: w.id}
+	if s.lk.Locks(obj.Key) {
+		// Object retention, set with the upload: the object is never
+		// there unlocked. A retained object cannot be deleted nor
+		// replaced, so no later generation can hide it.
+		sw.Retention = &storage.ObjectRetention{Mode: "Unlocked", RetainUntil: s.lk.Until(time.Now())}
+		if s.lk.Compliance() {
+			sw.Retention.Mode = "Locked"
+		}
+	}
 	sw.ProgressFunc = func(int64) { w.attempts.reset() }
 	w.w = sw
 	return w, nil
@@ -381,6 +396,25 @@ func (w *objectWriter) remove(ctx context.Context, gen int64) error {
 		return nil
 	}
 	return w.c.explain("deleting", w.key, err)
+}
+
+var _ sdk.Locker = (*Sink)(nil)
+
+// ObjectLock says how the object at key is retained: GCS's "Locked"
+// retention is compliance (nobody can shorten it), "Unlocked" governance.
+func (s *Sink) ObjectLock(ctx context.Context, key string) (sdk.Lock, error) {
+	a, err := s.c.bkt.Object(key).Attrs(ctx)
+	if err != nil {
+		return sdk.Lock{}, s.c.explain("looking up the retention of", key, err)
+	}
+	l := sdk.Lock{LegalHold: a.TemporaryHold || a.EventBasedHold}
+	if r := a.Retention; r != nil && !r.RetainUntil.IsZero() {
+		l.Mode, l.Until = "GOVERNANCE", r.RetainUntil
+		if r.Mode == "Locked" {
+			l.Mode = "COMPLIANCE"
+		}
+	}
+	return l, nil
 }
 
 // Remove deletes an object; an object that is not there is no error.

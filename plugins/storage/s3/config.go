@@ -57,6 +57,7 @@ func connAttrs() []sdk.Attribute {
 		{Name: "connect_timeout", Type: sdk.Duration, Default: 10 * time.Second, Description: "How long connecting (TCP and TLS) may take."},
 		{Name: "timeout", Type: sdk.Duration, Default: 30 * time.Second, Description: "How long a connection may move no byte in either direction while a request is in flight before it is dropped and the request retried; 0 waits forever."},
 		{Name: "retries", Type: sdk.Number, Default: int64(8), Description: "How many times a failed request (or a range of a restore that broke off) is retried, with exponential backoff, before the run fails."},
+		versionedAttr,
 	}
 }
 
@@ -85,6 +86,7 @@ type connConfig struct {
 	ConnectTimeout time.Duration `pipe:"connect_timeout"`
 	Timeout        time.Duration `pipe:"timeout"`
 	Retries        int           `pipe:"retries"`
+	Versioned      bool          `pipe:"versioned"`
 }
 
 // defaults fills what the host left out (tests and embedders call
@@ -183,6 +185,7 @@ type store struct {
 	signed   bool   // plain HTTP: SigV4 signs every request's payload SHA-256
 	region   string
 	cfg      connConfig
+	versions versions // in a versioned store: what each key stands for
 }
 
 // newStore builds the client. It does no network I/O: credentials are

@@ -25,8 +25,16 @@ import (
 // off is resumed from its first missing byte.
 func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 	var etag string
+	vid, err := s.version(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var version *string
+	if vid != "" {
+		version = aws.String(vid) // as pipe wrote it (see lock.go)
+	}
 	get := func(ctx context.Context, off, n int64) (*s3.GetObjectOutput, error) {
-		in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))}
+		in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)), VersionId: version}
 		if etag != "" {
 			in.IfMatch = aws.String(etag)
 		}
@@ -43,7 +51,7 @@ func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 			if err != nil {
 				if isCode(err, "InvalidRange") {
 					// An empty object has no byte 0.
-					head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+					head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key, VersionId: version})
 					if herr == nil && aws.ToInt64(head.ContentLength) == 0 {
 						return ranged.Start{}, nil
 					}

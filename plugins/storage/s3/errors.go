@@ -135,6 +135,9 @@ func (s *store) adviceFor(code, msg, detail string, re *awshttp.ResponseError) (
 	case "InvalidRange":
 		return "the object is shorter than expected (InvalidRange): it changed while being read", false
 	case "NotImplemented", "InvalidRequest", "InvalidArgument", "UnsupportedChecksum":
+		if lockMissing(msg) {
+			return fmt.Sprintf("the store refuses to lock the object (%s): object_lock_days needs a bucket created with object lock (aws s3api create-bucket --object-lock-enabled-for-bucket, mc mb --with-lock); nothing was stored", detail), false
+		}
 		return checksumAdvice(msg, detail), false
 	}
 	return "", false

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/plugins/sdk/hugepage"
+	"github.com/pipebackup/pipe/plugins/storage/internal/objlock"
 )
 
 // SinkType is the "s3" sink.
@@ -39,6 +40,7 @@ func (SinkType) Schema() sdk.Schema {
 		{Name: "server_side_encryption", Type: sdk.String, Default: "", Description: `Server-side encryption: "AES256", "aws:kms" or "aws:kms:dsse"; empty uses the bucket's default.`},
 		{Name: "sse_kms_key_id", Type: sdk.String, Default: "", Description: `The KMS key for server_side_encryption = "aws:kms"; empty uses the account's default key.`},
 	}
+	attrs = append(attrs, lockAttrs...)
 	return sdk.Schema{
 		Description:     "Writes each stream as an object in an S3 bucket (AWS or an S3-compatible store): multipart uploads of parallel parts with checksums the store verifies, completed only when the stream ended well and aborted otherwise, so an object exists only once it is whole.",
 		Storage:         true,
@@ -58,7 +60,15 @@ func (t SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.
 	var c sinkConfig
 	var cc connConfig
 	c.Checksum = "crc32c"
+	lk := objlock.Default()
 	diags := decodeConn(cfg, &c, &cc, minPartSize)
+	if err := cfg.Decode(&lk); err != nil {
+		diags = append(diags, sdk.AttrError("", "invalid configuration", err.Error())...)
+	}
+	diags = append(diags, checkLock(lk, c.Checksum)...)
+	if lk.On() {
+		cc.Versioned = true // a locked bucket keeps versions
+	}
 	sum, ok := checksums[strings.ToLower(c.Checksum)]
 	if !ok {
 		diags = append(diags, sdk.AttrError("checksum", "unknown checksum", fmt.Sprintf("%q: use \"crc32c\", \"crc32\", \"sha256\" or \"none\"", c.Checksum))...)
@@ -91,7 +101,7 @@ func (t SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.
 	if d.HasErrors() {
 		return nil, diags
 	}
-	return &Sink{st: st, c: c, sum: sum, pool: &bufPool{}}, diags
+	return &Sink{st: st, c: c, lk: lk, sum: sum, pool: &bufPool{}}, diags
 }
 
 // Memory is what the sink buffers: concurrency parts per object in flight
@@ -116,6 +126,7 @@ func (SinkType) SmallObjectMemory(cfg sdk.Config, streams int, maxObject int64) 
 type Sink struct {
 	st   *store
 	c    sinkConfig
+	lk   objlock.Config
 	sum  checksum
 	pool *bufPool
 }
@@ -149,8 +160,12 @@ func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.st.open(ctx, key)
 }
 
-// Remove deletes an object; a missing object is no error.
+// Remove deletes an object; a missing object is no error. In a
+// versioned store it deletes every version of it.
 func (s *Sink) Remove(ctx context.Context, key string) error {
+	if s.st.cfg.Versioned {
+		return s.removeVersions(ctx, key)
+	}
 	_, err := s.st.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.st.bucket, Key: &key})
 	if err != nil && !isNotFound(err) {
 		return s.st.fail("removing", key, err)
@@ -179,6 +194,9 @@ var _ sdk.AfterLister = (*Sink)(nil)
 // ListAfter returns up to limit objects under prefix whose keys sort
 // after after: one ListObjectsV2 with StartAfter.
 func (s *Sink) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sdk.ObjectInfo, error) {
+	if s.st.cfg.Versioned {
+		return s.st.listChosen(ctx, prefix, after, limit)
+	}
 	out, err := s.st.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.st.bucket, Prefix: aws.String(prefix),
 		StartAfter: aws.String(after), MaxKeys: aws.Int32(int32(min(limit, 1000)))})
 	if err != nil {
@@ -195,6 +213,9 @@ func (s *Sink) ListAfter(ctx context.Context, prefix, after string, limit int) (
 
 // list returns the objects under prefix, sorted by key.
 func (s *store) list(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+	if s.cfg.Versioned {
+		return s.listChosen(ctx, prefix, "", 0)
+	}
 	var out []sdk.ObjectInfo
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: aws.String(prefix)})
 	for p.HasMorePages() {

@@ -111,7 +111,15 @@ func (s *Source) Close() error {
 func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if s.one != "" {
 		key := s.root + s.one
-		out, err := s.st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.st.bucket, Key: &key})
+		in := &s3.HeadObjectInput{Bucket: &s.st.bucket, Key: &key}
+		vid, err := s.st.version(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if vid != "" {
+			in.VersionId = aws.String(vid)
+		}
+		out, err := s.st.client.HeadObject(ctx, in)
 		if err != nil {
 			return nil, s.st.fail("looking up", key, err)
 		}

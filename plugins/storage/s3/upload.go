@@ -253,6 +253,7 @@ func (w *objectWriter) create() error {
 		in.ChecksumAlgorithm = w.s.sum.algo
 	}
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
+	w.s.lock(w.key, &in.ObjectLockMode, &in.ObjectLockRetainUntilDate)
 	out, err := w.st.client.CreateMultipartUpload(ctx, in)
 	w.strays = w.strays || mayHaveStrays(out, err)
 	if err != nil {
@@ -479,6 +480,7 @@ func (w *objectWriter) put(ctx context.Context) error {
 	}
 	opts := sums.put(in)
 	w.s.options(&in.StorageClass, &in.ServerSideEncryption, &in.SSEKMSKeyId)
+	w.s.lock(w.key, &in.ObjectLockMode, &in.ObjectLockRetainUntilDate)
 	if w.exclusive {
 		in.IfNoneMatch = aws.String("*")
 		in.Metadata = map[string]string{uploadMetaKey: w.id}
