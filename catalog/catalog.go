@@ -219,19 +219,33 @@ func (r *Run) inside() error {
 func ReadManifest(ctx context.Context, st interface {
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }, key string) (*manifest.Manifest, error) {
+	m, _, err := ReadManifestBytes(ctx, st, key)
+	return m, err
+}
+
+// ReadManifestBytes reads the manifest at key and checks it; it returns
+// the bytes as stored too, which are what a signature covers (see
+// package signing).
+func ReadManifestBytes(ctx context.Context, st interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
+}, key string) (*manifest.Manifest, []byte, error) {
 	rc, err := st.Open(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, manifest.MaxSize+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(b) > manifest.MaxSize {
-		return nil, fmt.Errorf("larger than %d bytes", manifest.MaxSize)
+		return nil, nil, fmt.Errorf("larger than %d bytes", manifest.MaxSize)
 	}
-	return manifest.Parse(b)
+	m, err := manifest.Parse(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, b, nil
 }
 
 // Run returns the complete run with the given id, or nil.

@@ -893,3 +893,49 @@ func TestGCSErrors(t *testing.T) {
 		})
 	}
 }
+
+// object_lock_days sets object retention on every object a run writes
+// (the index and pins aside), in the upload itself; retention and prune
+// delete no run still retained, and verify --locks proves the lock.
+func TestGCSObjectLock(t *testing.T) {
+	g := gcsStart(t)
+	bucket := g.bucket(t, "locked")
+	r := gcsNewRig(t, g, bucket)
+	r.file(t, "data/a", randomBytes(1, 5000))
+	p := gcsPipelines{bucket: bucket, endpoint: g.Endpoint, root: "lock", sink: "object_lock_days = 2\n    keep_last = 1"}
+	r.file(t, "p.hcl", []byte(p.String()))
+	var res result
+	for i := 0; i < 3; i++ {
+		res, _ = r.run(t, nil, "p.hcl", "backup")
+	}
+	if !strings.Contains(res.Stderr, "waits: the store locks it") {
+		t.Errorf("the summary does not say the older runs wait for their lock:\n%s", res.Stderr)
+	}
+	keys := g.list(t, bucket, "lock/")
+	if len(keys) != 3*2+1 { // three runs (an object and its manifest each) and the index
+		t.Errorf("%d objects after 3 runs with keep_last = 1 but locked, want 7:\n%s", len(keys), strings.Join(keys, "\n"))
+	}
+	for _, k := range keys {
+		a, err := g.c.Bucket(bucket).Object(k).Attrs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(k, "pipe-index.json") {
+			if a.Retention != nil {
+				t.Errorf("the index %s is retained: %+v", k, a.Retention)
+			}
+			continue
+		}
+		if a.Retention == nil || a.Retention.Mode != "Locked" || time.Until(a.Retention.RetainUntil) < 47*time.Hour {
+			t.Errorf("%s is not retained (Locked) for two days: %+v", k, a.Retention)
+		}
+	}
+	out := mustPipe(t, r.dir, nil, "backups", "prune", "p.hcl")
+	if n := strings.Count(out.Stdout, "wait: run "); n != 2 {
+		t.Errorf("prune lists %d runs waiting, want 2:\n%s", n, out.Stdout)
+	}
+	out = mustPipe(t, r.dir, nil, "verify", "p.hcl", "--pipeline", "backup", "--all", "--locks")
+	if n := strings.Count(out.Stdout, "locked (compliance) until at least"); n != 3 {
+		t.Errorf("verify --locks proves %d runs locked, want 3:\n%s", n, out.Stdout)
+	}
+}

@@ -206,23 +206,6 @@ func TestPITR(t *testing.T) {
 		}
 		pg.mustSh(t, "pipe run /etc/pipe/"+name+".hcl")
 	}
-	// start runs a restored data directory on port and waits until
-	// recovery ends; it returns the server's log.
-	start := func(dir string, port int, conf string) string {
-		t.Helper()
-		if code, out := pg.sh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir)); code != 0 {
-			// The server's own words: a PANIC at the end of recovery, say.
-			t.Fatalf("starting %s: exit %d\n%s\n%s", dir, code, out, pg.mustSh(t, "tail -20 "+dir+".log"))
-		}
-		deadline := time.Now().Add(3 * time.Minute)
-		for pg.psql(t, port, "SELECT pg_is_in_recovery()") != "f" {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s is still recovering after 3 minutes:\n%s", dir, pg.mustSh(t, "tail -30 "+dir+".log"))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		return pg.mustSh(t, "cat "+dir+".log")
-	}
 	stop := func(dir string) { pg.mustSh(t, "pg_ctl -D "+dir+" -m fast -w stop") }
 
 	// A restore refuses a data directory that is not empty.
@@ -251,7 +234,7 @@ func TestPITR(t *testing.T) {
 	if code, out := pg.sh(t, "pg_verifybackup --no-parse-wal --ignore=tablespace_map /tmp/pitr-end"); code != 0 || !strings.Contains(out, "successfully verified") {
 		t.Errorf("pg_verifybackup of the restored data directory: exit %d\n%s", code, out)
 	}
-	start("/tmp/pitr-end", 5441, "")
+	pg.startRestored(t, "/tmp/pitr-end", 5441, "")
 	if got := tableDigests(t, pg, 5441); got != want {
 		t.Errorf("recovered to the end of the archive:\n%s\nthe source:\n%s", got, want)
 	}
@@ -273,7 +256,7 @@ func TestPITR(t *testing.T) {
 	// new timeline with pipe too.
 	restore("time", "/tmp/pitr-time", fmt.Sprintf(`recovery_target_time   = %q
     recovery_target_action = "promote"`, target))
-	log := start("/tmp/pitr-time", 5442, `"archive_mode = on" "archive_command = 'pipe wal push /etc/pipe/pg.hcl %p'"`)
+	log := pg.startRestored(t, "/tmp/pitr-time", 5442, `"archive_mode = on" "archive_command = 'pipe wal push /etc/pipe/pg.hcl %p'"`)
 	if got := pg.psql(t, 5442, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != "before" {
 		t.Errorf("recovered to %s: marks holds %q, want only 'before'\n%s", target, got, lastLines(log, 20))
 	}
@@ -286,7 +269,7 @@ func TestPITR(t *testing.T) {
 
 	// The newest timeline is followed through its history file.
 	restore("latest", "/tmp/pitr-latest", "")
-	start("/tmp/pitr-latest", 5443, "")
+	pg.startRestored(t, "/tmp/pitr-latest", 5443, "")
 	if got := pg.psql(t, 5443, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != "before,timeline 2" {
 		t.Errorf("recovered along the latest timeline: marks holds %q, want 'before,timeline 2'", got)
 	}
@@ -335,6 +318,25 @@ func TestPITR(t *testing.T) {
 	if r.Err == nil || !strings.Contains(r.Stdout, strings.SplitN(path.Base(victim), "-", 2)[0]) {
 		t.Errorf("verify with %s gone: %v\n%s", victim, r.Err, r.Stdout)
 	}
+}
+
+// startRestored runs a restored data directory on port, with the
+// settings conf (quoted lines for postgresql.auto.conf), and waits until
+// recovery ends; it returns the server's log.
+func (w *walCluster) startRestored(t *testing.T, dir string, port int, conf string) string {
+	t.Helper()
+	if code, out := w.sh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir)); code != 0 {
+		// The server's own words: a PANIC at the end of recovery, say.
+		t.Fatalf("starting %s: exit %d\n%s\n%s", dir, code, out, w.mustSh(t, "tail -20 "+dir+".log"))
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for w.psql(t, port, "SELECT pg_is_in_recovery()") != "f" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still recovering after 3 minutes:\n%s", dir, w.mustSh(t, "tail -30 "+dir+".log"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return w.mustSh(t, "cat "+dir+".log")
 }
 
 // segmentOf is the log and segment part (16 hex digits) of the name of

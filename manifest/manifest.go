@@ -76,6 +76,20 @@ type Manifest struct {
 	// damaged parts included. Like a partial run, retention does not count
 	// it as a complete run, and verify reports it.
 	Damage string `json:"damage,omitempty"`
+	// Signature, in a signed manifest, is its last member: the signature
+	// of the bytes before it, as package signing writes and checks it
+	// (the bytes as read, never the manifest encoded again). Marshal
+	// writes a manifest without it; package signing adds it.
+	Signature *Signature `json:"signature,omitempty"`
+}
+
+// Signature is a signed manifest's signature member.
+type Signature struct {
+	// Key is the fingerprint of the key that signed the manifest,
+	// "ed25519:<hex SHA-256 of the public key>".
+	Key string `json:"key"`
+	// Ed25519 is the signature, in standard base64.
+	Ed25519 string `json:"ed25519"`
 }
 
 // Failed is a stream that was not stored, and why.
@@ -122,10 +136,13 @@ type Object struct {
 	Recipients []string `json:"recipients,omitempty"`
 }
 
-// Marshal encodes m.
+// Marshal encodes m, unsigned (without its Signature): the bytes a
+// signature covers.
 func (m *Manifest) Marshal() ([]byte, error) {
 	m.Format = Format
-	b, err := json.MarshalIndent(m, "", "  ")
+	u := *m
+	u.Signature = nil
+	b, err := json.MarshalIndent(&u, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +188,8 @@ var (
 	runIDRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	pipelineRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]*$`)
+	signerRE   = regexp.MustCompile(`^ed25519:[0-9a-f]*$`)
+	sigRE      = regexp.MustCompile(`^[A-Za-z0-9+/]*=*$`)
 )
 
 // matches reports whether s matches re and has from min to max bytes.
@@ -182,8 +201,9 @@ func matches(re *regexp.Regexp, s string, minLen, maxLen int) bool {
 func validDigest(s string) bool { return matches(digestRE, s, 71, 71) }
 
 // check refuses a manifest pipe could not have written: the run's fields,
-// the source's facts, the run key, then the objects and failed streams,
-// in that order (the first fault found is the one reported).
+// the source's facts, the run key, the signature's form, then the objects
+// and failed streams, in that order (the first fault found is the one
+// reported).
 func (m *Manifest) check() error {
 	if err := m.checkRun(); err != nil {
 		return err
@@ -193,6 +213,11 @@ func (m *Manifest) check() error {
 	}
 	if k := m.RunKey; k != nil {
 		if err := k.check(); err != nil {
+			return err
+		}
+	}
+	if s := m.Signature; s != nil {
+		if err := s.check(); err != nil {
 			return err
 		}
 	}
@@ -250,6 +275,18 @@ func (k *RunKey) check() error {
 		return fmt.Errorf("run_key: digest %q is not sha256:<64 hex digits>", k.Digest)
 	}
 	return printable("run_key key", k.Key)
+}
+
+// check checks the signature member's form (whether it is the last
+// member and signs the manifest is package signing's to say).
+func (s *Signature) check() error {
+	switch {
+	case !matches(signerRE, s.Key, 72, 72):
+		return fmt.Errorf("signature: key %q is not ed25519:<64 hex digits>", s.Key)
+	case !matches(sigRE, s.Ed25519, 88, 88):
+		return errors.New("signature: ed25519 is not the base64 of a 64-byte signature")
+	}
+	return nil
 }
 
 // checkStreams checks each object and each failed stream, and that no

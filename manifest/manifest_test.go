@@ -145,3 +145,40 @@ func TestLongestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A signed manifest parses, with its signature member (old, unsigned ones
+// still do: see TestRoundTrip); Marshal writes the unsigned bytes a
+// signature covers; a signature member pipe never writes is refused.
+func TestSigned(t *testing.T) {
+	b, err := valid().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "ed25519:" + strings.Repeat("ab", 32)
+	sig := strings.Repeat("A", 86) + "=="
+	signed := string(b[:len(b)-3]) + ",\n  \"signature\": {\"key\": \"" + key + "\", \"ed25519\": \"" + sig + "\"}\n}\n"
+	m, err := Parse([]byte(signed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Signature == nil || m.Signature.Key != key || m.Signature.Ed25519 != sig {
+		t.Fatalf("signature %+v", m.Signature)
+	}
+	again, err := m.Marshal()
+	if err != nil || string(again) != string(b) {
+		t.Fatalf("Marshal of a signed manifest:\n%s\nwant the unsigned bytes:\n%s", again, b)
+	}
+	if m.Signature == nil {
+		t.Fatal("Marshal dropped the manifest's own signature")
+	}
+	for name, tc := range map[string]struct{ from, to, want string }{
+		"key not ed25519": {key, "rsa:" + strings.Repeat("ab", 32), "is not ed25519:<64 hex digits>"},
+		"key short":       {key, key[:70], "is not ed25519:<64 hex digits>"},
+		"signature short": {sig, sig[2:], "not the base64 of a 64-byte signature"},
+		"control char":    {key, "ed25519:\\n" + strings.Repeat("ab", 31), "is not ed25519"},
+	} {
+		if _, err := Parse([]byte(strings.Replace(signed, tc.from, tc.to, 1))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
+	}
+}

@@ -28,6 +28,10 @@ type Archive struct {
 	// Push and Fetch are the push and fetch blocks' settings (nil: not
 	// in the file, the defaults).
 	Push, Fetch *Block
+	// Sign is its sign block (push signs each object's name), Trust its
+	// trust block (fetch, list and verify accept only what its keys
+	// signed); nil without, or when the load left them unread.
+	Sign, Trust *Block
 }
 
 var archiveAttrs = []sdk.Attribute{
@@ -57,7 +61,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "store", LabelNames: []string{"type"}},
 			{Type: stagekind.Compress.Name}, {Type: stagekind.Encrypt.Name}, {Type: stagekind.Decrypt.Name},
-			{Type: "push"}, {Type: "fetch"},
+			{Type: "push"}, {Type: "fetch"}, signingBlocks[0], signingBlocks[1],
 		},
 	}
 	content, diags := b.Body.Content(schema)
@@ -103,6 +107,15 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			} else {
 				a.Fetch = bl
 			}
+		case "sign", "trust":
+			if (blk.Type == "sign" && o.SkipSign) || (blk.Type == "trust" && o.SkipTrust) {
+				continue // fetch never reads the signing key; push checks no signature
+			}
+			dst := &a.Sign
+			if blk.Type == "trust" {
+				dst = &a.Trust
+			}
+			diags = append(diags, f.loadSigning(blk, fmt.Sprintf("Archive %q", a.Name), dst, ectx, src)...)
 		case stagekind.Decrypt.Name:
 			if o.SkipDecrypt {
 				continue // push never reads the private key

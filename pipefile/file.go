@@ -52,6 +52,11 @@ type Options struct {
 	// push, list, verify without --decrypt): the database server needs no
 	// private key, nor the file it names, to archive.
 	SkipDecrypt bool
+	// SkipSign leaves the sign blocks of archives unread (pipe wal fetch,
+	// list, verify): where WAL is restored, the signing key is not.
+	// SkipTrust leaves their trust blocks unread (pipe wal push, which
+	// checks no signature).
+	SkipSign, SkipTrust bool
 }
 
 // running reports whether the load is for a run: a variable without a
@@ -131,6 +136,9 @@ type Pipeline struct {
 	RateLimit int64
 	// Hooks are its hook blocks.
 	Hooks []*Hook
+	// Sign is its sign block (nil: runs are not signed), Trust its trust
+	// block (nil: the signatures of the runs it reads are not checked).
+	Sign, Trust *Block
 }
 
 // Block is a decoded block: its values by attribute name, with the
@@ -444,6 +452,7 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			{Type: "hook", LabelNames: []string{"when"}},
 		},
 	}
+	schema.Blocks = append(schema.Blocks, signingBlocks...)
 	for _, k := range stagekind.All {
 		schema.Blocks = append(schema.Blocks, hcl.BlockHeaderSchema{Type: k.Name})
 	}
@@ -480,6 +489,10 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 			}
 		case "hook":
 			diags = append(diags, f.loadHook(p, blk, ectx, src)...)
+		case "sign":
+			diags = append(diags, f.loadSigning(blk, fmt.Sprintf("Pipeline %q", p.Name), &p.Sign, ectx, src)...)
+		case "trust":
+			diags = append(diags, f.loadSigning(blk, fmt.Sprintf("Pipeline %q", p.Name), &p.Trust, ectx, src)...)
 		default:
 			if prev, dup := stageSeen[blk.Type]; dup {
 				diags = append(diags, &hcl.Diagnostic{
@@ -504,6 +517,11 @@ func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src
 		})
 	} else if p.Source.Type == "" {
 		p.Source = nil
+	}
+	if p.Trust != nil && p.Source != nil && !p.Source.Schema.Storage {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Nothing to trust",
+			Detail:  fmt.Sprintf("Pipeline %q reads %s, not runs from a store: trust checks the signatures of the runs a restore, a copy or pipe verify reads. Put it in the pipeline whose source is the store.", p.Name, p.Source.Type),
+			Subject: p.Trust.Range.Ptr()})
 	}
 	diags = append(diags, p.targetSelection()...)
 	if len(p.Sinks) == 0 && !hasSinkBlock(content.Blocks) {

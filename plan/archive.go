@@ -11,6 +11,7 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/profiles"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
@@ -44,6 +45,11 @@ type Archive struct {
 	// StateMemory is a codec's state for one segment; EndpointMemory what
 	// the store buffers with inFlight objects at once.
 	StateMemory, EndpointMemory int64
+	// Sign is the key push signs each object's name with; Trust the keys
+	// fetch, list and verify accept objects signed by (nil: none, or the
+	// load left the block unread).
+	Sign  *signing.PrivateKey
+	Trust signing.Trust
 }
 
 // Ext is what the archive's stages add to a segment's object name.
@@ -77,6 +83,9 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	diags := a.resolveAttrs(def)
 	diags = append(diags, a.resolveStages(def, o)...)
 	diags = append(diags, a.resolvePushFetch(def)...)
+	var d hcl.Diagnostics
+	a.Sign, a.Trust, d = resolveSigning(def.Sign, def.Trust)
+	diags = append(diags, d...)
 	if a.Codec != nil && !diags.HasErrors() {
 		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
 	}
@@ -261,7 +270,11 @@ func (a *Archive) print(w io.Writer) {
 		if err != nil {
 			root = "${" + st.Key.Attr + "}"
 		}
-		fmt.Fprintf(w, "               objects: %s<system id>/<timeline>/<file>-<xxh3 of the file>-<sha256 stored>%s\n", root, a.Ext())
+		sig := ""
+		if a.Def.Sign != nil {
+			sig = "<signature>"
+		}
+		fmt.Fprintf(w, "               objects: %s<system id>/<timeline>/<file>-<xxh3 of the file>-<sha256 stored>%s%s\n", root, sig, a.Ext())
 	}
 	codec := "none"
 	if a.Codec != nil {
@@ -273,6 +286,12 @@ func (a *Archive) print(w io.Writer) {
 	}
 	if a.Decrypt != nil {
 		fmt.Fprintf(w, "  decrypt      with %s\n", Plural(len(a.Decrypt.Fingerprints), "identity"))
+	}
+	if a.Def.Sign != nil {
+		fmt.Fprintf(w, "  sign         %s\n", describeSign(a.Sign, "push signs each object's name"))
+	}
+	if a.Def.Trust != nil {
+		fmt.Fprintf(w, "  trust        %s\n", describeTrust(a.Def.Trust, a.Trust, "fetch takes only objects one of them signed; list and verify report the others"))
 	}
 	id := "read from the data directory's global/pg_control"
 	if a.SystemID != 0 {
@@ -323,6 +342,8 @@ type ArchiveJSON struct {
 	Workers     int              `json:"workers"`
 	Prefetch    int              `json:"prefetch"`
 	Memory      map[string]int64 `json:"memory"`
+	Sign        string           `json:"sign,omitempty"`
+	Trust       []string         `json:"trust,omitempty"`
 }
 
 func (a *Archive) json() ArchiveJSON {
@@ -333,6 +354,7 @@ func (a *Archive) json() ArchiveJSON {
 	if a.Codec != nil {
 		j.Codec = a.Codec.Name
 	}
+	j.Sign, j.Trust = fingerprint(a.Sign), trustJSON(a.Trust)
 	if a.SystemID != 0 {
 		j.SystemID = fmt.Sprint(a.SystemID)
 	}

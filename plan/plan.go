@@ -10,6 +10,7 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/profiles"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
@@ -71,6 +72,11 @@ type Pipeline struct {
 	EndpointMemory int64
 	// FromProfile lists, by endpoint, the attributes the profile set.
 	FromProfile map[*pipefile.Endpoint][]string
+	// Sign is the key the run's manifests are signed with (nil: not
+	// signed); Trust the keys whose signatures the runs it reads must
+	// bear (nil: not checked).
+	Sign  *signing.PrivateKey
+	Trust signing.Trust
 }
 
 // Stage is one resolved stage.
@@ -228,6 +234,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 	diags = append(diags, checkOrder(p)...)
+	diags = append(diags, p.resolveSigning()...)
 	if diags.HasErrors() {
 		return p, diags
 	}

@@ -99,6 +99,12 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline, and pinned runs; delete older runs and leftovers of failed ones\n", k.Retention)
 		}
 	}
+	if p.Def.Sign != nil {
+		fmt.Fprintf(w, "  sign        %s\n", describeSign(p.Sign, "each run's manifest is signed"))
+	}
+	if p.Def.Trust != nil {
+		fmt.Fprintf(w, "  trust       %s\n", describeTrust(p.Def.Trust, p.Trust, "only runs one of them signed are read"))
+	}
 	printHooks(w, p.Def)
 	fmt.Fprintf(w, "  buffers    ")
 	for i, pos := range p.Layout.Positions {
@@ -255,6 +261,10 @@ type PipelineJSON struct {
 	Positions   []PositionJSON   `json:"positions"`
 	Memory      map[string]int64 `json:"memory_bytes"`
 	Hooks       []HookJSON       `json:"hooks,omitempty"`
+	// Sign is the fingerprint of the key the runs are signed with; Trust
+	// those of the keys whose signatures the runs read must bear.
+	Sign  string   `json:"sign,omitempty"`
+	Trust []string `json:"trust,omitempty"`
 }
 
 type EndpointJSON struct {
@@ -300,6 +310,7 @@ func (pl *Plan) JSON() JSON {
 			pj.Positions = append(pj.Positions, PositionJSON{pos.Name, pos.Buffers, pos.BufferSize})
 		}
 		pj.Hooks = hooksJSON(p.Def)
+		pj.Sign, pj.Trust = fingerprint(p.Sign), trustJSON(p.Trust)
 		out.Pipelines = append(out.Pipelines, pj)
 	}
 	for _, a := range pl.Archives {

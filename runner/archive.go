@@ -83,7 +83,7 @@ func OpenArchive(ctx context.Context, a *plan.Archive, reg *host.Registry, dataD
 		Store: &archiveStore{Sink: ep.sink, Storage: st}, Root: root,
 		Codec: a.Codec, Level: a.Level, Encrypt: a.Encrypt, Decrypt: a.Decrypt,
 		SegmentSize: uint32(a.SegmentSize), DataDir: dataDir, SystemID: a.SystemID,
-		Exclusive: def.Schema.ExclusiveCreate,
+		Exclusive: def.Schema.ExclusiveCreate, Sign: a.Sign, Trust: a.Trust,
 	}
 	return w, done, nil
 }

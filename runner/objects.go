@@ -14,6 +14,7 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
@@ -152,7 +153,11 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			}
 			m.Objects = append(m.Objects, o)
 		}
-		if err := putManifest(ctx, sinks, keys, i, m, "the manifest", &written, wrote); err != nil {
+		b, err := encodeManifest(m, p.Sign)
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: the manifest: %w", sinks[i].name, err)
+		}
+		if err := putManifest(ctx, sinks, keys, i, m, b, "the manifest", &written, wrote); err != nil {
 			return nil, err
 		}
 	}
@@ -163,8 +168,12 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 // run as it was (its id, pipeline, times, facts and objects' codecs and
 // recipients), its objects where the copy put them, and when it was
 // copied. The copy's digests are the bytes it wrote, which the source's
-// recorded digests checked on the way.
-func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, wrote *[]wroteManifest) ([]string, error) {
+// recorded digests checked on the way. With sign, the copy's manifest is
+// signed with the copying pipeline's key. Without, a signed run whose
+// objects the copy put where its manifest says keeps its manifest byte for
+// byte, and so its signature (and no copied_at); otherwise the copy is not
+// signed, and warn says so.
+func writeCopies(ctx context.Context, sign *signing.PrivateKey, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, wrote *[]wroteManifest, warn func(string)) ([]string, error) {
 	orig := sp.from.Manifest
 	byStream := map[string]manifest.Object{}
 	for _, o := range orig.Objects {
@@ -189,24 +198,34 @@ func writeCopies(ctx context.Context, sinks []*endpoint, keys map[int]string, sp
 			o.Key, o.Size, o.Digest = manifest.Rel(mkey, r.Objects[i].Key), r.Written, r.Observed[stagekind.Checksum.Name]
 			m.Objects = append(m.Objects, o)
 		}
-		if err := putManifest(ctx, sinks, keys, i, &m, "the copy's manifest", &written, wrote); err != nil {
+		b := []byte(nil)
+		if sign == nil {
+			if b = copyAsIs(m, orig, sp.raw); b != nil {
+				m.CopiedAt = orig.CopiedAt
+			} else if sp.raw != nil {
+				warn(fmt.Sprintf("sink %s: the copy of run %s is not signed: its objects are not where its signed manifest says, so the copy's manifest differs from the one its signature covers; add sign { key } to the copying pipeline to sign the copy", sinks[i].name, orig.RunID))
+			}
+		}
+		if b == nil {
+			var err error
+			if b, err = encodeManifest(&m, sign); err != nil {
+				return nil, fmt.Errorf("sink %s: the copy's manifest: %w", sinks[i].name, err)
+			}
+		}
+		if err := putManifest(ctx, sinks, keys, i, &m, b, "the copy's manifest", &written, wrote); err != nil {
 			return nil, err
 		}
 	}
 	return written, nil
 }
 
-// putManifest writes sink i's manifest m at keys[i] and notes it in
-// written and wrote; when it fails, the manifests written before it are
-// taken back (a run is restorable from every sink or none). what names
-// the manifest in the error.
-func putManifest(ctx context.Context, sinks []*endpoint, keys map[int]string, i int, m *manifest.Manifest, what string, written *[]string, wrote *[]wroteManifest) error {
+// putManifest writes sink i's manifest m, encoded as b, at keys[i] and
+// notes it in written and wrote; when it fails, the manifests written
+// before it are taken back (a run is restorable from every sink or none).
+// what names the manifest in the error.
+func putManifest(ctx context.Context, sinks []*endpoint, keys map[int]string, i int, m *manifest.Manifest, b []byte, what string, written *[]string, wrote *[]wroteManifest) error {
 	mkey := keys[i]
-	b, err := m.Marshal()
-	if err == nil {
-		err = put(ctx, sinks[i].sink, mkey, b)
-	}
-	if err != nil {
+	if err := put(ctx, sinks[i].sink, mkey, b); err != nil {
 		removeAll(ctx, sinks, keys, *written)
 		return fmt.Errorf("sink %s: writing %s %s: %w", sinks[i].name, what, mkey, err)
 	}

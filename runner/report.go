@@ -15,8 +15,10 @@ type Report struct {
 	// Restore is true when the pipeline decodes, or reads a backup through
 	// its manifest: it writes no manifest of its own.
 	Restore bool `json:"restore"`
-	// ManifestRead is the manifest a restore followed, if any.
+	// ManifestRead is the manifest a restore followed, if any; SignedBy
+	// the trusted key that signed it, when the pipeline trusts keys.
 	ManifestRead string `json:"manifest_read,omitempty"`
+	SignedBy     string `json:"manifest_signed_by,omitempty"`
 	// Manifests are the manifests written, one per storage sink.
 	Manifests []string `json:"manifests_written,omitempty"`
 	Streams   int      `json:"streams"`

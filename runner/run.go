@@ -142,7 +142,7 @@ func (r *run) start(ctx context.Context) error {
 	if r.sp, err = planStreams(ctx, r.p, r.src, infos, selection(r.p, r.o.Select), copying, r.o.Warn); err != nil {
 		return err
 	}
-	r.rep.ManifestRead = r.sp.manifestKey
+	r.rep.ManifestRead, r.rep.SignedBy = r.sp.manifestKey, r.sp.signer
 	return r.decide(copying)
 }
 
@@ -167,6 +167,9 @@ func (r *run) decide(copying bool) error {
 	}
 	r.rep.Restore = r.kind == restore
 	r.rep.Streams = len(sp.streams)
+	if r.kind == restore && p.Sign != nil && sp.from != nil {
+		r.o.Warn(fmt.Sprintf("pipeline %q restores run %s rather than copy it, and writes no manifest: its sign block signs nothing", p.Name, sp.from.Manifest.RunID))
+	}
 	switch {
 	case r.o.Trial && r.kind == restore:
 		return fmt.Errorf("pipeline %q restores: a trial run would overwrite what its sinks hold and then remove it; only backups can be tried", p.Name)
@@ -241,7 +244,7 @@ func (r *run) copy(ctx context.Context) error {
 	r.started = time.Now().UTC()
 	r.job.Finish = func(ctx context.Context, res *engine.Result) error {
 		return r.finishStored(ctx, res, nil, func(ctx context.Context, _ map[string]string, wrote *[]wroteManifest) ([]string, error) {
-			return writeCopies(ctx, r.sinks, r.manifests, r.sp, res, wrote)
+			return writeCopies(ctx, r.p.Sign, r.sinks, r.manifests, r.sp, res, wrote, r.o.Warn)
 		})
 	}
 	if err := r.execute(ctx); err != nil {

@@ -57,6 +57,11 @@ type streamsPlan struct {
 	codec string // decompress codec when "auto"
 	frame int
 	total int64
+	// raw is the read run's manifest as stored, when the run read it
+	// again (see checkSignature); signer the fingerprint of the trusted
+	// key that signed it, when the pipeline trusts keys.
+	raw    []byte
+	signer string
 }
 
 // planStreams decides what the run reads. A storage source (files, a
@@ -83,7 +88,11 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 	case storage && single && len(infos) == 1 && manifest.IsKey(infos[0].Name):
 		var r *catalog.Run
 		if r, err = namedRun(ctx, src, infos[0].Name, sel); err == nil {
-			err = fromManifest(ctx, p, src, r, sp, copying)
+			if r, err = checkSignature(ctx, src, r, sp, p.Trust, fmt.Sprintf("pipeline %q", p.Name), copying, warn); err != nil {
+				err = fmt.Errorf("source %s: %w", src.name, err)
+			} else {
+				err = fromManifest(ctx, p, src, r, sp, copying)
+			}
 		}
 	case storage && !single:
 		err = fromRuns(ctx, p, src, infos, sel, sp, copying, warn)
@@ -92,6 +101,9 @@ func planStreams(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []s
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.Trust != nil && sp.from == nil {
+		return nil, fmt.Errorf("source %s holds no run (%s): pipeline %q has trust { keys }, and only a run's signed manifest can say its objects are yours; nothing is read", src.name, where(src), p.Name)
 	}
 	if len(sp.streams) == 0 {
 		return nil, fmt.Errorf("source %s yields no streams: nothing to back up; check its %s", src.name, where(src))
@@ -159,6 +171,11 @@ func fromRuns(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.
 		for _, g := range cat.Newer(r.Manifest.StartedAt) {
 			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
 		}
+	}
+	// The run chosen, and only it, is checked: a newest run that fails is
+	// an error, never a reason to read an older one instead.
+	if r, err = checkSignature(ctx, src, r, sp, p.Trust, fmt.Sprintf("pipeline %q", p.Name), copying, warn); err != nil {
+		return fmt.Errorf("source %s: %w", src.name, err)
 	}
 	return fromManifest(ctx, p, src, r, sp, copying)
 }

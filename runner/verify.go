@@ -15,6 +15,7 @@ import (
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/checksum"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
@@ -46,6 +47,12 @@ type VerifyOptions struct {
 	// reported unchecked.
 	WAL      func(context.Context) (*wal.Listing, error)
 	WALWhere string
+	// Trust, when set, are the keys one of which must have signed each
+	// run's manifest: a run none signed is bad, and its objects are not
+	// read (its manifest cannot say what they should be). Who names whose
+	// keys they are, in messages.
+	Trust signing.Trust
+	Who   string
 }
 
 // VerifyReport is what pipe verify found.
@@ -58,6 +65,10 @@ type VerifyReport struct {
 	Decoded  bool        `json:"decoded"`
 	Started  time.Time   `json:"started"`
 	Finished time.Time   `json:"finished"`
+
+	// Signatures says each run's manifest signature was checked (see
+	// VerifyOptions.Trust).
+	Signatures bool `json:"signatures_checked,omitempty"`
 }
 
 // OK reports whether every object checked is good.
@@ -77,6 +88,9 @@ type RunVerify struct {
 	// Damage is what the source found damaged when it read the run's
 	// data (see manifest.Damage): the run counts as bad.
 	Damage string `json:"damage,omitempty"`
+	// SignedBy is the fingerprint of the trusted key that signed the
+	// run's manifest, when verify checks signatures.
+	SignedBy string `json:"signed_by,omitempty"`
 }
 
 // WALVerify is what the archive holds of the WAL a base backup needs.
@@ -148,7 +162,7 @@ type ObjectVerify struct {
 // decodes it), naming every bad object. Objects are checked independently:
 // one bad object stops none of the others.
 func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, error) {
-	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil}
+	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil, Signatures: o.Trust != nil}
 	defer func() { rep.Finished = time.Now().UTC() }()
 	cat, err := catalog.Read(ctx, s)
 	if err != nil {
@@ -159,10 +173,24 @@ func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, erro
 		return rep, err
 	}
 	for _, r := range runs {
+		signer := ""
+		if o.Trust != nil {
+			tr, _, fp, err := trustedRun(ctx, s, r, o.Trust, o.Who)
+			switch {
+			case errors.Is(err, ErrUntrustedRun):
+				rep.Runs = append(rep.Runs, RunVerify{RunID: r.Manifest.RunID, Pipeline: r.Manifest.Pipeline, Manifest: r.Key, Bad: 1, Error: err.Error()})
+				rep.Bad++
+				continue
+			case err != nil:
+				return rep, err
+			}
+			r, signer = tr, fp
+		}
 		rv, err := verifyRun(ctx, s, r, o)
 		if err != nil {
 			return rep, err
 		}
+		rv.SignedBy = signer
 		rep.Runs = append(rep.Runs, *rv)
 		for _, ov := range rv.Objects {
 			rep.Objects++

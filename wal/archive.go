@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
 )
@@ -49,6 +50,12 @@ type Archive struct {
 	// Exclusive says the store creates an object only if none is at its
 	// key, atomically (sdk.Schema.ExclusiveCreate): push needs it.
 	Exclusive bool
+	// Sign, when set, is the key push signs each object's name with.
+	Sign *signing.PrivateKey
+	// Trust, when set, are the keys whose signatures fetch, list and
+	// verify accept: an object whose name none of them signed is not
+	// fetched, and list and verify report it. Nil checks nothing.
+	Trust signing.Trust
 
 	// pg_control, read once: a push that sends several files asks for
 	// it for each.
@@ -217,12 +224,33 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 	case encErr != nil:
 		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	}
-	res.Key = a.Root + dir + ObjectName(f.Name, sum, objectDigest(stored), a.ext())
+	res.Key = a.Root + dir + a.objectName(dir, f.Name, sum, objectDigest(stored))
 	res.Stored = int64(len(stored))
 	if err := a.put(ctx, res.Key, f.Name, stored, false); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// objectName is the base name of a file's object in folder dir: signed
+// when the archive has a signing key.
+func (a *Archive) objectName(dir, name, fileSum, storedSum string) string {
+	if a.Sign != nil {
+		return signedName(a.Sign, dir, name, fileSum, storedSum, a.ext())
+	}
+	return ObjectName(name, fileSum, storedSum, a.ext())
+}
+
+// stands reports whether an archived object of the same content as a
+// push's file stands for it: with a signing key, only an object signed
+// with that key does (push stores a signed one beside another, so that a
+// fetch that trusts the key finds one).
+func (a *Archive) stands(o Object, dir string) bool {
+	if a.Sign == nil {
+		return true
+	}
+	_, err := o.checkSignature(signing.Trust{a.Sign.Public()}, dir)
+	return err == nil
 }
 
 // ClaimExt ends the key of a file's claim, <dir><name>.claim, which holds
@@ -263,12 +291,16 @@ func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums
 	if l.err != nil {
 		return "", sum, fmt.Errorf("looking for %s in the archive: %w", name, l.err)
 	}
+	same := false
 	for i, o := range l.objs {
 		if isFile(o.FileSum, data, sum) {
-			return l.keys[i], sum, nil
+			if a.stands(o, dir) {
+				return l.keys[i], sum, nil
+			}
+			same = true // unsigned, or not by this key: store a signed one
 		}
 	}
-	if len(l.objs) > 0 {
+	if len(l.objs) > 0 && !same {
 		if claimErr == nil {
 			// An object archived before claims existed holds other
 			// content: the claim just made names the wrong one.
@@ -503,12 +535,39 @@ func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, s
 	if len(objs) == 0 {
 		return Object{}, "", fmt.Errorf("%s: %w", name, ErrNotArchived)
 	}
+	if a.Trust != nil {
+		if objs, keys, err = a.trusted(Dir(id, f.Timeline), objs, keys); err != nil {
+			return Object{}, "", err
+		}
+	}
 	for _, o := range objs[1:] {
 		if o.FileSum != objs[0].FileSum {
 			return Object{}, "", fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
 		}
 	}
 	return objs[0], keys[0], nil
+}
+
+// trusted keeps, of a file's objects in folder dir, those whose names a
+// trusted key signed. None is an error wrapping ErrUntrusted that names
+// each object and why: recovery stops rather than replay WAL that the
+// archive's writer may not have written.
+func (a *Archive) trusted(dir string, objs []Object, keys []string) ([]Object, []string, error) {
+	var good []Object
+	var goodKeys, why []string
+	for i, o := range objs {
+		if _, err := o.checkSignature(a.Trust, dir); err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", keys[i], err))
+			continue
+		}
+		good = append(good, o)
+		goodKeys = append(goodKeys, keys[i])
+	}
+	if len(good) == 0 {
+		return nil, nil, fmt.Errorf("%w: %s; recovery stops rather than replay WAL no trusted key signed (if it was archived before sign { key } was set, check it, and fetch it with an archive block without trust)",
+			ErrUntrusted, strings.Join(why, "; "))
+	}
+	return good, goodKeys, nil
 }
 
 // read reads one object, checks it and decodes it into w.

@@ -258,15 +258,16 @@ func (c *Command) Fetch(ctx context.Context, name, dest string) (string, error) 
 }
 
 // fetchRetrying fetches name from the store, trying a failure again
-// Settings.Retries times (a file not archived is no failure).
+// Settings.Retries times (a file not archived is no failure, and a file
+// no trusted key signed fails at once).
 func (c *Command) fetchRetrying(ctx context.Context, ar *Archive, name, dest string) error {
 	return backoff.Retry(func() error {
 		err := ar.Fetch(ctx, name, dest)
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, ErrNotArchived), ctx.Err() != nil:
-			return backoff.Permanent(err)
+		case errors.Is(err, ErrNotArchived), errors.Is(err, ErrUntrusted), ctx.Err() != nil:
+			return backoff.Permanent(err) // another try finds the same
 		}
 		if c.Fetched != nil {
 			c.Fetched("")

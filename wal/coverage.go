@@ -92,7 +92,7 @@ func (r Range) Names() (first, last string) {
 func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 	have := map[uint64]bool{}
 	for _, e := range l.Entries {
-		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StartTLI || e.Timeline > r.StopTLI {
+		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StartTLI || e.Timeline > r.StopTLI || e.Untrusted != "" {
 			continue
 		}
 		if k, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {
@@ -114,8 +114,9 @@ func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 
 // Before lists the archived segments, .partial and .backup files of a
 // cluster that come before segment first (on any timeline): the WAL no
-// base backup from first on needs. History files are never listed: they
-// are small and every later timeline needs them.
+// base backup from first on needs, untrusted objects included. History
+// files are never listed: they are small and every later timeline needs
+// them.
 func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
 	var out []Entry
 	for _, e := range l.Entries {
@@ -161,7 +162,7 @@ func (l *Listing) GapsAfter(r Range) []TimelineGap {
 	_, last := r.Segments()
 	segs := map[uint32][]uint64{}
 	for _, e := range l.Entries {
-		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI {
+		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI || e.Untrusted != "" {
 			continue
 		}
 		if n, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {

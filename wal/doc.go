@@ -20,6 +20,18 @@
 // 1) from a gap before later WAL and from a store that is not there
 // (ErrHole, a failure: recovery stops).
 //
+// An archive with a signing key (sign { key }) signs each object's name:
+//
+//	<name>-<xxh3 of the file>-<sha256 of the object><signature><ext>
+//
+// the signature (ed25519, 86 characters of base64url) covering the
+// object's key from the system id on, without it (see package signing). The name holds
+// the stored bytes' SHA-256, which a fetch checks, so a trusted signature
+// authenticates the content with no request more. An archive that trusts
+// keys (trust { keys }) fetches only objects one of them signed, and an
+// object none signed is a failure, never a file not archived; list and
+// verify report such objects.
+//
 // It knows stores through the plugin SDK's Sink and Storage interfaces; it
 // must not import the engine's runner or a concrete plugin.
 package wal

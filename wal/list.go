@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/signing"
 )
 
 // Entry is one archived object.
@@ -22,6 +23,10 @@ type Entry struct {
 	SystemID uint64
 	Size     int64
 	Modified time.Time
+	// Untrusted, in an archive that trusts keys, says why no trusted key
+	// signed the object's name: it counts for nothing but retention (its
+	// file is missing unless another object holds it).
+	Untrusted string
 }
 
 // Claim is a file name's claim (see ClaimExt).
@@ -68,6 +73,10 @@ type Listing struct {
 	Other int `json:"other_objects,omitempty"`
 	// Claims are the claims of names (see ClaimExt).
 	Claims []Claim `json:"-"`
+	// SignaturesChecked says the archive trusts keys: each object's name
+	// was checked, and Untrusted are the objects none of them signed.
+	SignaturesChecked bool        `json:"signatures_checked,omitempty"`
+	Untrusted         []BadObject `json:"untrusted,omitempty"`
 	// Newest is when the newest segment was archived (zero: none).
 	Newest     time.Time `json:"newest_segment"`
 	NewestName string    `json:"newest_segment_name,omitempty"`
@@ -97,12 +106,14 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 	ls := &lister{
 		root:    a.Root,
 		segSize: a.SegmentSize,
+		trust:   a.Trust,
 		l:       &Listing{},
 		tls:     map[string]*Timeline{},
 		segs:    map[string][]uint64{},
 		seen:    map[string]string{},
 		dup:     map[string]bool{},
 	}
+	ls.l.SignaturesChecked = a.Trust != nil
 	for _, in := range infos {
 		ls.add(in)
 	}
@@ -114,6 +125,7 @@ func (a *Archive) List(ctx context.Context) (*Listing, error) {
 type lister struct {
 	root    string
 	segSize uint32
+	trust   signing.Trust // nil: signatures not checked
 	l       *Listing
 	tls     map[string]*Timeline // by folder
 	segs    map[string][]uint64  // segment numbers, by folder
@@ -138,6 +150,14 @@ func (ls *lister) add(in sdk.ObjectInfo) {
 		return
 	}
 	id := mustSysID(parts[0])
+	if ls.trust != nil {
+		if _, err := o.checkSignature(ls.trust, dir); err != nil {
+			why := untrusted(err)
+			l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified, Untrusted: why})
+			l.Untrusted = append(l.Untrusted, BadObject{Key: in.Key, Error: why})
+			return
+		}
+	}
 	if ls.duplicate(dir, o) {
 		return
 	}
@@ -209,6 +229,7 @@ func (ls *lister) finish() *Listing {
 		return x.Timeline < y.Timeline
 	})
 	sort.Strings(l.Duplicates)
+	sort.Slice(l.Untrusted, func(i, j int) bool { return l.Untrusted[i].Key < l.Untrusted[j].Key })
 	return l
 }
 
@@ -283,6 +304,12 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 	g.SetLimit(max(workers, 1))
 	labels := map[string]BackupLabel{} // decoded backup labels, by key
 	for _, e := range l.Entries {
+		if e.Untrusted != "" {
+			// Nothing it holds counts: it is not read.
+			rep.Objects++
+			rep.Bad = append(rep.Bad, BadObject{Key: e.Key, Error: e.Untrusted})
+			continue
+		}
 		g.Go(func() error {
 			label, err := a.check(ctx, e, decode)
 			if ctx.Err() != nil {
@@ -329,7 +356,7 @@ type LabelGap struct {
 func (a *Archive) labelGaps(l *Listing, decoded map[string]BackupLabel) []LabelGap {
 	var out []LabelGap
 	for _, e := range l.Entries {
-		if e.Kind != Backup || a.SegmentSize == 0 {
+		if e.Kind != Backup || a.SegmentSize == 0 || e.Untrusted != "" {
 			continue
 		}
 		n, err := SegmentNumber(e.Name[:24], a.SegmentSize)

@@ -1,12 +1,15 @@
 package wal
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pipebackup/pipe/signing"
 )
 
 // Kind is what a file PostgreSQL archives holds.
@@ -70,17 +73,34 @@ func Dir(sysid uint64, timeline uint32) string {
 
 // ObjectName is the base name of the object that holds a file: its name,
 // the SHA-256 of the file and of the stored bytes, and the stages'
-// extension.
+// extension. A signed object's name has its signature after the stored
+// bytes' digest (see signedName).
 func ObjectName(name, fileSum, storedSum, ext string) string {
 	return name + "-" + fileSum + "-" + storedSum + ext
 }
 
-var objectRE = regexp.MustCompile(`^([0-9A-F]{8}(?:\.history|[0-9A-F]{16}(?:\.[0-9A-F]{8}\.backup|\.partial)?))-([0-9a-f]{32}|[0-9a-f]{64})-([0-9a-f]{64})((?:\.[a-z0-9]+)*)$`)
+// An object's signature sits in its name right after the stored bytes'
+// digest (always 64 hex digits, so no separator is needed), before the
+// stages' extension: the 64-byte ed25519 signature in unpadded base64url
+// (86 characters, letters, digits, - and _: safe in every store's keys).
+// A separator would take the longest name a push makes, a backup label's
+// with a codec's and age's extensions (232 bytes), past what the fs
+// store allows: its temporary name adds 23 bytes, and a path component
+// holds at most 255.
+var sigEncoding = base64.RawURLEncoding
+
+// sigLen is the length of an encoded signature.
+var sigLen = sigEncoding.EncodedLen(64)
+
+var objectRE = regexp.MustCompile(`^([0-9A-F]{8}(?:\.history|[0-9A-F]{16}(?:\.[0-9A-F]{8}\.backup|\.partial)?))-([0-9a-f]{32}|[0-9a-f]{64})-([0-9a-f]{64})([A-Za-z0-9_-]{86})?((?:\.[a-z0-9]+)*)$`)
 
 // Object is an archived object's base name, parsed.
 type Object struct {
 	File
 	FileSum, StoredSum, Ext string
+	// Sig is the signature in the name, encoded; "" for an unsigned
+	// object.
+	Sig string
 }
 
 // ParseObject parses an archived object's base name.
@@ -93,8 +113,46 @@ func ParseObject(base string) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
-	return Object{File: f, FileSum: m[2], StoredSum: m[3], Ext: m[4]}, nil
+	return Object{File: f, FileSum: m[2], StoredSum: m[3], Sig: m[4], Ext: m[5]}, nil
 }
+
+// Unsigned is the object's base name without its signature.
+func (o Object) Unsigned() string { return ObjectName(o.Name, o.FileSum, o.StoredSum, o.Ext) }
+
+// signedName is the base name of a file's object, signed with k: the
+// signature covers the object's key relative to the archive's root
+// without it, dir (the system id's and timeline's folder, see Dir) and the
+// unsigned name, after signing.WALObjectDomain.
+func signedName(k *signing.PrivateKey, dir, name, fileSum, storedSum, ext string) string {
+	sig := k.Sign(signing.WALObjectDomain, []byte(dir+ObjectName(name, fileSum, storedSum, ext)))
+	return ObjectName(name, fileSum, storedSum+sigEncoding.EncodeToString(sig), ext)
+}
+
+// ErrUntrusted is the error of an object whose name is not signed by a
+// key the archive trusts.
+var ErrUntrusted = errors.New("not signed by a trusted key")
+
+// checkSignature checks the signature in the name of o, in the folder dir
+// (see Dir), against the trusted keys. It returns the fingerprint of the
+// key that signed it, or why none did (to wrap in ErrUntrusted).
+func (o Object) checkSignature(trust signing.Trust, dir string) (string, error) {
+	if o.Sig == "" {
+		return "", errors.New("its name carries no signature (archived without sign { key }, or by a push without the signing key)")
+	}
+	sig, err := sigEncoding.DecodeString(o.Sig)
+	if err != nil || sigEncoding.EncodeToString(sig) != o.Sig {
+		return "", errors.New("the signature in its name does not decode")
+	}
+	k, ok := trust.Verify(signing.WALObjectDomain, []byte(dir+o.Unsigned()), sig)
+	if !ok {
+		return "", fmt.Errorf("the signature in its name verifies with none of the trusted keys (%s): forged, moved from another cluster's folder, or signed by a key trust { keys } does not hold",
+			strings.Join(trust.Fingerprints(), ", "))
+	}
+	return k.Fingerprint(), nil
+}
+
+// untrusted is why an object is not trusted, for reports.
+func untrusted(why error) string { return ErrUntrusted.Error() + ": " + why.Error() }
 
 // SegmentNumber is a segment's position in its timeline, for a segment
 // size: the log (8 hex digits) and segment (8) parts of its name.

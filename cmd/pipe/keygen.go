@@ -10,20 +10,31 @@ import (
 
 	"filippo.io/age"
 	"github.com/spf13/cobra"
+
+	"github.com/pipebackup/pipe/signing"
 )
 
 func (a *app) keygenCmd() *cobra.Command {
 	var out string
-	var ifMissing, force bool
+	var ifMissing, force, sign bool
 	cmd := &cobra.Command{
 		Use:   "keygen",
-		Short: "Create an age key pair for encrypt/decrypt",
+		Short: "Create an age key pair for encrypt/decrypt, or with --signing an ed25519 pair for sign/trust",
 		Long: `keygen writes an X25519 key pair in age's format: PATH.key (the identity,
 mode 0600: keep it safe and apart from the backups, it is the only way to
 restore them) and PATH.pub (the recipient, for encrypt { recipients }).
-It never overwrites an identity unless --force.`,
+
+With --signing it writes an ed25519 signing key pair instead, as PEM files
+openssl reads (default PATH keys/signing): PATH.key (PKCS#8, mode 0600,
+for sign { key }: it stays with whatever writes the backups) and PATH.pub
+(PKIX, for trust { keys } where backups are restored and verified).
+
+It never overwrites a private key unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if sign && !cmd.Flags().Changed("out") {
+				out = "keys/signing"
+			}
 			keyPath, pubPath := out+".key", out+".pub"
 			if _, err := os.Stat(keyPath); err == nil {
 				if ifMissing {
@@ -31,11 +42,18 @@ It never overwrites an identity unless --force.`,
 					return nil
 				}
 				if !force {
-					fmt.Fprintf(a.stderr, "Error: %s exists. Backups encrypted to it need it to be restored: keep it, or pass --force to replace it.\n", keyPath)
+					why := "Backups encrypted to it need it to be restored"
+					if sign {
+						why = "Restores trust what it signed by its public key, and a new key's runs need the new public key in their trust { keys }"
+					}
+					fmt.Fprintf(a.stderr, "Error: %s exists. %s: keep it, or pass --force to replace it.\n", keyPath, why)
 					return &exitError{exitFailed}
 				}
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return err
+			}
+			if sign {
+				return a.signingKeygen(keyPath, pubPath)
 			}
 			id, err := age.GenerateX25519Identity()
 			if err != nil {
@@ -59,7 +77,32 @@ It never overwrites an identity unless --force.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "keys/backup", "path prefix: writes PATH.key and PATH.pub")
 	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "do nothing if PATH.key exists")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing key pair")
+	cmd.Flags().BoolVar(&sign, "signing", false, "write an ed25519 signing key pair (PEM) for sign { key } and trust { keys }; PATH defaults to keys/signing")
 	return cmd
+}
+
+// signingKeygen writes an ed25519 signing key pair: keyPath (PKCS#8 PEM,
+// mode 0600) and pubPath (PKIX PEM).
+func (a *app) signingKeygen(keyPath, pubPath string) error {
+	k, err := signing.Generate()
+	if err != nil {
+		return err
+	}
+	priv, err := k.PEM()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(keyPath), 0o700); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(keyPath, priv, 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(pubPath, k.Public().PEM(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote %s (secret, for sign { key }: keep it only where backups are written) and %s (for trust { keys } where they are restored)\nfingerprint: %s\n", keyPath, pubPath, k.Fingerprint())
+	return nil
 }
 
 func writeFileAtomic(path string, b []byte, mode os.FileMode) error {

@@ -310,7 +310,8 @@ func fenceProblems(t *testing.T, where string, f fence) []string {
 }
 
 // scratch prepares a folder for a snippet: the files its file() calls
-// read (key pairs made by pipe keygen for *.pub and *.key), the environment
+// read (key pairs made by pipe keygen for *.pub and *.key, signing key
+// pairs for signing*.pub and signing*.key), the environment
 // its env() calls read, and a placeholder for each variable without a
 // default. It returns the --var flags.
 func scratch(t *testing.T, where string, body *hclsyntax.Body) []string {
@@ -335,8 +336,12 @@ func scratch(t *testing.T, where string, body *hclsyntax.Body) []string {
 			}
 		case call.Name == "file" && (strings.HasSuffix(name, ".pub") || strings.HasSuffix(name, ".key")):
 			prefix := strings.TrimSuffix(strings.TrimSuffix(name, ".pub"), ".key")
+			args := []string{"keygen", "--if-missing", "-o", prefix}
+			if strings.HasPrefix(filepath.Base(prefix), "signing") {
+				args = append(args, "--signing") // keys/signing.key: sign { key }, trust { keys }
+			}
 			var out, errb bytes.Buffer
-			if code := execute(&out, &errb, []string{"keygen", "--if-missing", "-o", prefix}); code != 0 {
+			if code := execute(&out, &errb, args); code != 0 {
 				t.Fatalf("%s: pipe keygen -o %s: exit %d\n%s", where, prefix, code, errb.String())
 			}
 		case call.Name == "file":

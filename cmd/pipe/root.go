@@ -50,8 +50,9 @@ type loadFlags struct {
 	profile   string
 	pipelines []string
 	json      bool
-	// running and skipDecrypt are pipefile.Options' Running and SkipDecrypt.
-	running, skipDecrypt bool
+	// running, skipDecrypt, skipSign and skipTrust are pipefile.Options'
+	// Running, SkipDecrypt, SkipSign and SkipTrust.
+	running, skipDecrypt, skipSign, skipTrust bool
 }
 
 func (f *loadFlags) register(cmd *cobra.Command, withProfile, withPipeline, withJSON bool) {
@@ -153,7 +154,7 @@ func (a *app) load(path string, f *loadFlags, runID string) (*plan.Plan, error) 
 		return nil, err
 	}
 	file, diags := pipefile.Load(path, pipefile.Options{Vars: vars, RunID: runID, Now: time.Now(), Schemas: reg,
-		Pipelines: f.pipelines, HideEnv: reg.HideEnv, Running: f.running, SkipDecrypt: f.skipDecrypt})
+		Pipelines: f.pipelines, HideEnv: reg.HideEnv, Running: f.running, SkipDecrypt: f.skipDecrypt, SkipSign: f.skipSign, SkipTrust: f.skipTrust})
 	if file != nil && len(f.pipelines) > 0 && !diags.HasErrors() {
 		for _, name := range f.pipelines {
 			if !slices.Contains(file.Names, name) {

@@ -30,6 +30,7 @@ type runSummary struct {
 	Missing        []string                 `json:"missing_streams,omitempty"`
 	Damage         string                   `json:"damage,omitempty"`
 	ManifestRead   string                   `json:"manifest_read,omitempty"`
+	SignedBy       string                   `json:"manifest_signed_by,omitempty"`
 	Manifests      []string                 `json:"manifests_written,omitempty"`
 	BytesRead      int64                    `json:"bytes_read"`
 	BytesWritten   int64                    `json:"bytes_written"`
@@ -60,7 +61,7 @@ func summarize(p *plan.Pipeline, rep *runner.Report, err error, secrets []string
 	}
 	s.RunID, s.Restore, s.Streams, s.ManifestRead, s.Manifests = rep.RunID, rep.Restore, rep.Streams, rep.ManifestRead, rep.Manifests
 	s.Retention, s.Failed, s.WALRetention, s.Skipped, s.Incomplete = rep.Retention, rep.Failed, rep.WALRetention, rep.Skipped, rep.Incomplete
-	s.FailedInBackup, s.Missing, s.Damage = rep.FailedInBackup, rep.Missing, rep.Damage
+	s.FailedInBackup, s.Missing, s.Damage, s.SignedBy = rep.FailedInBackup, rep.Missing, rep.Damage, rep.SignedBy
 	s.Memory.Budget = rep.Budget
 	if r := rep.Result; r != nil {
 		s.res = r
@@ -90,6 +91,9 @@ func (a *app) printSummary(s runSummary) {
 	what := fmt.Sprintf("%d stream(s)", s.Streams)
 	if s.ManifestRead != "" {
 		what += " from manifest " + s.ManifestRead
+	}
+	if s.SignedBy != "" {
+		what += ", signed by " + s.SignedBy
 	}
 	if len(s.Manifests) > 0 {
 		what += ", manifest " + strings.Join(s.Manifests, ", ")
@@ -192,6 +196,9 @@ func (a *app) printRetention(s runSummary) {
 		}
 		fmt.Fprintf(a.stderr, "  %-14s sink %s: kept %s, deleted %s and %d leftover object(s) of failed runs\n", "retention", r.Sink,
 			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
+		for _, l := range r.Locked {
+			fmt.Fprintf(a.stderr, "  %-14s sink %s: %s waits: the store locks it\n", "retention", r.Sink, l)
+		}
 	}
 	if w := s.WALRetention; w != nil && w.Error == "" && len(w.Kept) > 0 {
 		if w.Removed > 0 {
@@ -213,6 +220,9 @@ func (a *app) logFinished(s runSummary) {
 	}
 	if s.ManifestRead != "" {
 		attrs = append(attrs, "manifest_read", s.ManifestRead)
+	}
+	if s.SignedBy != "" {
+		attrs = append(attrs, "manifest_signed_by", s.SignedBy)
 	}
 	if !s.OK {
 		a.log.Error("pipeline failed", append(attrs, "error", s.Error)...)

@@ -11,6 +11,7 @@ import (
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
+	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
 
@@ -21,6 +22,7 @@ type verifyFlags struct {
 	runID, sample string
 	last          int
 	all, decrypt  bool
+	locks         bool
 }
 
 func (a *app) verifyCmd() *cobra.Command {
@@ -50,6 +52,7 @@ metrics flags export pipe_verify_* as pipe run exports its own.`,
 	cmd.Flags().BoolVar(&f.all, "all", false, "verify every run")
 	cmd.Flags().StringVar(&f.sample, "sample", "", "read this share of each run's objects, chosen at random (e.g. 10%)")
 	cmd.Flags().BoolVar(&f.decrypt, "decrypt", false, "also decrypt and decode every object to nowhere, with the file's restore pipeline's keys")
+	cmd.Flags().BoolVar(&f.locks, "locks", false, "instead of reading the objects, prove each one (the manifest too) is locked by the store, at least as long as keep_within keeps the run")
 	return cmd
 }
 
@@ -101,6 +104,10 @@ func (a *app) verify(cmd *cobra.Command, path string, f *verifyFlags) error {
 		return err
 	}
 	o := runner.VerifyOptions{RunID: f.runID, Last: f.last, All: f.all, Sample: sample, Plan: pipelineNamed(p, s.Pipeline)}
+	o.Trust, o.Who = verifyTrust(o.Plan, s.Kind)
+	if f.locks {
+		return a.verifyLocks(ctx, f, s, o)
+	}
 	if f.decrypt {
 		dp, err := decoder(p, s.Pipeline)
 		if err != nil {
@@ -152,6 +159,22 @@ func (a *app) verifyEnded(ctx context.Context, f *verifyFlags, secrets []string,
 	return nil
 }
 
+// verifyTrust is the keys verify checks the runs' signatures with, for
+// the store of kind ("sink" or "source") of pipeline p: a store the
+// pipeline writes, with its sign block, is checked with its own key (what
+// it wrote, it signed); any other (what a pipeline reads, or a copy's
+// store without sign, whose runs keep their writers' signatures) with its
+// trust block; without either, nothing is checked.
+func verifyTrust(p *plan.Pipeline, kind string) (signing.Trust, string) {
+	switch {
+	case kind == "sink" && p.Sign != nil:
+		return signing.Trust{p.Sign.Public()}, fmt.Sprintf("pipeline %q (which signs its runs with it)", p.Name)
+	case p.Trust != nil:
+		return p.Trust, fmt.Sprintf("pipeline %q", p.Name)
+	}
+	return nil, ""
+}
+
 // pipelineNamed returns the pipeline called name.
 func pipelineNamed(p *plan.Plan, name string) *plan.Pipeline {
 	for _, pp := range p.Pipelines {
@@ -200,7 +223,11 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 		if r.Bad > 0 {
 			status = fmt.Sprintf("%d BAD", r.Bad)
 		}
-		fmt.Fprintf(a.stdout, "run %s (pipeline %q): %s checked, %s\n", r.RunID, r.Pipeline, plan.Plural(len(r.Objects), "object"), status)
+		signed := ""
+		if r.SignedBy != "" {
+			signed = ", signed by " + r.SignedBy
+		}
+		fmt.Fprintf(a.stdout, "run %s (pipeline %q): %s checked, %s%s\n", r.RunID, r.Pipeline, plan.Plural(len(r.Objects), "object"), status, signed)
 		if r.Error != "" {
 			fmt.Fprintf(a.stdout, "  %s\n", r.Error)
 			continue
@@ -230,6 +257,9 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 		}
 	}
 	what := "sizes and SHA-256"
+	if rep.Signatures {
+		what = "signatures, " + what
+	}
 	if rep.Decoded {
 		what += ", decrypted and decoded"
 	}
@@ -239,4 +269,32 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 	}
 	fmt.Fprintf(a.stdout, "%s: %s of %s, %s read (%s): %s\n", rep.Store, plan.Plural(rep.Objects, "object"), plan.Plural(len(rep.Runs), "run"),
 		pipefile.HumanSize(rep.Bytes), what, verdict)
+}
+
+// verifyLocks is pipe verify --locks: how the store locks each object of
+// the runs chosen.
+func (a *app) verifyLocks(ctx context.Context, f *verifyFlags, s *runner.Store, o runner.VerifyOptions) error {
+	rep, err := runner.VerifyLocks(ctx, s, o)
+	if f.store.json {
+		out := map[string]any{"locks": rep}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		if jerr := writeJSON(a.stdout, out); jerr != nil {
+			return jerr
+		}
+	} else {
+		for _, r := range rep.Runs {
+			fmt.Fprintln(a.stdout, r)
+		}
+		if err != nil {
+			fmt.Fprintln(a.stderr, "Error:", err)
+		} else {
+			fmt.Fprintf(a.stdout, "%s: %d of %s protected by the store's lock\n", rep.Store, len(rep.Runs)-rep.Bad, plan.Plural(len(rep.Runs), "run"))
+		}
+	}
+	if err != nil || !rep.OK() {
+		return &exitError{exitFailed}
+	}
+	return nil
 }

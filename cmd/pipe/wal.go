@@ -79,7 +79,7 @@ and list and verify check the archive without a key.`,
 // stores run in this process: archive_command and restore_command start
 // one pipe per file, and a plugin process would double that.
 func (a *app) openArchive(ctx context.Context, file string, f *walFlags, decrypt bool) (*plan.Archive, *wal.Archive, func(), error) {
-	pa, err := a.loadArchive(file, f, decrypt)
+	pa, err := a.loadArchive(file, f, archiveReader(decrypt))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -87,16 +87,27 @@ func (a *app) openArchive(ctx context.Context, file string, f *walFlags, decrypt
 	return pa, ar, done, err
 }
 
+// archiveUse is what a pipe wal command reads of an archive's keys: the
+// private ones only where it uses them. Push reads the signing key and
+// neither the decrypting key nor the trusted keys; fetch, list and verify
+// read the trusted keys and never the signing key, and the decrypting key
+// when they decode.
+type archiveUse struct{ decrypt, sign bool }
+
+var archivePusher = archiveUse{sign: true}
+
+func archiveReader(decrypt bool) archiveUse { return archiveUse{decrypt: decrypt} }
+
 // loadArchive loads a file and resolves its archive. It sizes the Go
 // heap for the archive's budget: no collection until the budget is near.
 // A pipe wal process lives for one file, and a collector that runs as its
 // heap doubles from a few MiB to a segment's three copies costs more than
 // the segment's SHA-256.
-func (a *app) loadArchive(file string, f *walFlags, decrypt bool) (*plan.Archive, error) {
+func (a *app) loadArchive(file string, f *walFlags, use archiveUse) (*plan.Archive, error) {
 	a.inprocess = true
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(plan.RuntimeMemory + 64<<20) // until the budget is known
-	p, err := a.load(file, &loadFlags{vars: f.vars, running: true, skipDecrypt: !decrypt}, "")
+	p, err := a.load(file, &loadFlags{vars: f.vars, running: true, skipDecrypt: !use.decrypt, skipSign: !use.sign, skipTrust: use.sign}, "")
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +193,8 @@ by a background pusher that push starts (the archive's background
 attribute: by default where PID 1 is a known init, systemd, tini, ...),
 else by push itself, which then returns once its file and the next ready
 ones are durable. Any failure exits 1: PostgreSQL keeps
-the file and tries again.`,
+the file and tries again. With sign { key } in the archive, each object's
+name is signed with that key.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if background {
 				return cobra.ExactArgs(1)(cmd, args)
@@ -192,7 +204,7 @@ the file and tries again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
 			defer stop()
-			pa, err := a.loadArchive(args[0], &f, false)
+			pa, err := a.loadArchive(args[0], &f, archivePusher)
 			if err != nil {
 				return err
 			}
@@ -280,7 +292,9 @@ decompresses it, and writes it to PATH atomically. Its exit status follows
 PostgreSQL's rules: 0 restored; 1 the file is not in the archive (recovery
 ends there, or turns to streaming); 255 for any other failure once the
 archive's fetch { retries } are spent, which PostgreSQL takes as fatal:
-recovery stops, rather than end early at the wrong point.
+recovery stops, rather than end early at the wrong point. With trust
+{ keys } in the archive, only an object whose name a trusted key signed is
+fetched: one that none signed is such a failure.
 
 With fetch { prefetch = N }, the N segments after the one asked for are
 brought into a spool, all at once, and the next fetch takes its segment
@@ -326,7 +340,7 @@ fetch itself before it returns.`,
 }
 
 func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metricsFlags, prefetchAfter string) error {
-	pa, err := a.loadArchive(args[0], f, true)
+	pa, err := a.loadArchive(args[0], f, archiveReader(true))
 	if err != nil {
 		return err
 	}
@@ -450,7 +464,7 @@ func (a *app) walCheck(cmd *cobra.Command, file string, f *walFlags, mf *metrics
 			return &exitError{exitFailed}
 		}
 	}
-	ok := len(l.Duplicates) == 0 && (rep == nil || (len(rep.Bad) == 0 && l.Gaps() == 0 && len(rep.Labels) == 0))
+	ok := len(l.Duplicates) == 0 && len(l.Untrusted) == 0 && (rep == nil || (len(rep.Bad) == 0 && l.Gaps() == 0 && len(rep.Labels) == 0))
 	mx.walChecked(pa.Name, l, rep, ok)
 	if f.json {
 		out := map[string]any{"archive": pa.Name, "listing": l}
@@ -504,6 +518,12 @@ func printWAL(a *app, pa *plan.Archive, ar *wal.Archive, l *wal.Listing, rep *wa
 		fmt.Fprintf(w, "  (%s under the archive's folder that are not archived WAL, left alone)\n", plan.Plural(l.Other, "other object"))
 	}
 	if rep == nil {
+		for _, u := range l.Untrusted {
+			fmt.Fprintf(w, "  UNTRUSTED %s: %s\n", u.Key, u.Error)
+		}
+		if l.SignaturesChecked && len(l.Untrusted) == 0 {
+			fmt.Fprintln(w, "  every object's name is signed by a trusted key")
+		}
 		return
 	}
 	for _, b := range rep.Bad {
@@ -516,6 +536,9 @@ func printWAL(a *app, pa *plan.Archive, ar *wal.Archive, l *wal.Listing, rep *wa
 	what := "SHA-256 of the stored bytes"
 	if rep.Decoded {
 		what = "decrypted, decompressed, both SHA-256"
+	}
+	if l.SignaturesChecked {
+		what = "signed names, " + what
 	}
 	verdict := "all good"
 	switch {

@@ -142,6 +142,11 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"engine", "runner", "plan", "pipefile", "plugins/host", "plugins/conformance", "tune"} {
 		forbid(t, p, "plugins/all")
 	}
+	// Signatures are stdlib crypto and formats: manifest, wal, plan and
+	// runner use them, and they know none of those.
+	if d := deps(t, "signing"); len(d) > 0 {
+		t.Errorf("signing imports %v; it imports nothing of pipe", d)
+	}
 	// The manifest and the catalog read what stores hold: the SDK's types,
 	// nothing that runs.
 	for _, p := range []string{"manifest", "catalog"} {
