@@ -117,6 +117,9 @@ func TestS3ObjectLock(t *testing.T) {
 		}
 	})
 
+	if r := mustPipe(t, dir, b.env(bucket, b.m.Endpoint), "plan", "p.hcl"); !strings.Contains(r.Stdout, "lock: every object but the store's index locked (compliance) for 1 day from its upload") {
+		t.Errorf("the plan does not show the lock:\n%s", r.Stdout)
+	}
 	writer := b.writerCredentials(t)
 	t.Run("governance", func(t *testing.T) {
 		env := append(b.env("governance", b.m.Endpoint, "PIPE_VAR_mode=governance"), "PIPE_VAR_access_key="+writer.AccessKeyID, "PIPE_VAR_secret_key="+writer.SecretAccessKey, "PIPE_VAR_session_token="+writer.SessionToken)

@@ -265,6 +265,9 @@ func (a *Archive) print(w io.Writer) {
 	fmt.Fprintf(w, "archive %q (PostgreSQL WAL: pipe wal push, fetch, list, verify)\n", a.Name)
 	st := a.Def.Store
 	fmt.Fprintf(w, "  store %-6s %s\n", st.Type, endpointAttrs(st, nil))
+	if l := lockLine(&st.Block); l != "" {
+		fmt.Fprintf(w, "               lock: %s\n", l)
+	}
 	if st.Key != nil {
 		root, err := st.Key.Render("", "")
 		if err != nil {

@@ -98,6 +98,9 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 		if k.Retention.Set() {
 			fmt.Fprintf(w, "               retention: after a successful run, keep %s of this pipeline, and pinned runs; delete older runs and leftovers of failed ones\n", k.Retention)
 		}
+		if l := lockLine(&k.Block); l != "" {
+			fmt.Fprintf(w, "               lock: %s\n", l)
+		}
 	}
 	if p.Def.Sign != nil {
 		fmt.Fprintf(w, "  sign        %s\n", describeSign(p.Sign, "each run's manifest is signed"))
@@ -349,4 +352,22 @@ func Plural(n int, word string) string {
 		return fmt.Sprintf("%d %ses", n, word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// lockLine says how a storage sink locks what it writes (its
+// object_lock_days and object_lock_mode), "" when it does not.
+func lockLine(b *pipefile.Block) string {
+	days, ok := b.Int("object_lock_days")
+	if !ok || days <= 0 {
+		return ""
+	}
+	mode := b.String("object_lock_mode")
+	if mode == "" {
+		mode = "compliance"
+	}
+	unit := "days"
+	if days == 1 {
+		unit = "day"
+	}
+	return fmt.Sprintf("every object but the store's index locked (%s) for %d %s from its upload, in the request that writes it; nothing still locked is deleted", strings.ToLower(mode), days, unit)
 }

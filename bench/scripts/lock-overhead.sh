@@ -10,7 +10,8 @@
 # `pipe wal push` as archive_command does, to each bucket. (The server
 # archives to /bin/true: its WAL is not what is measured.) Prints each
 # time, the ratio locked / plain, and the S3 requests MinIO counted per
-# phase (by API), so the requests per object can be compared.
+# phase (by API), so the requests per object can be compared. SEGMENTS = 0
+# measures base backups only.
 # Needs docker, curl (7.75 or later: --aws-sigv4), python3 and bc.
 set -euo pipefail
 for tool in docker curl python3 bc; do
@@ -116,6 +117,8 @@ for rep in $(seq "$REPS"); do
     requests > after
     echo "rep $rep base backup $b: ${t}s; requests: $(diffreq before after)"
     total[base-$b]=$(echo "${total[base-$b]:-0} + $t" | bc)
+    echo "$t" >> "times.base-$b"
+    [ "$SEGS" -gt 0 ] || continue
     requests > before
     t0=$(now)
     for f in segs/pg_wal/0*; do
@@ -125,10 +128,15 @@ for rep in $(seq "$REPS"); do
     requests > after
     echo "rep $rep WAL burst of $SEGS $b: ${t}s; requests: $(diffreq before after)"
     total[wal-$b]=$(echo "${total[wal-$b]:-0} + $t" | bc)
+    echo "$t" >> "times.wal-$b"
     # The next burst pushes the same names: a new archive folder.
     sed -i "s|key               = \"archive[0-9]*/\"|key               = \"archive$rep/\"|" "$b.hcl"
   done
 done
+# median prints the median of the numbers in a file.
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for what in base wal; do
-  echo "$what: plain ${total[$what-plain]}s, locked ${total[$what-locked]}s over $REPS reps; locked/plain $(echo "scale=3; ${total[$what-locked]} / ${total[$what-plain]}" | bc)"
+  [ -n "${total[$what-plain]:-}" ] || continue
+  mp=$(median "times.$what-plain") ml=$(median "times.$what-locked")
+  echo "$what: plain ${total[$what-plain]}s, locked ${total[$what-locked]}s over $REPS reps; locked/plain $(echo "scale=3; ${total[$what-locked]} / ${total[$what-plain]}" | bc) (sums), $(echo "scale=3; $ml / $mp" | bc) (medians: plain ${mp}s, locked ${ml}s)"
 done
