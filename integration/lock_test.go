@@ -301,9 +301,10 @@ pipeline "base" {
 	env := append(b.env(bucket, b.m.Endpoint, "PIPE_VAR_keys="+keys, "PIPE_VAR_pg_dsn="+dsn),
 		"PIPE_VAR_access_key="+writer.AccessKeyID, "PIPE_VAR_secret_key="+writer.SecretAccessKey, "PIPE_VAR_session_token="+writer.SessionToken)
 	pg.psql(t, 5432, "CREATE TABLE marks (note text, at timestamptz DEFAULT clock_timestamp())")
+	var runs []string
 	for i := range 7 {
 		pg.psql(t, 5432, fmt.Sprintf("INSERT INTO marks (note) VALUES ('night %d')", i))
-		mustPipe(t, host, env, "run", "base.hcl")
+		runs = append(runs, runIDOf(t, mustPipe(t, host, env, "run", "base.hcl", "--json").Stdout))
 	}
 	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('before')")
 	time.Sleep(1500 * time.Millisecond)
@@ -312,6 +313,7 @@ pipeline "base" {
 	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('after')")
 	pg.archivedThrough(t)
 	want := pg.psql(t, 5432, "SELECT string_agg(note, ',' ORDER BY at) FROM marks WHERE note <> 'after'")
+	all := pg.psql(t, 5432, "SELECT string_agg(note, ',' ORDER BY at) FROM marks")
 
 	// The attack, with the writer's credentials, on every version of
 	// every object pipe wrote.
@@ -365,6 +367,15 @@ pipeline "base" {
 	log := pg.startRestored(t, "/tmp/drill", 5450, "")
 	if got := pg.psql(t, 5450, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != want {
 		t.Errorf("recovered to %s from the attacked archive: marks holds %q, want %q\n%s", target, got, want, lastLines(log, 20))
+	}
+	pg.mustSh(t, "pg_ctl -D /tmp/drill -m fast -w stop")
+
+	// The newest real run, chosen, recovered to the end of the attacked
+	// archive: fetch tells its end from a gap through the versions.
+	pg.mustSh(t, "pipe run /etc/pipe/latest.hcl --run "+runs[len(runs)-1])
+	log = pg.startRestored(t, "/tmp/latest", 5451, "")
+	if got := pg.psql(t, 5451, "SELECT string_agg(note, ',' ORDER BY at) FROM marks"); got != all {
+		t.Errorf("recovered to the end of the attacked archive: marks holds %q, want %q\n%s", got, all, lastLines(log, 20))
 	}
 }
 

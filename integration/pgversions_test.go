@@ -365,19 +365,6 @@ func testPostgresVersion(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 		pg.mustSh(t, "pipe run /etc/pipe/"+name+".hcl")
 		return dir
 	}
-	start2 := func(dir string, port int, conf string) {
-		t.Helper()
-		if code, out := pg.sh(t, fmt.Sprintf("printf '%%s\\n' 'port = %d' %s >> %s/postgresql.auto.conf && pg_ctl -D %s -l %s.log -w -t 300 start", port, conf, dir, dir, dir)); code != 0 {
-			t.Fatalf("starting %s: exit %d\n%s\n%s", dir, code, out, pg.mustSh(t, "tail -20 "+dir+".log"))
-		}
-		deadline := time.Now().Add(3 * time.Minute)
-		for pg.psql(t, port, "SELECT pg_is_in_recovery()") != "f" {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s is still recovering after 3 minutes:\n%s", dir, pg.mustSh(t, "tail -30 "+dir+".log"))
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
 	stop := func(dir string) { pg.mustSh(t, "pg_ctl -D "+dir+" -m fast -w stop") }
 
 	// Each target on timeline 1, promoted; the time target's server
@@ -401,7 +388,7 @@ func testPostgresVersion(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 			conf = `"archive_mode = on" "archive_command = 'pipe wal push /etc/pipe/pg.hcl %p'"`
 		}
 		port := 5441 + i
-		start2(dir, port, conf)
+		pg.startRestored(t, dir, port, conf)
 		if got := marks(port); got != tc.want {
 			t.Errorf("recovered to the %s target: marks holds %q, want %q\n%s", tc.name, got, tc.want, lastLines(pg.mustSh(t, "cat "+dir+".log"), 20))
 		}
@@ -418,7 +405,7 @@ func testPostgresVersion(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 		t.Logf("recovery to the %s target in %s", tc.name, time.Since(start).Round(time.Millisecond))
 	}
 	dir := restore("latest", "")
-	start2(dir, 5449, "")
+	pg.startRestored(t, dir, 5449, "")
 	if got := marks(5449); got != "one,new timeline" {
 		t.Errorf("recovered along the latest timeline: marks holds %q, want 'one,new timeline'", got)
 	}

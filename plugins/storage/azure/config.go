@@ -309,11 +309,17 @@ func decode(cfg sdk.Config, dst any, c *common) sdk.Diagnostics {
 // diagnostics: a SAS or role that may write but not read the container's
 // properties, or a network that is slow to answer, is left to the
 // operations themselves.
-func (cl *client) probe(ctx context.Context) sdk.Diagnostics {
+//
+// With locks, the container must support version-level immutability:
+// else every commit would be refused after its blocks were sent.
+func (cl *client) probe(ctx context.Context, locks bool) sdk.Diagnostics {
 	ctx, cancel := context.WithTimeout(ctx, configureCheckLimit)
 	defer cancel()
-	_, err := cl.c.GetProperties(ctx, nil)
+	props, err := cl.c.GetProperties(ctx, nil)
 	switch {
+	case err == nil && locks && (props.IsImmutableStorageWithVersioningEnabled == nil || !*props.IsImmutableStorageWithVersioningEnabled):
+		return sdk.AttrError("object_lock_days", "the container cannot lock blobs",
+			fmt.Sprintf("%s does not have version-level immutability support, which object_lock_days needs: create the container with it (az storage container-rm create --enable-vlw), or leave object_lock_days out", cl.where))
 	case err == nil:
 		return nil
 	case bloberror.HasCode(err, bloberror.ContainerNotFound):

@@ -34,6 +34,9 @@ type fakeBlobs struct {
 	maxFlight  map[string]int
 	hook       func(w http.ResponseWriter, r *http.Request, kind string) bool
 	etagSerial int
+	// immutable says the containers have version-level immutability
+	// support (their properties say so).
+	immutable bool
 }
 
 type fakeBlob struct {
@@ -172,6 +175,9 @@ func (f *fakeBlobs) handle(w http.ResponseWriter, r *http.Request) {
 		f.list(w, cont, q.Get("prefix"))
 	case name == "" && r.Method == http.MethodGet, name == "" && r.Method == http.MethodHead:
 		w.Header().Set("ETag", "\"0xc\"")
+		if f.immutable {
+			w.Header().Set("x-ms-immutable-storage-with-versioning-enabled", "true")
+		}
 		w.WriteHeader(200)
 	case r.Method == http.MethodPut && q.Get("comp") == "block":
 		if f.staged[key] == nil {

@@ -15,6 +15,15 @@ import (
 // store's index.
 func TestAzureImmutabilityPolicy(t *testing.T) {
 	f := newFake(t)
+	// A container without version-level immutability cannot take them:
+	// refused before any block is sent.
+	if _, d := (SinkType{}).Configure(ctx, sdk.NewConfig(f.config(map[string]any{"object_lock_days": int64(3)}))); !d.HasErrors() || !strings.Contains(d.Err().Error(), "version-level immutability") {
+		t.Fatalf("a lock on a container without immutability support: %v", d)
+	}
+	if n := len(f.requests); n > 1 {
+		t.Errorf("%d requests before the refusal, want only the container's properties", n)
+	}
+	f.immutable = true
 	var mu sync.Mutex
 	sent := map[string]http.Header{} // blob name → the commit's headers
 	f.setHook(func(w http.ResponseWriter, r *http.Request, kind string) bool {

@@ -86,7 +86,7 @@ func (SinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink, sdk.Di
 	if err != nil {
 		return nil, sdk.AttrError("", "cannot make the Azure client", err.Error())
 	}
-	if d := cl.probe(ctx); d.HasErrors() {
+	if d := cl.probe(ctx, c.Lock.On()); d.HasErrors() {
 		return nil, d
 	}
 	return &Sink{client: cl, singlePut: c.MaxSinglePut, tier: tier(c.AccessTier), lk: c.Lock}, d

@@ -64,7 +64,7 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 	if err != nil {
 		return nil, sdk.AttrError("", "cannot make the Azure client", err.Error())
 	}
-	if d := cl.probe(ctx); d.HasErrors() {
+	if d := cl.probe(ctx, false); d.HasErrors() {
 		return nil, d
 	}
 	s := &Source{client: cl, prefix: c.Prefix}

@@ -18,7 +18,7 @@ import (
 	"github.com/pipebackup/pipe/plugins/storage/internal/objlock"
 )
 
-// Object lock and versions. A sink with object_lock_mode sets S3 Object
+// Object lock and versions. A sink with object_lock_days sets S3 Object
 // Lock on every object it writes, in the request that writes it (the
 // x-amz-object-lock-mode and -retain-until-date headers of PutObject and
 // CreateMultipartUpload): no extra request, and no moment at which the
@@ -81,6 +81,12 @@ func (v *versions) get(key string) (string, bool) {
 	defer v.mu.Unlock()
 	id, ok := v.id[key]
 	return id, ok
+}
+
+func (v *versions) forget(key string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.id, key)
 }
 
 func (v *versions) set(key, id string) {
@@ -152,12 +158,24 @@ func (s *store) listVersions(ctx context.Context, prefix, after string, limit in
 				e.markers = append(e.markers, m)
 			}
 		}
-		if limit > 0 && len(keys) > limit {
+		if limit > 0 && withVersions(byKey) > limit {
 			break // the last key may have more versions on the next page
 		}
 	}
 	sort.Strings(keys)
 	return keys, byKey, nil
+}
+
+// withVersions counts the keys that have a version (not only delete
+// markers).
+func withVersions(byKey map[string]*keyVersions) int {
+	n := 0
+	for _, e := range byKey {
+		if len(e.all) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // listChosen is list for a versioned store: every key that has a version,
@@ -267,7 +285,7 @@ func (s *Sink) removeVersions(ctx context.Context, key string) error {
 		}
 		return s.st.fail("removing", key, err)
 	}
-	s.st.versions.set(key, "")
+	s.st.versions.forget(key)
 	return nil
 }
 
