@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -293,6 +294,7 @@ pipeline "base" {
     secret_access_key = var.secret_key
     session_token     = var.session_token
     object_lock_days  = 1
+    keep_last         = 1
   }
 }
 `
@@ -301,10 +303,36 @@ pipeline "base" {
 	env := append(b.env(bucket, b.m.Endpoint, "PIPE_VAR_keys="+keys, "PIPE_VAR_pg_dsn="+dsn),
 		"PIPE_VAR_access_key="+writer.AccessKeyID, "PIPE_VAR_secret_key="+writer.SecretAccessKey, "PIPE_VAR_session_token="+writer.SessionToken)
 	pg.psql(t, 5432, "CREATE TABLE marks (note text, at timestamptz DEFAULT clock_timestamp())")
+	// keep_last = 1, but every run is locked for a day: retention and
+	// WAL retention wait, and say so, with credentials that could not
+	// delete anyway.
 	var runs []string
 	for i := range 7 {
 		pg.psql(t, 5432, fmt.Sprintf("INSERT INTO marks (note) VALUES ('night %d')", i))
-		runs = append(runs, runIDOf(t, mustPipe(t, host, env, "run", "base.hcl", "--json").Stdout))
+		out := mustPipe(t, host, env, "run", "base.hcl", "--json").Stdout
+		runs = append(runs, runIDOf(t, out))
+		var all struct {
+			Pipelines []struct {
+				Retention []struct {
+					Locked []json.RawMessage `json:"locked_runs"`
+					Error  string            `json:"error"`
+				} `json:"retention"`
+				WAL *struct {
+					Locked map[string]json.RawMessage `json:"locked"`
+					Error  string                     `json:"error"`
+				} `json:"wal_retention"`
+			} `json:"pipelines"`
+		}
+		if err := json.Unmarshal([]byte(out), &all); err != nil || len(all.Pipelines) != 1 {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+		rep := all.Pipelines[0]
+		if len(rep.Retention) != 1 || rep.Retention[0].Error != "" || len(rep.Retention[0].Locked) != i {
+			t.Errorf("run %d: retention %+v, want %d runs waiting for their locks", i, rep.Retention, i)
+		}
+		if rep.WAL == nil || rep.WAL.Error != "" || len(rep.WAL.Locked) != 1 {
+			t.Errorf("run %d: WAL retention %+v, want it stopped at a locked file\n%s", i, rep.WAL, out)
+		}
 	}
 	pg.psql(t, 5432, "INSERT INTO marks (note) VALUES ('before')")
 	time.Sleep(1500 * time.Millisecond)

@@ -25,6 +25,15 @@ func (s *archiveStore) Flush(ctx context.Context) error {
 	return nil
 }
 
+// ObjectLock says how the store locks the object at key (sdk.Locker):
+// WAL retention stops at the first file still locked.
+func (s *archiveStore) ObjectLock(ctx context.Context, key string) (sdk.Lock, error) {
+	if l, ok := s.Sink.(sdk.Locker); ok {
+		return l.ObjectLock(ctx, key)
+	}
+	return sdk.Lock{}, nil
+}
+
 // CheckRoot reports a store folder that does not exist, when the sink
 // can tell (sdk.RootChecker).
 func (s *archiveStore) CheckRoot(ctx context.Context, prefix string) error {

@@ -229,6 +229,7 @@ func PruneStore(ctx context.Context, s *Store, now time.Time, dryRun bool) (*Ret
 		return rp, nil, nil
 	}
 	d, err := ApplyRetention(ctx, s, rp, now)
+	rp.absorb(d)
 	return rp, d, err
 }
 

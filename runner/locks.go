@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,9 +46,13 @@ func lockOf(ctx context.Context, w catalog.Writer, key string) (sdk.Lock, error)
 }
 
 // heldBy returns the lock that keeps the object at key from deletion at
-// now, or nil.
+// now, or nil; nil too when the object is gone (another prune deleted it
+// meanwhile).
 func heldBy(ctx context.Context, w catalog.Writer, key, runID string, now time.Time) (*Locked, error) {
 	l, err := lockOf(ctx, w, key)
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("asking whether %s is locked: %w", key, err)
 	}
@@ -113,4 +118,20 @@ func (rp *RetentionPlan) HoldLocked(ctx context.Context, w catalog.Writer, now t
 // keeps and those their lock keeps.
 func (rp *RetentionPlan) Standing() []*catalog.Run {
 	return append(slices.Clip(rp.Keep), rp.LockedRuns...)
+}
+
+// absorb moves what a deletion found locked only when it got there (a
+// lock set after the plan was made) from the plan's Drop to its Locked,
+// so that what is said and what WAL retention keeps match what happened.
+func (rp *RetentionPlan) absorb(d *Deletion) {
+	if d == nil || len(d.lockedRuns) == 0 {
+		return
+	}
+	late := map[string]bool{}
+	for _, r := range d.lockedRuns {
+		late[r.Key] = true
+	}
+	rp.Drop = slices.DeleteFunc(rp.Drop, func(r *catalog.Run) bool { return late[r.Key] })
+	rp.Locked = append(rp.Locked, d.Locked...)
+	rp.LockedRuns = append(rp.LockedRuns, d.lockedRuns...)
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
+	"time"
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/manifest"
@@ -44,8 +46,12 @@ func trustedRun(ctx context.Context, st opener, r *catalog.Run, trust signing.Tr
 	if err != nil {
 		return nil, nil, "", refused(r, err, signer, trust, who)
 	}
-	if m.RunID != r.Manifest.RunID {
-		return nil, nil, "", fmt.Errorf("run %s: its manifest %s changed while it was read (it now holds run %s): manifests are written once; someone rewrote it", r.Manifest.RunID, r.Key, m.RunID)
+	// The run was chosen by what the first read said (its pipeline, its
+	// times, a base backup's positions): the signed bytes must say the
+	// same, or the choice was made on bytes nobody signed.
+	if m.RunID != r.Manifest.RunID || m.Pipeline != r.Manifest.Pipeline || !m.StartedAt.Equal(r.Manifest.StartedAt) ||
+		!m.FinishedAt.Equal(r.Manifest.FinishedAt) || !maps.Equal(m.Source, r.Manifest.Source) {
+		return nil, nil, "", fmt.Errorf("run %s: its manifest %s changed while it was read (it now holds run %s of pipeline %q, finished %s): manifests are written once; someone rewrote it", r.Manifest.RunID, r.Key, m.RunID, m.Pipeline, m.FinishedAt.UTC().Format(time.RFC3339))
 	}
 	return &catalog.Run{Key: r.Key, Manifest: m, Pinned: r.Pinned}, raw, signer, nil
 }

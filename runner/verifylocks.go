@@ -42,7 +42,8 @@ type RunLocks struct {
 // VerifyLocks asks the store how each object of the runs o chooses is
 // locked: every one must be locked now and, where the sink's keep_within
 // says how long a run is kept, at least that long after the run finished.
-// It reads no object's bytes: one request per object.
+// It reads no object's bytes but, with o.Trust, each run's manifest, whose
+// signature must be trusted too: one request per object.
 func VerifyLocks(ctx context.Context, s *Store, o VerifyOptions) (*LockReport, error) {
 	rep := &LockReport{Store: s.Where()}
 	if _, ok := s.ep.sink.(sdk.Locker); !ok {
@@ -61,6 +62,13 @@ func VerifyLocks(ctx context.Context, s *Store, o VerifyOptions) (*LockReport, e
 		rl := RunLocks{RunID: r.Manifest.RunID}
 		if s.Def != nil && s.Def.Retention.Within > 0 {
 			rl.Need = r.Manifest.FinishedAt.Add(s.Def.Retention.Within)
+		}
+		if o.Trust != nil {
+			// A run nobody trusted signed is not protected by its locks:
+			// they keep a forgery.
+			if _, _, _, err := trustedRun(ctx, s, r, o.Trust, o.Who); err != nil {
+				rl.Problems = append(rl.Problems, err.Error())
+			}
 		}
 		for _, key := range append([]string{r.Key}, r.Keys()...) {
 			rl.Objects++

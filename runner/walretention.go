@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -143,6 +144,9 @@ func PruneWAL(ctx context.Context, a *plan.Archive, reg *host.Registry, kept []*
 				// Files were archived in order, each locked from then on:
 				// the first one locked ends the prune of this cluster.
 				lk, err := locker.ObjectLock(ctx, e.Key)
+				if errors.Is(err, sdk.ErrNotFound) {
+					continue // removed meanwhile (another prune)
+				}
 				if err != nil {
 					return rep, fmt.Errorf("archive %q: asking whether %s is locked: %w", a.Name, e.Key, err)
 				}

@@ -114,7 +114,8 @@ func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 
 // Before lists the archived segments, .partial and .backup files of a
 // cluster that come before segment first (on any timeline): the WAL no
-// base backup from first on needs, untrusted objects included. History
+// base backup from first on needs, untrusted objects and second objects
+// of a file included. History
 // files are never listed: they are small and every later timeline needs
 // them.
 func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
@@ -162,7 +163,7 @@ func (l *Listing) GapsAfter(r Range) []TimelineGap {
 	_, last := r.Segments()
 	segs := map[uint32][]uint64{}
 	for _, e := range l.Entries {
-		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI || e.Untrusted != "" {
+		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI || e.Untrusted != "" || e.Again {
 			continue
 		}
 		if n, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {

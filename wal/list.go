@@ -27,6 +27,11 @@ type Entry struct {
 	// signed the object's name: it counts for nothing but retention (its
 	// file is missing unless another object holds it).
 	Untrusted string
+	// Again says another object listed before holds the same file (a
+	// signed object pushed beside an unsigned one, or under another key,
+	// or other content of a damaged archive): it counts for nothing but
+	// verify and retention, which read and remove every object.
+	Again bool
 }
 
 // Claim is a file name's claim (see ClaimExt).
@@ -159,6 +164,7 @@ func (ls *lister) add(in sdk.ObjectInfo) {
 		}
 	}
 	if ls.duplicate(dir, o) {
+		l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified, Again: true})
 		return
 	}
 	l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified})
@@ -356,7 +362,7 @@ type LabelGap struct {
 func (a *Archive) labelGaps(l *Listing, decoded map[string]BackupLabel) []LabelGap {
 	var out []LabelGap
 	for _, e := range l.Entries {
-		if e.Kind != Backup || a.SegmentSize == 0 || e.Untrusted != "" {
+		if e.Kind != Backup || a.SegmentSize == 0 || e.Untrusted != "" || e.Again {
 			continue
 		}
 		n, err := SegmentNumber(e.Name[:24], a.SegmentSize)

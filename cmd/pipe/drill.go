@@ -296,7 +296,7 @@ func (a *app) fetchDrillWAL(ctx context.Context, pa *plan.Archive, sc *drill.Scr
 	}
 	n := 0
 	for _, e := range l.Entries {
-		if e.SystemID != id || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
+		if e.SystemID != id || e.Again || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
 			continue
 		}
 		dest := filepath.Join(sc.WAL, e.Name)

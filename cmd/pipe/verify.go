@@ -104,7 +104,11 @@ func (a *app) verify(cmd *cobra.Command, path string, f *verifyFlags) error {
 		return err
 	}
 	o := runner.VerifyOptions{RunID: f.runID, Last: f.last, All: f.all, Sample: sample, Plan: pipelineNamed(p, s.Pipeline)}
-	o.Trust, o.Who = verifyTrust(o.Plan, s.Kind)
+	o.Trust, o.Who, err = verifyTrust(o.Plan, s.Kind)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "Error:", err)
+		return &exitError{exitInvalid}
+	}
 	if f.locks {
 		return a.verifyLocks(ctx, f, s, o)
 	}
@@ -164,15 +168,25 @@ func (a *app) verifyEnded(ctx context.Context, f *verifyFlags, secrets []string,
 // pipeline writes, with its sign block, is checked with its own key (what
 // it wrote, it signed); any other (what a pipeline reads, or a copy's
 // store without sign, whose runs keep their writers' signatures) with its
-// trust block; without either, nothing is checked.
-func verifyTrust(p *plan.Pipeline, kind string) (signing.Trust, string) {
-	switch {
-	case kind == "sink" && p.Sign != nil:
-		return signing.Trust{p.Sign.Public()}, fmt.Sprintf("pipeline %q (which signs its runs with it)", p.Name)
-	case p.Trust != nil:
-		return p.Trust, fmt.Sprintf("pipeline %q", p.Name)
+// trust block; without either, nothing is checked. A block whose keys are
+// known only at run time (a variable without a value, env() of an unset
+// variable) is an error: verify would otherwise skip the check without a
+// word.
+func verifyTrust(p *plan.Pipeline, kind string) (signing.Trust, string, error) {
+	unknown := func(block string) error {
+		return fmt.Errorf("pipeline %q: the keys of its %s block are not known here (a variable without a value, or env() of an unset variable): give them, so that verify can check the runs' signatures", p.Name, block)
 	}
-	return nil, ""
+	switch {
+	case kind == "sink" && p.Def.Sign != nil && p.Sign == nil:
+		return nil, "", unknown("sign")
+	case kind == "sink" && p.Sign != nil:
+		return signing.Trust{p.Sign.Public()}, fmt.Sprintf("pipeline %q (which signs its runs with it)", p.Name), nil
+	case p.Def.Trust != nil && p.Trust == nil:
+		return nil, "", unknown("trust")
+	case p.Trust != nil:
+		return p.Trust, fmt.Sprintf("pipeline %q", p.Name), nil
+	}
+	return nil, "", nil
 }
 
 // pipelineNamed returns the pipeline called name.

@@ -32,6 +32,9 @@ func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 	var version *string
 	if vid != "" {
 		version = aws.String(vid) // as pipe wrote it (see lock.go)
+		// Read once, mostly: a long-lived prefetcher must not remember
+		// every segment it fetched. A second read looks the key up again.
+		s.versions.forget(key)
 	}
 	get := func(ctx context.Context, off, n int64) (*s3.GetObjectOutput, error) {
 		in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)), VersionId: version}
