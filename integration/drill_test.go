@@ -62,6 +62,7 @@ func scratchLeft(t *testing.T) int {
 // that does not hold fails the drill (exit 1, drill_failure); --keep
 // leaves the server running.
 func TestDrillPostgres(t *testing.T) {
+	requireDocker(t) // skips under -short first
 	needDockerCLI(t)
 	s := startPostgres(t)
 	s.exec(t, "app",
@@ -173,6 +174,7 @@ drill "wrong" {
 
 // TestDrillMariaDB drills a MariaDB dump into a scratch MariaDB server.
 func TestDrillMariaDB(t *testing.T) {
+	requireDocker(t) // skips under -short first
 	needDockerCLI(t)
 	m := startMariaDB(t, "10.11")
 	m.loadShop(t)

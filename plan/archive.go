@@ -357,7 +357,7 @@ func (a *Archive) json() ArchiveJSON {
 	if a.Codec != nil {
 		j.Codec = a.Codec.Name
 	}
-	j.Sign, j.Trust = fingerprint(a.Sign), trustJSON(a.Trust)
+	j.Sign, j.Trust = fingerprint(a.Sign), a.Trust.Fingerprints()
 	if a.SystemID != 0 {
 		j.SystemID = fmt.Sprint(a.SystemID)
 	}

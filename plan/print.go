@@ -313,7 +313,7 @@ func (pl *Plan) JSON() JSON {
 			pj.Positions = append(pj.Positions, PositionJSON{pos.Name, pos.Buffers, pos.BufferSize})
 		}
 		pj.Hooks = hooksJSON(p.Def)
-		pj.Sign, pj.Trust = fingerprint(p.Sign), trustJSON(p.Trust)
+		pj.Sign, pj.Trust = fingerprint(p.Sign), p.Trust.Fingerprints()
 		out.Pipelines = append(out.Pipelines, pj)
 	}
 	for _, a := range pl.Archives {

@@ -90,11 +90,3 @@ func fingerprint(k *signing.PrivateKey) string {
 	}
 	return k.Fingerprint()
 }
-
-// trustJSON is a trust block's fingerprints for --json.
-func trustJSON(tr signing.Trust) []string {
-	if tr == nil {
-		return nil
-	}
-	return tr.Fingerprints()
-}

@@ -52,11 +52,6 @@ func ReadRun(ctx context.Context, s *Store, id string) (*catalog.Run, *catalog.C
 type Deletion struct {
 	Runs    []string `json:"deleted_runs"`
 	Objects int      `json:"deleted_leftover_objects,omitempty"`
-	// Locked are the runs (and leftovers) left in place because the store
-	// still locks them, with until when.
-	Locked []Locked `json:"locked,omitempty"`
-	// lockedRuns are the runs of Locked: they stay, for now.
-	lockedRuns []*catalog.Run
 	// Last are the runs deleted (or refused) that were the last complete
 	// base backup of their cluster in the store.
 	Last []LastBaseBackup `json:"last_base_backups,omitempty"`
@@ -202,7 +197,7 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 		d.Objects = len(leftovers)
 		return d, nil
 	}
-	del, err := deleteRuns(ctx, s, cat, drop, leftovers, o.Now)
+	del, err := deleteRuns(ctx, s, cat, drop, leftovers)
 	del.Last = d.Last
 	return del, err
 }
@@ -228,8 +223,7 @@ func PruneStore(ctx context.Context, s *Store, now time.Time, dryRun bool) (*Ret
 	if dryRun {
 		return rp, nil, nil
 	}
-	d, err := ApplyRetention(ctx, s, rp, now)
-	rp.absorb(d)
+	d, err := ApplyRetention(ctx, s, rp)
 	return rp, d, err
 }
 

@@ -119,19 +119,3 @@ func (rp *RetentionPlan) HoldLocked(ctx context.Context, w catalog.Writer, now t
 func (rp *RetentionPlan) Standing() []*catalog.Run {
 	return append(slices.Clip(rp.Keep), rp.LockedRuns...)
 }
-
-// absorb moves what a deletion found locked only when it got there (a
-// lock set after the plan was made) from the plan's Drop to its Locked,
-// so that what is said and what WAL retention keeps match what happened.
-func (rp *RetentionPlan) absorb(d *Deletion) {
-	if d == nil || len(d.lockedRuns) == 0 {
-		return
-	}
-	late := map[string]bool{}
-	for _, r := range d.lockedRuns {
-		late[r.Key] = true
-	}
-	rp.Drop = slices.DeleteFunc(rp.Drop, func(r *catalog.Run) bool { return late[r.Key] })
-	rp.Locked = append(rp.Locked, d.Locked...)
-	rp.LockedRuns = append(rp.LockedRuns, d.lockedRuns...)
-}

@@ -114,7 +114,7 @@ func TestRetentionWaitsForLocks(t *testing.T) {
 	if s := rp.Locked[0].String(); !strings.Contains(s, "run "+locked+" (compliance until ") {
 		t.Errorf("the waiting run is said as %q", s)
 	}
-	d, err := runner.ApplyRetention(ctx, st, rp, now)
+	d, err := runner.ApplyRetention(ctx, st, rp)
 	if err != nil {
 		t.Fatal(err)
 	}

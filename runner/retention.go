@@ -134,12 +134,12 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 	if err := rp.HoldLocked(ctx, store, started); err != nil {
 		return nil, err
 	}
-	d, err := ApplyRetention(ctx, store, rp, started)
-	rep.DeletedRuns, rep.Locked, rep.Garbage = d.Runs, append(rp.Locked, d.Locked...), d.Objects
+	d, err := ApplyRetention(ctx, store, rp)
+	rep.DeletedRuns, rep.Locked, rep.Garbage = d.Runs, rp.Locked, d.Objects
 	if err != nil {
 		return nil, err
 	}
-	return append(rp.Standing(), d.lockedRuns...), nil
+	return rp.Standing(), nil
 }
 
 // Keep is a retention rule: of the runs of Pipeline, keep Current, the
@@ -243,33 +243,15 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 
 // ApplyRetention deletes what rp says: each run's manifest first (a
 // half-deleted run never looks restorable), then its objects that no other
-// run names, then the garbage; and keeps the store's index current. A run
-// whose manifest the store still locks at now is left whole, and listed
-// in the Deletion's Locked (as are leftovers still locked).
-func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan, now time.Time) (*Deletion, error) {
-	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage, now)
+// run names, then the garbage; and keeps the store's index current. What
+// the store locks must have been taken out of the plan first (HoldLocked).
+func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan) (*Deletion, error) {
+	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage)
 }
 
-// deleteRuns deletes runs and leftover objects from a store cat lists,
-// but none that the store locks at now. A run's manifest is written last,
-// with the lock of its objects, so it is locked at least as long as they
-// are: its lock decides for the run.
-func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, drop []*catalog.Run, garbage []sdk.ObjectInfo, now time.Time) (*Deletion, error) {
+// deleteRuns deletes runs and leftover objects from a store cat lists.
+func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, drop []*catalog.Run, garbage []sdk.ObjectInfo) (*Deletion, error) {
 	d := &Deletion{Runs: []string{}}
-	var keep []*catalog.Run
-	for _, r := range drop {
-		l, err := heldBy(ctx, w, r.Key, r.Manifest.RunID, now)
-		if err != nil {
-			return d, fmt.Errorf("run %s: %w; nothing was deleted", r.Manifest.RunID, err)
-		}
-		if l != nil {
-			d.Locked = append(d.Locked, *l)
-			d.lockedRuns = append(d.lockedRuns, r)
-			continue
-		}
-		keep = append(keep, r)
-	}
-	drop = keep
 	gone := map[string]bool{}
 	for _, r := range drop {
 		gone[r.Key] = true
@@ -311,14 +293,6 @@ func deleteRuns(ctx context.Context, w catalog.Writer, cat *catalog.Catalog, dro
 		d.Runs = append(d.Runs, r.Manifest.RunID)
 	}
 	for _, o := range garbage {
-		l, err := heldBy(ctx, w, o.Key, "", now)
-		if err != nil {
-			return d, fmt.Errorf("leftover %s: %w", o.Key, err)
-		}
-		if l != nil {
-			d.Locked = append(d.Locked, *l)
-			continue
-		}
 		if err := w.Remove(ctx, o.Key); err != nil {
 			return d, fmt.Errorf("removing leftover %s: %w", o.Key, err)
 		}

@@ -164,11 +164,7 @@ type ObjectVerify struct {
 func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil, Signatures: o.Trust != nil}
 	defer func() { rep.Finished = time.Now().UTC() }()
-	cat, err := catalog.Read(ctx, s)
-	if err != nil {
-		return rep, err
-	}
-	runs, err := chooseRuns(cat, s, o)
+	runs, err := chooseRuns(ctx, s, o)
 	if err != nil {
 		return rep, err
 	}
@@ -203,8 +199,13 @@ func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, erro
 	return rep, nil
 }
 
-// chooseRuns picks the runs to verify, newest first.
-func chooseRuns(cat *catalog.Catalog, s *Store, o VerifyOptions) ([]*catalog.Run, error) {
+// chooseRuns reads the store's catalog and picks the runs to verify,
+// newest first.
+func chooseRuns(ctx context.Context, s *Store, o VerifyOptions) ([]*catalog.Run, error) {
+	cat, err := catalog.Read(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	var runs []*catalog.Run
 	for _, r := range cat.Runs {
 		if s.Kind == "sink" && r.Manifest.Pipeline != s.Pipeline {

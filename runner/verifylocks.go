@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -49,11 +48,7 @@ func VerifyLocks(ctx context.Context, s *Store, o VerifyOptions) (*LockReport, e
 	if _, ok := s.ep.sink.(sdk.Locker); !ok {
 		return rep, fmt.Errorf("%s cannot say how its objects are locked: --locks needs the sink of a pipeline writing to a store that locks objects (s3 with object_lock_days)", s.Where())
 	}
-	cat, err := catalog.Read(ctx, s)
-	if err != nil {
-		return rep, err
-	}
-	runs, err := chooseRuns(cat, s, o)
+	runs, err := chooseRuns(ctx, s, o)
 	if err != nil {
 		return rep, err
 	}

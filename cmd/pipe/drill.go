@@ -295,10 +295,12 @@ func (a *app) fetchDrillWAL(ctx context.Context, pa *plan.Archive, sc *drill.Scr
 		return 0, err
 	}
 	n := 0
+	fetched := map[string]bool{} // a file may have several objects: fetch picks one
 	for _, e := range l.Entries {
-		if e.SystemID != id || e.Again || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
+		if e.SystemID != id || fetched[e.Name] || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
 			continue
 		}
+		fetched[e.Name] = true
 		dest := filepath.Join(sc.WAL, e.Name)
 		if err := ar.Fetch(ctx, e.Name, dest); err != nil {
 			return n, fmt.Errorf("%s: %w", e.Name, err)

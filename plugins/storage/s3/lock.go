@@ -242,17 +242,9 @@ func (s *Sink) ObjectLock(ctx context.Context, key string) (sdk.Lock, error) {
 	if err != nil {
 		return sdk.Lock{}, err
 	}
-	in := &s3.HeadObjectInput{Bucket: &s.st.bucket, Key: &key}
-	if id != "" {
-		in.VersionId = aws.String(id)
-	}
-	out, err := s.st.client.HeadObject(ctx, in)
+	l, err := s.lockOf(ctx, key, id)
 	if err != nil {
 		return sdk.Lock{}, s.st.fail("looking up the lock of", key, err)
-	}
-	l := sdk.Lock{Mode: string(out.ObjectLockMode), LegalHold: out.ObjectLockLegalHoldStatus == types.ObjectLockLegalHoldStatusOn}
-	if l.Mode != "" {
-		l.Until = aws.ToTime(out.ObjectLockRetainUntilDate)
 	}
 	return l, nil
 }
@@ -289,9 +281,13 @@ func (s *Sink) removeVersions(ctx context.Context, key string) error {
 	return nil
 }
 
-// lockOf is the lock of one version of key.
+// lockOf is the lock of one version of key ("" the newest).
 func (s *Sink) lockOf(ctx context.Context, key, id string) (sdk.Lock, error) {
-	out, err := s.st.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.st.bucket, Key: &key, VersionId: aws.String(id)})
+	in := &s3.HeadObjectInput{Bucket: &s.st.bucket, Key: &key}
+	if id != "" {
+		in.VersionId = aws.String(id)
+	}
+	out, err := s.st.client.HeadObject(ctx, in)
 	if err != nil {
 		return sdk.Lock{}, err
 	}
