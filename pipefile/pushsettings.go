@@ -8,11 +8,16 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
 // PushSettings are what archive_command needs of an archive to answer
-// for a file a background pusher archived already: where the pusher's
-// notes are and how long to wait for one. pipe-wal reads them with
+// for a file a background pusher archived already (where the pusher's
+// notes are and how long to wait for one), and what restore_command
+// needs to take a prefetched segment from the spool (where it is, how
+// many are prefetched, the cluster's segment size and, when the archive
+// says it, system identifier). pipe-wal reads them with
 // ReadPushSettings, without the stores' schemas, the plugins or the
 // variables that loading the whole file takes.
 type PushSettings struct {
@@ -21,6 +26,11 @@ type PushSettings struct {
 	Async      bool
 	Spool      string
 	Timeout    time.Duration
+	// Fetch's settings.
+	Prefetch    int
+	FetchSpool  string
+	SegmentSize int64
+	SystemID    string // "" to read pg_control
 }
 
 // ErrNotLiteral is ReadPushSettings' error for a file whose push settings
@@ -61,20 +71,31 @@ func ReadPushSettings(path, name string) (*PushSettings, error) {
 	f := &File{Path: path, secrets: map[string]bool{}, unset: map[string]*Variable{}}
 	archive, _, diags := b.Body.PartialContent(&hcl.BodySchema{
 		Attributes: attributeSchema(archiveAttrs, ""),
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "push"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "push"}, {Type: "fetch"}},
 	})
 	attrs, d := f.decodeAttributes("archive", b.DefRange, archive.Attributes, archiveAttrs, "", nil, src)
 	diags = append(diags, d...)
-	push := defaults(archivePushAttrs, "push", b.DefRange)
-	for _, pb := range archive.Blocks {
-		push, d = f.decodeBlock(pb, "push", archivePushAttrs, "", nil, src)
+	blocks := map[string]*Block{"push": defaults(archivePushAttrs, "push", b.DefRange), "fetch": defaults(archiveFetchAttrs, "fetch", b.DefRange)}
+	seen := map[string]bool{}
+	for _, bb := range archive.Blocks {
+		if seen[bb.Type] {
+			return nil, fmt.Errorf("%s: archive %q: %w", path, b.Labels[0], ErrNotLiteral)
+		}
+		seen[bb.Type] = true
+		blocks[bb.Type], d = f.decodeBlock(bb, bb.Type, map[string][]sdk.Attribute{"push": archivePushAttrs, "fetch": archiveFetchAttrs}[bb.Type], "", nil, src)
 		diags = append(diags, d...)
 	}
-	if diags.HasErrors() || len(archive.Blocks) > 1 || len(attrs.Unknown) > 0 || len(push.Unknown) > 0 {
+	push, fetch := blocks["push"], blocks["fetch"]
+	if diags.HasErrors() || len(attrs.Unknown) > 0 || len(push.Unknown) > 0 || len(fetch.Unknown) > 0 {
 		return nil, fmt.Errorf("%s: archive %q: %w", path, b.Labels[0], ErrNotLiteral)
 	}
-	s := &PushSettings{Archive: b.Labels[0], Background: attrs.String("background"), Spool: push.String("spool")}
+	s := &PushSettings{Archive: b.Labels[0], Background: attrs.String("background"), Spool: push.String("spool"),
+		FetchSpool: fetch.String("spool"), SystemID: attrs.String("system_identifier")}
 	s.Async, _ = push.Values["async"].(bool)
 	s.Timeout, _ = push.Values["timeout"].(time.Duration)
+	s.SegmentSize, _ = attrs.Int("segment_size")
+	if n, ok := fetch.Int("prefetch"); ok {
+		s.Prefetch = int(n)
+	}
 	return s, nil
 }

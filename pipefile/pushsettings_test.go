@@ -29,7 +29,8 @@ archive "pg" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := PushSettings{Archive: "pg", Background: "auto", Async: false, Spool: "pg_wal/pipe-spool/push", Timeout: 60 * time.Second}
+	want := PushSettings{Archive: "pg", Background: "auto", Async: false, Spool: "pg_wal/pipe-spool/push", Timeout: 60 * time.Second,
+		Prefetch: 8, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: 16 << 20}
 	if *s != want {
 		t.Errorf("defaults: %+v, want %+v", *s, want)
 	}
@@ -44,18 +45,25 @@ archive "b" {
   store "nope" { whatever = upper("x") }
   compress { codec = "zstd" }
   background = "always"
+  segment_size = "64MiB"
+  system_identifier = "7301234567890123456"
   push {
     async   = true
     spool   = "/var/spool/pipe"
     timeout = "90s"
     workers = 8
   }
+  fetch {
+    prefetch = 16
+    spool    = "/var/spool/fetch"
+  }
 }`)
 	s, err = ReadPushSettings(p, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = PushSettings{Archive: "b", Background: "always", Async: true, Spool: "/var/spool/pipe", Timeout: 90 * time.Second}
+	want = PushSettings{Archive: "b", Background: "always", Async: true, Spool: "/var/spool/pipe", Timeout: 90 * time.Second,
+		Prefetch: 16, FetchSpool: "/var/spool/fetch", SegmentSize: 64 << 20, SystemID: "7301234567890123456"}
 	if *s != want {
 		t.Errorf("archive b: %+v, want %+v", *s, want)
 	}
@@ -84,6 +92,22 @@ archive "pg" {
 }`)
 		if _, err := ReadPushSettings(p, ""); err == nil {
 			t.Errorf("push { %s }: read, want an error", push)
+		}
+	}
+	// The same for fetch's settings, and a block given twice.
+	for _, fetch := range []string{
+		`fetch { spool = var.spool }`,
+		`fetch { prefetch = "many" }`,
+		`fetch { prefetch = 2 }
+  fetch { prefetch = 3 }`,
+	} {
+		p = write(`variable "spool" { default = "/s" }
+archive "pg" {
+  store "fs" { path = "/a/" }
+  ` + fetch + `
+}`)
+		if _, err := ReadPushSettings(p, ""); err == nil {
+			t.Errorf("%s: read, want an error", fetch)
 		}
 	}
 	if _, err := ReadPushSettings(filepath.Join(dir, "missing.hcl"), ""); err == nil {

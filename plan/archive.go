@@ -42,9 +42,12 @@ type Archive struct {
 	Prefetch    int
 	FetchSpool  string
 	Retries     int
-	// StateMemory is a codec's state for one segment; EndpointMemory what
+	// StateMemory is a codec's state for one file; EndpointMemory what
 	// the store buffers with inFlight objects at once.
 	StateMemory, EndpointMemory int64
+	// CPUs are the host's: as many files are encoded or decoded at once
+	// (wal.Coders).
+	CPUs int
 	// Sign is the key push signs each object's name with; Trust the keys
 	// fetch, list and verify accept objects signed by (nil: none, or the
 	// load left the block unread).
@@ -55,15 +58,43 @@ type Archive struct {
 // Ext is what the archive's stages add to a segment's object name.
 func (a *Archive) Ext() string { return wal.Ext(a.Codec, a.Encrypt != nil || a.Decrypt != nil) }
 
-// Budget is the most memory a push or fetch process holds: each segment in
-// flight is held whole, with its compressed and encrypted forms.
+// Budget is the most memory a push or fetch process holds: files stream
+// through it (wal.Memory), so it does not grow with the segment size.
 func (a *Archive) Budget() int64 {
-	b := int64(a.inFlight())*(3*a.SegmentSize+a.StateMemory) + a.EndpointMemory + RuntimeMemory
+	b := a.fileMemory() + a.EndpointMemory + WALRuntimeMemory
 	if a.storeProcess() != "" {
 		b += PluginMemory
 	}
 	return b
 }
+
+// fileMemory is what the files in flight hold: each its block and
+// encryption's state, a codec's state per CPU, and the stored bytes held
+// before they go up (wal.Memory).
+func (a *Archive) fileMemory() int64 {
+	return wal.Memory(a.Codec, a.Level, a.Encrypt != nil || a.Decrypt != nil, a.inFlight(), a.coders(), wal.DefaultStoredMemory)
+}
+
+// coders is how many files a pipe wal process encodes or decodes at
+// once: one per CPU (wal.Coders).
+func (a *Archive) coders() int { return max(a.CPUs, 1) }
+
+// WALRuntimeMemory is what a pipe wal process needs besides its files and
+// its store: the pages of pipe's binary it maps (all of them, 45 MB, on a
+// kernel that maps a cached file's large folios whole), the Go runtime
+// and its heap's slack, the store's client. Measured: a pipe wal push of
+// a file archived already (nothing encoded) peaks at 55 MiB of RSS.
+const WALRuntimeMemory = 56 << 20
+
+// WALBinaryMemory is the part of WALRuntimeMemory that is pipe's binary
+// mapped (RssFile of a pipe wal process): pages of the page cache, which
+// the Go runtime does not count.
+const WALBinaryMemory = 45 << 20
+
+// GoMemoryLimit is the Go runtime's soft memory limit for a pipe wal
+// process: the budget without the binary's pages, so that the collector
+// works harder before the process as a whole outgrows the budget.
+func (a *Archive) GoMemoryLimit() int64 { return a.Budget() - WALBinaryMemory }
 
 // inFlight is the most segments one pipe process holds: an async push's
 // workers, or the prefetcher's.
@@ -79,7 +110,7 @@ func (a *Archive) inFlight() int {
 // (on the profile's defaults), its push and fetch settings and the memory
 // they take.
 func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics) {
-	a := &Archive{Name: def.Name, Def: def}
+	a := &Archive{Name: def.Name, Def: def, CPUs: o.Host.CPUs}
 	diags := a.resolveAttrs(def)
 	diags = append(diags, a.resolveStages(def, o)...)
 	diags = append(diags, a.resolvePushFetch(def)...)
@@ -87,7 +118,7 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	a.Sign, a.Trust, d = resolveSigning(def.Sign, def.Trust)
 	diags = append(diags, d...)
 	if a.Codec != nil && !diags.HasErrors() {
-		a.StateMemory = a.Codec.BufferMemory(a.Level, int(a.SegmentSize))
+		a.StateMemory = a.Codec.FrameMemory(a.Level, wal.FrameSize)
 	}
 	if def.Store != nil {
 		a.EndpointMemory = a.storeMemory(o, def.Store)
@@ -206,26 +237,21 @@ func (a *Archive) resolvePushFetch(def *pipefile.Archive) hcl.Diagnostics {
 // file is larger), compressed (data that does not compress grows a
 // little) and encrypted.
 func (a *Archive) MaxObject() int64 {
-	n := a.SegmentSize
-	if a.Codec != nil {
-		n = int64(compress.Bound(int(n)))
-	}
-	if a.Encrypt != nil || a.Decrypt != nil {
-		n = encrypt.MaxStored(n)
-	}
-	return n
+	return wal.MaxObject(a.SegmentSize, a.Codec != nil, a.Encrypt != nil || a.Decrypt != nil)
 }
 
 // storeMemory is what the store buffers with inFlight objects at once, as
-// push writes them (sink) or fetch reads them (source), none larger than
-// MaxObject.
+// push writes them (sink) or fetch reads them (source): together no
+// larger than MaxObject (a push or fetch waits until the objects in
+// transfer leave room for its own, wal.Archive.TransferMemory).
 func (a *Archive) storeMemory(o Options, st *pipefile.Endpoint) int64 {
 	cfg := sdk.NewConfig(st.Values)
 	var most int64
+	each := max(a.MaxObject()/int64(a.inFlight()), 1)
 	for _, kind := range []string{"sink", "source"} {
 		switch {
 		case o.SmallObjectMemory != nil:
-			most = max(most, o.SmallObjectMemory(kind, st.Type, cfg, a.inFlight(), a.MaxObject()))
+			most = max(most, o.SmallObjectMemory(kind, st.Type, cfg, a.inFlight(), each))
 		case o.Memory != nil:
 			most = max(most, o.Memory(kind, st.Type, cfg, a.inFlight()))
 		}
@@ -327,8 +353,8 @@ func (a *Archive) print(w io.Writer) {
 	if a.storeProcess() != "" {
 		plugins = fmt.Sprintf(" + %s for the plugin process", size(PluginMemory))
 	}
-	fmt.Fprintf(w, "  memory       %s budget (%s in flight × (3 × %s + codec %s) + store %s + runtime %s%s), per pipe process\n",
-		size(a.Budget()), Plural(a.inFlight(), "segment"), size(a.SegmentSize), size(a.StateMemory), size(a.EndpointMemory), size(RuntimeMemory), plugins)
+	fmt.Fprintf(w, "  memory       %s budget (%s in flight, streamed: %s + store %s + runtime %s%s), per pipe process, whatever the segment size\n",
+		size(a.Budget()), Plural(a.inFlight(), "file"), size(a.fileMemory()), size(a.EndpointMemory), size(WALRuntimeMemory), plugins)
 }
 
 // ArchiveJSON is an archive in pipe plan --json.
@@ -352,8 +378,8 @@ type ArchiveJSON struct {
 func (a *Archive) json() ArchiveJSON {
 	j := ArchiveJSON{Name: a.Name, Store: endpointJSON(a.Def.Store), Level: a.Level, Encrypted: a.Encrypt != nil || a.Decrypt != nil,
 		SegmentSize: a.SegmentSize, Background: a.Background, Async: a.Async, Workers: a.Workers, Prefetch: a.Prefetch,
-		Memory: map[string]int64{"budget": a.Budget(), "runtime": RuntimeMemory, "segments": int64(a.inFlight()) * 3 * a.SegmentSize,
-			"codec": int64(a.inFlight()) * a.StateMemory, "store": a.EndpointMemory}}
+		Memory: map[string]int64{"budget": a.Budget(), "runtime": WALRuntimeMemory, "files": a.fileMemory(),
+			"codec": int64(min(a.coders(), a.inFlight())) * a.StateMemory, "store": a.EndpointMemory}}
 	if a.Codec != nil {
 		j.Codec = a.Codec.Name
 	}

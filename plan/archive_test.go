@@ -7,6 +7,7 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/wal"
 )
 
 // An archive's store is counted for objects of at most one segment,
@@ -48,11 +49,12 @@ func TestArchiveStoreMemory(t *testing.T) {
 		return a
 	}
 	maxObject := int64(compress.Bound(16 << 20))
+	each := maxObject / 8 // the objects in transfer are one segment's object together (wal.Archive.TransferMemory)
 	asked := map[string]bool{}
 	a := resolve(plan.Options{Memory: reg.Memory, SmallObjectMemory: func(kind, typ string, cfg sdk.Config, streams int, max int64) int64 {
 		asked[kind] = true
-		if typ != "s3" || streams != 8 || max != maxObject {
-			t.Errorf("asked %s %s for %d objects of at most %d bytes; want 8 of at most %d", kind, typ, streams, max, maxObject)
+		if typ != "s3" || streams != 8 || max != each {
+			t.Errorf("asked %s %s for %d objects of at most %d bytes; want 8 of at most %d", kind, typ, streams, max, each)
 		}
 		return reg.SmallObjectMemory(kind, typ, cfg, streams, max)
 	}})
@@ -61,15 +63,22 @@ func TestArchiveStoreMemory(t *testing.T) {
 	}
 	cfg := sdk.NewConfig(f.Archives[0].Store.Values)
 	const conn = 2 * 256 << 10 // the s3 store's read and write buffers
-	if want := 8*(maxObject+conn) + 2<<20; a.EndpointMemory != want {
-		t.Errorf("store memory %d, want 8 × (one segment object + its connection) + 2 MiB = %d", a.EndpointMemory, want)
+	if want := 8*(each+conn) + 2<<20; a.EndpointMemory != want {
+		t.Errorf("store memory %d, want 8 × (an eighth of one segment's object + its connection) + 2 MiB = %d", a.EndpointMemory, want)
 	}
 	anySize := reg.Memory("sink", "s3", cfg, 8)
 	if a.EndpointMemory*10 > anySize {
 		t.Errorf("store memory %d, not far below the %d objects of any size take", a.EndpointMemory, anySize)
 	}
-	if b := a.Budget(); b != 8*(3*16<<20+a.StateMemory)+a.EndpointMemory+plan.RuntimeMemory {
-		t.Errorf("budget %d does not add up", b)
+	// Files stream: 8 in flight hold a block each, as many codec states
+	// as the host has CPUs, and the stored bytes not yet sent; nothing
+	// the size of a segment.
+	files := 8*(256<<10) + int64(corpusHost.CPUs)*a.StateMemory + wal.DefaultStoredMemory
+	if b := a.Budget(); b != files+a.EndpointMemory+plan.WALRuntimeMemory {
+		t.Errorf("budget %d does not add up: want %d", b, files+a.EndpointMemory+plan.WALRuntimeMemory)
+	}
+	if a.StateMemory > 8<<20 {
+		t.Errorf("zstd level 3's streaming state is counted as %d bytes: more than its 2 MiB window and tables", a.StateMemory)
 	}
 	// Without the small-object estimate, Memory counts it.
 	if old := resolve(plan.Options{Memory: reg.Memory}); old.EndpointMemory != anySize {

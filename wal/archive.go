@@ -1,7 +1,10 @@
 package wal
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -56,12 +59,22 @@ type Archive struct {
 	// verify accept: an object whose name none of them signed is not
 	// fetched, and list and verify report it. Nil checks nothing.
 	Trust signing.Trust
+	// StoredMemory bounds the stored bytes the process's pushes hold
+	// before they are stored (0: DefaultStoredMemory); beyond it they
+	// spill to a temporary file in SpillDir ("": the system's).
+	// TransferMemory bounds the objects in transfer to or from the store
+	// at once (0: one object of the largest size, MaxObject). See Memory.
+	StoredMemory, TransferMemory int64
+	SpillDir                     string
 
 	// pg_control, read once: a push that sends several files asks for
 	// it for each.
 	controlOnce sync.Once
 	controlData []byte
 	controlErr  error
+	limitsOnce  sync.Once
+	lim         *limits
+	frames      sync.Pool // *compress.FrameWriter
 }
 
 // control returns the data directory's global/pg_control.
@@ -160,76 +173,134 @@ func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, ke
 		if err != nil || o.Name != name {
 			continue // a temporary file, or another file's
 		}
+		o.Size = in.Size
 		objs = append(objs, o)
 		keys = append(keys, in.Key)
 	}
 	return objs, keys, nil
 }
 
-// Push archives the file at p: compressed and encrypted in memory, stored
-// under its name and digests, committed durably. The same content again
-// writes nothing; other content under an archived name is ErrConflict.
+// Push archives the file at p: read in blocks through compression and
+// encryption (never whole), stored under its name and digests, committed
+// durably. The same content again writes nothing; other content under an
+// archived name is ErrConflict.
 func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
 	f, err := ParseName(filepath.Base(p))
 	if err != nil {
 		return nil, err
 	}
-	data, err := readFile(p)
+	return a.PushFile(ctx, f, p)
+}
+
+// PushFile archives the file at p as file f (see Push).
+func (a *Archive) PushFile(ctx context.Context, f File, p string) (*PushResult, error) {
+	fh, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	defer filePool.put(data)
-	return a.PushData(ctx, f, data)
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > MaxFile {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, MaxFile)
+	}
+	return a.push(ctx, f, fh, fi.Size())
 }
 
-// PushData archives the contents of file f. Of two pushes of different
-// content under one name, at any moment, exactly one archives its file:
-// the one whose claim of the name the store created (see ClaimExt); the
-// other returns ErrConflict.
+// PushData archives the contents of file f (see push).
 func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResult, error) {
+	return a.push(ctx, f, bytes.NewReader(data), int64(len(data)))
+}
+
+// push archives the size bytes of src as file f. Of two pushes of
+// different content under one name, at any moment, exactly one archives
+// its file: the one whose claim of the name the store created (see
+// ClaimExt); the other returns ErrConflict.
+func (a *Archive) push(ctx context.Context, f File, src io.ReaderAt, size int64) (*PushResult, error) {
 	if !a.Exclusive {
 		return nil, fmt.Errorf("%s: the archive's store cannot create an object only if none is there (its plugin does not declare exclusive create), so two servers could archive different files under one name: keep the archive in an fs, s3, gcs or azure store", f.Name)
 	}
-	if err := checkContent(f, data, a.SegmentSize); err != nil {
+	head, err := readHead(f, src, size)
+	if err == nil {
+		err = checkFile(f, size, head, a.SegmentSize)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%s is not archived: %w", f.Name, err)
 	}
-	id, err := a.systemID(f, data)
+	id, err := a.systemID(f, head)
 	if err != nil {
 		return nil, err
 	}
 	dir := Dir(id, f.Timeline)
-	res := &PushResult{SystemID: id, Bytes: int64(len(data))}
-	// Three things at once: the look at the archive (a listing and, when
-	// nothing is archived under the name, its claim: round trips), the
-	// file's digest and its compression. A file archived already wastes
-	// its compression; that is a retry's cost.
+	res := &PushResult{SystemID: id, Bytes: size}
+	// Two things at once: the file's encoding, which also gives its
+	// digest (one read of the file), and the look at the archive (a
+	// listing, then, once the digest is known and nothing is archived
+	// under the name, its claim: round trips). A file archived already
+	// wastes its encoding; that is a retry's cost.
 	sums := make(chan string, 1)
-	go func() { sums <- fileDigest(data) }()
 	var found, sum string
 	var lookErr error
 	looked := make(chan struct{})
 	go func() {
 		defer close(looked)
-		found, sum, lookErr = a.claim(ctx, dir, f.Name, data, sums)
+		found, sum, lookErr = a.claim(ctx, dir, f.Name, func(like, sum string) bool { return a.sameFile(like, src, size, sum) }, sums)
 	}()
-	stored, done, encErr := a.encode(data)
-	defer done()
+	st, encSum, encErr := a.encodeFile(ctx, src, size)
+	sums <- encSum // "" after an error: no claim
+	if encErr == nil {
+		defer st.release()
+	}
 	<-looked
 	switch {
+	case encErr != nil:
+		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	case lookErr != nil:
 		return nil, lookErr
 	case found != "":
 		res.Key, res.Already = found, true
 		return res, nil
-	case encErr != nil:
-		return nil, fmt.Errorf("%s: %w", f.Name, encErr)
 	}
-	res.Key = a.Root + dir + a.objectName(dir, f.Name, sum, objectDigest(stored))
-	res.Stored = int64(len(stored))
-	if err := a.put(ctx, res.Key, f.Name, stored, false); err != nil {
+	res.Key = a.Root + dir + a.objectName(dir, f.Name, sum, st.digest())
+	res.Stored = st.n
+	done, err := a.inTransfer(ctx, st.n)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := a.putFrom(ctx, res.Key, f.Name, st.n, st.WriteTo, false); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// sameFile reports whether the file (size bytes of src, whose digest is
+// sum) is the one whose file digest is like: like's hash when it is not
+// the archive's current one (SHA-256, of objects archived before XXH3).
+func (a *Archive) sameFile(like string, src io.ReaderAt, size int64, sum string) bool {
+	if !isSHA256(like) {
+		return like == sum
+	}
+	s, err := digestAt(src, size, like)
+	return err == nil && s == like
+}
+
+// readHead reads what push checks of a file before it archives it: a
+// segment's first page header, or a small file whole.
+func readHead(f File, src io.ReaderAt, size int64) ([]byte, error) {
+	n := size
+	if hasHeader(f) {
+		n = min(size, 64)
+	} else if size > maxSmallFile {
+		return nil, fmt.Errorf("it has %d bytes, more than any %s", size, map[Kind]string{History: "timeline history file", Backup: "backup history file"}[f.Kind])
+	}
+	head := make([]byte, n)
+	if _, err := src.ReadAt(head, 0); err != nil && !(errors.Is(err, io.EOF) && n == size) {
+		return nil, err
+	}
+	return head, nil
 }
 
 // objectName is the base name of a file's object in folder dir: signed
@@ -269,10 +340,11 @@ const ClaimExt = ".claim"
 // once the name is claimed for this content and the object is to be
 // stored; and the file's digest. Other content archived or claimed under
 // the name is ErrConflict.
-func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums <-chan string) (found, sum string, err error) {
-	// The listing and the claim at once: two round trips in the time of
-	// one. The listing still decides for names archived before claims
-	// existed (an object, no claim).
+func (a *Archive) claim(ctx context.Context, dir, name string, sameAs func(like, sum string) bool, sums <-chan string) (found, sum string, err error) {
+	// The listing from the start (while the file is encoded), the claim
+	// as soon as the digest is known, without waiting for the listing.
+	// The listing still decides for names archived before claims existed
+	// (an object, no claim).
 	type listing struct {
 		objs []Object
 		keys []string
@@ -284,7 +356,9 @@ func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums
 		l.objs, l.keys, l.err = a.find(ctx, dir, name)
 		listed <- l
 	}()
-	sum = <-sums
+	if sum = <-sums; sum == "" {
+		return "", "", errors.New("the file could not be encoded") // push says why
+	}
 	key := a.Root + dir + name + ClaimExt
 	claimErr := a.put(ctx, key, name+ClaimExt, []byte(sum+"\n"), true)
 	l := <-listed
@@ -293,7 +367,7 @@ func (a *Archive) claim(ctx context.Context, dir, name string, data []byte, sums
 	}
 	same := false
 	for i, o := range l.objs {
-		if isFile(o.FileSum, data, sum) {
+		if sameAs(o.FileSum, sum) {
 			if a.stands(o, dir) {
 				return l.keys[i], sum, nil
 			}
@@ -353,35 +427,23 @@ func (a *Archive) readClaim(ctx context.Context, key string) (string, error) {
 
 var claimRE = regexp.MustCompile(`^[0-9a-f]{32}$|^[0-9a-f]{64}$`)
 
-// encode compresses and encrypts data into pooled buffers; done gives
-// them back, once nothing reads what encode returned.
-func (a *Archive) encode(data []byte) (out []byte, done func(), err error) {
-	var code, sealed []byte
-	done = func() { codePool.put(code); sealPool.put(sealed) }
-	out = data
-	if a.Codec != nil {
-		if code, err = a.Codec.Encode(a.Level, codePool.get(compress.Bound(len(out))), out); err != nil {
-			return nil, done, fmt.Errorf("compressing: %w", err)
-		}
-		out = code
-	}
-	if a.Encrypt != nil {
-		if sealed, err = encrypt.Seal(*a.Encrypt, sealPool.get(int(encrypt.MaxStored(int64(len(out))))), out); err != nil {
-			return nil, done, fmt.Errorf("encrypting: %w", err)
-		}
-		out = sealed
-	}
-	return out, done, nil
+// put writes one small object from memory (a claim); see putFrom.
+func (a *Archive) put(ctx context.Context, key, stream string, b []byte, exclusive bool) error {
+	return a.putFrom(ctx, key, stream, int64(len(b)), func(w io.Writer) (int64, error) {
+		n, err := w.Write(b)
+		return int64(n), err
+	}, exclusive)
 }
 
-// put writes one object and makes it durable; exclusive, only if no
-// object is at key (else an error wrapping sdk.ErrExists).
-func (a *Archive) put(ctx context.Context, key, stream string, b []byte, exclusive bool) error {
-	w, err := a.Store.Create(ctx, sdk.Object{Key: key, Stream: stream, Size: int64(len(b)), MaxSize: int64(len(b)), Exclusive: exclusive})
+// putFrom writes one object of size bytes, which write writes, and makes
+// it durable; exclusive, only if no object is at key (else an error
+// wrapping sdk.ErrExists).
+func (a *Archive) putFrom(ctx context.Context, key, stream string, size int64, write func(io.Writer) (int64, error), exclusive bool) error {
+	w, err := a.Store.Create(ctx, sdk.Object{Key: key, Stream: stream, Size: size, MaxSize: size, Exclusive: exclusive})
 	if err != nil {
 		return fmt.Errorf("storing %s: %w", key, err)
 	}
-	if _, err := w.Write(b); err != nil {
+	if _, err := write(w); err != nil {
 		_ = w.Abort(context.WithoutCancel(ctx)) // the write's error says what happened
 		return fmt.Errorf("storing %s: %w", key, err)
 	}
@@ -503,20 +565,16 @@ func (a *Archive) listAfter(ctx context.Context, prefix, after string, limit int
 	return all[:min(len(all), limit)], nil
 }
 
-// fetchTo restores the archived file name of cluster id to dest: decoded
-// straight into a temporary file beside it (no buffer of the file's
-// size), renamed into place once both digests match, fsynced first if
-// durable.
+// fetchTo restores the archived file name of cluster id to dest:
+// decoded as it is read straight into a temporary file beside it (no
+// buffer of the file's size), renamed into place once both digests
+// match, fsynced first if durable.
 func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, durable bool) error {
 	o, key, err := a.locate(ctx, id, name)
 	if err != nil {
 		return err
 	}
-	stored, err := a.readStored(ctx, key)
-	if err != nil {
-		return err
-	}
-	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeTo(ctx, o, key, stored, w) }); err != nil {
+	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.read(ctx, o, key, w) }); err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
 	return nil
@@ -570,114 +628,103 @@ func (a *Archive) trusted(dir string, objs []Object, keys []string) ([]Object, [
 	return good, goodKeys, nil
 }
 
-// read reads one object, checks it and decodes it into w.
+// read reads one object, checks it and decodes it into w as it reads:
+// what w received is good only without an error.
 func (a *Archive) read(ctx context.Context, o Object, key string, w io.Writer) error {
-	stored, err := a.readStored(ctx, key)
+	done, err := a.coding(ctx)
 	if err != nil {
 		return err
 	}
-	return a.decodeTo(ctx, o, key, stored, w)
+	defer done()
+	return a.readObject(ctx, o.Size, key, func(r io.Reader) error { return a.decodeFrom(ctx, o, key, r, w) })
 }
 
-// readStored reads an object's stored bytes, bounded.
-func (a *Archive) readStored(ctx context.Context, key string) ([]byte, error) {
-	rc, err := a.Store.Open(ctx, key)
+// spoolTo restores the archived file name of cluster id to dest as
+// fetchTo does, in two steps, for a prefetch of many files at once: the
+// stored bytes to a temporary file beside dest (checked against the
+// digest in the object's name), as many at once as are prefetched, each
+// waiting only for the network; then decoded from there, as many at once
+// as there are CPUs (Coders), each holding a codec's state.
+func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, durable bool) error {
+	o, key, err := a.locate(ctx, id, name)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", key, err)
+		return err
 	}
-	defer rc.Close()
-	if n := storedSize(rc); n >= 0 && n <= MaxFile {
-		// One buffer of the object's size (and a byte to see it is not
-		// longer): io.ReadAll's growing chunks and final copy take twice
-		// the object and, in a process that does not collect, fresh pages.
-		stored := make([]byte, n+1)
-		k, err := io.ReadFull(rc, stored)
+	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-stored-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	err = a.readObject(ctx, o.Size, key, func(r io.Reader) error {
+		h := sha256.New()
+		buf := getBlock()
+		defer putBlock(buf)
+		n, err := io.CopyBuffer(io.MultiWriter(tmp, h), io.LimitReader(r, a.MaxObject()+1), *buf)
 		switch {
-		case err == nil:
-			return nil, fmt.Errorf("reading %s: the store sent more than the %d bytes it said the object has", key, n)
-		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-			if int64(k) != n {
-				return nil, fmt.Errorf("reading %s: the object ended after %d of its %d bytes", key, k, n)
-			}
-			return stored[:n], nil
-		default:
-			return nil, fmt.Errorf("reading %s: %w", key, err)
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", key, err)
+		case n > a.MaxObject():
+			return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, a.MaxObject())
+		case hex.EncodeToString(h.Sum(nil)) != o.StoredSum:
+			return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
 		}
-	}
-	stored, err := io.ReadAll(io.LimitReader(rc, MaxFile+1))
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", key, err)
+		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
-	if len(stored) > MaxFile {
-		return nil, fmt.Errorf("%s is larger than any WAL file", key)
-	}
-	return stored, nil
-}
-
-// storedSize is the size of the object rc reads, when its store knows it
-// (the object stores' ranged reader, a file), else -1.
-func storedSize(rc io.Reader) int64 {
-	var f *os.File
-	switch r := rc.(type) {
-	case interface{ Size() int64 }:
-		return r.Size()
-	case *os.File:
-		f = r
-	case sdk.FileReader:
-		f = r.File()
-	default:
-		return -1
-	}
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		return fi.Size()
-	}
-	return -1
-}
-
-// decrypt opens an encrypted object's stored bytes; it returns them and
-// the extension left to undo.
-func (a *Archive) decrypt(o Object, key string, stored []byte) ([]byte, string, error) {
-	if !strings.HasSuffix(o.Ext, encrypt.Ext) {
-		return stored, o.Ext, nil
-	}
-	if a.Decrypt == nil {
-		return nil, "", fmt.Errorf("%s is encrypted: add decrypt { identities = [file(\"…\")] } to the archive", key)
-	}
-	data, err := encrypt.Open(*a.Decrypt, stored, MaxFile)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", key, err)
-	}
-	return data, strings.TrimSuffix(o.Ext, encrypt.Ext), nil
-}
-
-// decodeTo checks an object's stored bytes against the digest in its
-// name, decrypts and decompresses them into w, and checks what it wrote
-// against the file's digest: what w received is good only without an
-// error.
-func (a *Archive) decodeTo(ctx context.Context, o Object, key string, stored []byte, w io.Writer) error {
-	if objectDigest(stored) != o.StoredSum {
-		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
-	}
-	data, ext, err := a.decrypt(o, key, stored)
+	done, err := a.coding(ctx)
 	if err != nil {
 		return err
 	}
-	h := newFileHasher(o.FileSum)
-	out := io.MultiWriter(w, h)
-	if ext == "" {
-		_, err = out.Write(data)
-	} else if c, ok := compress.ByExt(ext); !ok {
-		return fmt.Errorf("%s: no codec for %q", key, ext)
-	} else if err = c.DecodeTo(ctx, out, data, MaxFile); err != nil {
-		err = fmt.Errorf("%s: %w", key, err)
-	}
-	if err != nil {
+	defer done()
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if sum := h.digest(); sum != o.FileSum {
-		return fmt.Errorf("%s decodes to other bytes than were archived (file digest %s): the object is corrupt or was tampered with", key, sum)
+	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeStream(ctx, o, key, tmp, w) }); err != nil {
+		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
 	return nil
+}
+
+// readObject opens an object of size bytes (0: unknown) once the objects
+// in transfer leave room for it, and passes it to fn.
+func (a *Archive) readObject(ctx context.Context, size int64, key string, fn func(r io.Reader) error) error {
+	done, err := a.inTransfer(ctx, size)
+	if err != nil {
+		return err
+	}
+	defer done()
+	rc, err := a.Store.Open(ctx, key)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", key, err)
+	}
+	defer rc.Close()
+	return fn(rc)
+}
+
+// storedDigest reads an object and returns the SHA-256 of its bytes, as
+// its name carries it.
+func (a *Archive) storedDigest(ctx context.Context, o Object, key string) (string, error) {
+	var sum string
+	err := a.readObject(ctx, o.Size, key, func(r io.Reader) error {
+		h := sha256.New()
+		buf := getBlock()
+		defer putBlock(buf)
+		n, err := io.CopyBuffer(h, io.LimitReader(r, a.MaxObject()+1), *buf)
+		switch {
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", key, err)
+		case n > a.MaxObject():
+			return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, a.MaxObject())
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	return sum, err
 }
 
 // FetchSystemID is the system identifier to fetch for: the configured
@@ -730,64 +777,6 @@ func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
-}
-
-// The buffers files are read into (filePool), compressed into
-// (codePool) and encrypted into (sealPool): memory a process touches for
-// the first time is expensive (the kernel zeroes every page, and Go's
-// allocator again), and a pusher that sends many files would touch three
-// segments' worth more for each. A pool holds no more buffers than were
-// in use at once, which the memory budget counts.
-var filePool, codePool, sealPool bufPool
-
-// bufPool reuses byte buffers of one kind.
-type bufPool struct{ p sync.Pool }
-
-// get returns a buffer of capacity at least n, length 0: a pooled one
-// when it is large enough (one that is not, a smaller file's, is dropped).
-func (bp *bufPool) get(n int) []byte {
-	if v, ok := bp.p.Get().(*[]byte); ok && cap(*v) >= n {
-		return (*v)[:0]
-	}
-	return make([]byte, 0, n)
-}
-
-// put gives b back, once nothing reads it; nil is no buffer.
-func (bp *bufPool) put(b []byte) {
-	if b == nil {
-		return
-	}
-	b = b[:0]
-	bp.p.Put(&b)
-}
-
-// readFile reads a file PostgreSQL archives, bounded.
-func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() > MaxFile {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, MaxFile)
-	}
-	// One buffer of the file's size (and a byte to see it did not grow):
-	// io.ReadAll's doubling costs a 16 MiB segment more than its SHA-256.
-	// A process that pushes several files reuses them (see filePool).
-	need := int(fi.Size() + 1)
-	b := filePool.get(need)[:need]
-	n, err := io.ReadFull(f, b)
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return b[:n], nil
-	case err != nil:
-		return nil, err
-	}
-	return nil, fmt.Errorf("%s grew while it was read: PostgreSQL archives only complete files", p)
 }
 
 // writeAtomic writes data to dest through a temporary file beside it.

@@ -101,11 +101,6 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 	if r := NotedPush(ah.Spool, name, p); r != nil {
 		return r, nil // pushed by the push that held the lock
 	}
-	data, err := readFile(p)
-	if err != nil {
-		return nil, err
-	}
-	defer filePool.put(data)
 	others, waiting, err := ah.ready(name)
 	if err != nil {
 		ah.Log.Warn("pushing ahead: "+err.Error(), "file", name)
@@ -119,12 +114,7 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 	for _, other := range others {
 		g.Go(func() error {
 			of, _ := ParseName(other)
-			data, err := readFile(filepath.Join(ah.WalDir, other))
-			var r *PushResult
-			if err == nil {
-				r, err = ah.Archive.PushData(ctx, of, data)
-				filePool.put(data)
-			}
+			r, err := ah.Archive.PushFile(ctx, of, filepath.Join(ah.WalDir, other))
 			if err != nil {
 				// Its own archive_command will push it, and say why it
 				// failed then.
@@ -135,7 +125,7 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 			return nil
 		})
 	}
-	r, err := ah.Archive.PushData(ctx, f, data)
+	r, err := ah.Archive.PushFile(ctx, f, p)
 	if err == nil && ah.Pushed != nil {
 		ah.Pushed(r)
 	}
@@ -230,11 +220,7 @@ func NotedPush(spool, name, p string) *PushResult {
 	ok := err == nil && o.Name == name
 	if ok {
 		if cur, err := fileID(p); err != nil || cur != id {
-			data, err := readFile(p)
-			ok = err == nil && isFile(o.FileSum, data, "")
-			if err == nil {
-				filePool.put(data)
-			}
+			ok = fileIs(p, o.FileSum)
 		}
 	}
 	if !ok {

@@ -66,14 +66,20 @@ func Background(mode string) (bool, string) {
 }
 
 // SpawnSelf starts this program with args in the background (the pusher
-// or the prefetcher), in a session of its own (a signal to PostgreSQL's
-// process group does not reach it), its output appended to logPath,
-// which keeps one older log beside it. It is not waited for.
+// or the prefetcher); see Spawn.
 func SpawnSelf(args []string, logPath string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
+	return Spawn(self, args, logPath)
+}
+
+// Spawn starts program with args in the background, in a session of its
+// own (a signal to PostgreSQL's process group does not reach it), its
+// output appended to logPath, which keeps one older log beside it. It is
+// not waited for.
+func Spawn(program string, args []string, logPath string) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return err
 	}
@@ -85,7 +91,7 @@ func SpawnSelf(args []string, logPath string) error {
 		return err
 	}
 	defer lf.Close()
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(program, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

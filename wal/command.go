@@ -92,6 +92,15 @@ func (c *Command) ahead(walDir string) *Pusher {
 		Wait: c.Settings.PushTimeout, Idle: PusherIdle, Log: c.Log, Pushed: c.Pushed, Backlog: c.Backlog, Alert: c.BacklogAlert}
 }
 
+// use makes ar the archive the pusher pushes to; what its pushes cannot
+// hold in memory spills to the spool.
+func (ah *Pusher) use(ar *Archive) {
+	ah.Archive = ar
+	if ar.SpillDir == "" {
+		ar.SpillDir = ah.Spool
+	}
+}
+
 // Push archives the file at p as archive_command does: with push { async
 // }, it answers from the spool for a file pushed ahead, waits for the
 // background pusher (started if none runs) or pushes its file and the
@@ -129,7 +138,7 @@ func (c *Command) Push(ctx context.Context, p string) (*PushResult, error) {
 	}
 	defer done()
 	if async {
-		ah.Archive = ar
+		ah.use(ar)
 		r, err := ah.Push(ctx, name, p)
 		if !errors.Is(err, ErrSpool) {
 			return r, err
@@ -155,10 +164,12 @@ func (c *Command) async(p string) bool {
 }
 
 // Answer returns the result of a push of p that the spool answers without
-// a store, and starts nothing: a file an earlier push or the background
-// pusher noted, or, where a background pusher may run, one the running
-// pusher notes within the push timeout. nil leaves the push to Push (and
-// is what a program without the stores hands over: pipe-wal).
+// a store: a file an earlier push or the background pusher noted, or,
+// where a background pusher may run, one the pusher notes within the push
+// timeout; with Spawn set, it starts the pusher when none runs (else it
+// starts nothing). nil leaves the push to Push (and is what a program
+// without the stores hands over: pipe-wal), which also reports a failure
+// the pusher noted.
 func (c *Command) Answer(ctx context.Context, p string) *PushResult {
 	name := filepath.Base(p)
 	if _, err := ParseName(name); err != nil || !c.async(p) {
@@ -169,6 +180,16 @@ func (c *Command) Answer(ctx context.Context, p string) *PushResult {
 		// No pusher to wait for: an earlier push sent the file ahead
 		// (PostgreSQL runs one archive_command at a time), or Push does.
 		return NotedPush(spool, name, p)
+	}
+	if c.Spawn != nil {
+		ah := c.ahead(filepath.Dir(p))
+		args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
+		ah.Spawn = func() error { return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log")) }
+		r, err := ah.wait(ctx, name, p)
+		if err != nil {
+			return nil
+		}
+		return r
 	}
 	return WaitNoted(ctx, spool, name, p, c.Settings.PushTimeout)
 }
@@ -190,7 +211,7 @@ func (c *Command) RunPusher(ctx context.Context) error {
 	}
 	defer done()
 	ah := c.ahead(c.inData("pg_wal"))
-	ah.Archive = ar
+	ah.use(ar)
 	if err := ah.Run(ctx); err != nil && !errors.Is(err, ErrBusy) && ctx.Err() == nil {
 		return err
 	}
@@ -255,6 +276,34 @@ func (c *Command) Fetch(ctx context.Context, name, dest string) (string, error) 
 		c.prefetchNext(ctx, pf, ar, sysid, name)
 	}
 	return from, nil
+}
+
+// AnswerFetch restores the segment name to dest from the prefetch spool
+// as Fetch would, when that is all Fetch would do: the segment is
+// spooled, and the segments after it need nothing started (a prefetcher
+// runs, none is missing, or, where no background process may run, no more
+// than half are). It opens no store and starts nothing; false leaves the
+// fetch to Fetch (and is what a program without the stores hands over:
+// pipe-wal).
+func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
+	file, err := ParseName(name)
+	if err != nil || c.Settings.Prefetch == 0 || file.Kind != Segment {
+		return false
+	}
+	sysid := c.Settings.SystemID
+	if sysid == 0 {
+		if sysid, err = DataDirSystemID(c.DataDir); err != nil {
+			return false
+		}
+	}
+	pf := c.prefetch()
+	next := len(pf.Next(sysid, name))
+	settled := next == 0 || (!c.backgroundAllowed() && next <= c.Settings.Prefetch/2)
+	if !settled && !pf.Running() {
+		return false
+	}
+	took, err := pf.Wait(ctx, sysid, name, dest)
+	return err == nil && took
 }
 
 // fetchRetrying fetches name from the store, trying a failure again

@@ -19,10 +19,17 @@ import (
 // position its file name does. Anything else would be archived only to
 // fail a recovery later.
 func checkContent(f File, data []byte, segSize uint32) error {
+	return checkFile(f, int64(len(data)), data, segSize)
+}
+
+// checkFile is checkContent of a file of size bytes that starts with
+// head: a segment's first page header, or a small file whole.
+func checkFile(f File, size int64, head []byte, segSize uint32) error {
+	data := head
 	switch f.Kind {
 	case Segment, Partial:
-		if segSize != 0 && len(data) != int(segSize) {
-			return fmt.Errorf("it has %d bytes, not a whole segment of %d", len(data), segSize)
+		if segSize != 0 && size != int64(segSize) {
+			return fmt.Errorf("it has %d bytes, not a whole segment of %d", size, segSize)
 		}
 		h, err := ParseHeader(data)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"io"
+	"os"
 
 	"github.com/zeebo/xxh3"
 )
@@ -65,14 +66,18 @@ func newFileHasher(like string) fileHasher {
 	return xxh3Hasher{xxh3.New()}
 }
 
-// isFile reports whether data is the file whose digest is sum, in sum's
-// hash; dataSum is data's fileDigest when already known, else "".
-func isFile(sum string, data []byte, dataSum string) bool {
-	if isSHA256(sum) {
-		return objectDigest(data) == sum // SHA-256, as an object's
+// fileIs reports whether the file at p is the one whose file digest is
+// sum, in sum's hash.
+func fileIs(p, sum string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
 	}
-	if dataSum == "" {
-		dataSum = fileDigest(data)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false
 	}
-	return dataSum == sum
+	got, err := digestAt(f, fi.Size(), sum)
+	return err == nil && got == sum
 }

@@ -392,11 +392,11 @@ func (a *Archive) check(ctx context.Context, e Entry, decode bool) (*BackupLabel
 		}
 		return cc.check()
 	}
-	stored, err := a.readStored(ctx, e.Key)
+	sum, err := a.storedDigest(ctx, e.Object, e.Key)
 	if err != nil {
 		return nil, err
 	}
-	if objectDigest(stored) != e.StoredSum {
+	if sum != e.StoredSum {
 		return nil, fmt.Errorf("does not match the digest in its name: the object is corrupt or was tampered with")
 	}
 	return nil, nil

@@ -101,6 +101,9 @@ type Object struct {
 	// Sig is the signature in the name, encoded; "" for an unsigned
 	// object.
 	Sig string
+	// Size is the stored bytes' size, when a listing said it (0: not
+	// known).
+	Size int64
 }
 
 // ParseObject parses an archived object's base name.

@@ -298,7 +298,7 @@ func (r *prefetchRun) drain() {
 func (pf *Prefetch) spool(ctx context.Context, sysid uint64, dir, seg string) error {
 	// Durable only where the spool's folder cannot tell one boot from the
 	// next (see dir).
-	return pf.Archive.fetchTo(ctx, sysid, seg, filepath.Join(dir, seg), bootID() == "")
+	return pf.Archive.spoolTo(ctx, sysid, seg, filepath.Join(dir, seg), bootID() == "")
 }
 
 // Batch is prefetching where no process may outlive restore_command: it

@@ -187,12 +187,7 @@ func (ah *Pusher) Run(ctx context.Context) error {
 func (ah *Pusher) pushOne(ctx context.Context, name string) {
 	p := filepath.Join(ah.WalDir, name)
 	f, _ := ParseName(name)
-	data, err := readFile(p)
-	var r *PushResult
-	if err == nil {
-		r, err = ah.Archive.PushData(ctx, f, data)
-		filePool.put(data)
-	}
+	r, err := ah.Archive.PushFile(ctx, f, p)
 	switch {
 	case err == nil:
 		ah.mark(name, p, r)

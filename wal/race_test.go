@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -166,11 +167,11 @@ func TestMissingRoot(t *testing.T) {
 // no look at its content.
 func putRaw(t *testing.T, a *Archive, f File, data []byte) {
 	t.Helper()
-	stored, done, err := a.encode(data)
+	st, sum, err := a.encodeFile(context.Background(), bytes.NewReader(data), int64(len(data)))
 	must(t, err)
-	defer done()
-	key := a.Root + Dir(testSysID, f.Timeline) + ObjectName(f.Name, fileDigest(data), objectDigest(stored), a.ext())
-	must(t, a.put(context.Background(), key, f.Name, stored, false))
+	defer st.release()
+	key := a.Root + Dir(testSysID, f.Timeline) + ObjectName(f.Name, sum, st.digest(), a.ext())
+	must(t, a.putFrom(context.Background(), key, f.Name, st.n, st.WriteTo, false))
 }
 
 // verify --decrypt reads each file as its kind: junk archived as a

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -669,73 +670,60 @@ func TestPrefetchBatch(t *testing.T) {
 	}
 }
 
-// Every read of the store's objects is bounded: an object larger than any
-// WAL file is refused, not read into memory.
+// Every read of the store's objects is bounded and checked as it
+// streams: an object larger than any of the archive's is refused after
+// that many bytes, by verify without a key and by fetch; one whose bytes
+// are not those its name says is refused, and fetch leaves no file.
 func TestReadBounded(t *testing.T) {
-	ctx := context.Background()
-	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
-	a.Store = hugeStore{a.Store}
-	if _, err := a.readStored(ctx, "x"); err == nil || !strings.Contains(err.Error(), "larger") {
-		t.Errorf("reading a huge object: %v", err)
-	}
-}
-
-// An object whose store says its size is read into one buffer of that
-// size, and a store that says one size and sends another is caught.
-func TestReadSized(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	data := segment(testSysID, 1, 9)
 	r, err := a.Push(ctx, c.write(t, name(1, 9), data))
 	must(t, err)
-	rc, err := a.Store.Open(ctx, r.Key)
+	o, err := ParseObject(filepath.Base(r.Key))
 	must(t, err)
-	n := storedSize(rc)
-	rc.Close()
-	if n != r.Stored {
-		t.Fatalf("the fs store's reader: size %d, the object has %d bytes", n, r.Stored)
+	good := a.Store
+	a.Store = hugeStore{good}
+	if _, err := a.storedDigest(ctx, o, r.Key); err == nil || !strings.Contains(err.Error(), "larger") {
+		t.Errorf("the digest of a huge object: %v", err)
 	}
+	if err := a.read(ctx, o, r.Key, io.Discard); err == nil || !strings.Contains(err.Error(), "larger") {
+		t.Errorf("reading a huge object: %v", err)
+	}
+	rc, err := good.Open(ctx, r.Key)
+	must(t, err)
+	stored, err := io.ReadAll(rc)
+	rc.Close()
+	must(t, err)
+	for what, body := range map[string][]byte{
+		"cut short": stored[:len(stored)-1], "one byte more": append(slices.Clone(stored), 0), "a byte changed": append([]byte{stored[0] ^ 1}, stored[1:]...),
+	} {
+		a.Store = bodyStore{good, body}
+		dest := filepath.Join(t.TempDir(), name(1, 9))
+		if err := a.Fetch(ctx, name(1, 9), dest); err == nil || !strings.Contains(err.Error(), "digest in its name") {
+			t.Errorf("%s: fetch says %v, want the digest in the name named", what, err)
+		}
+		if ents, _ := os.ReadDir(filepath.Dir(dest)); len(ents) != 0 {
+			t.Errorf("%s: fetch left %v", what, ents)
+		}
+	}
+	a.Store = good
 	got, err := a.FetchData(ctx, name(1, 9))
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("fetched %d bytes, %v", len(got), err)
 	}
-	body := []byte("0123456789")
-	for _, tc := range []struct {
-		claim int64
-		want  string // "" for the body back
-	}{
-		{10, ""}, {9, "more than the 9 bytes"}, {11, "ended after 10 of its 11 bytes"}, {-1, ""}, {MaxFile + 5, ""},
-	} {
-		a.Store = sizedStore{a.Store, body, tc.claim}
-		got, err := a.readStored(ctx, "x")
-		switch {
-		case tc.want == "" && (err != nil || !bytes.Equal(got, body)):
-			t.Errorf("size %d: %q, %v", tc.claim, got, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("size %d: %v, want an error saying %q", tc.claim, err, tc.want)
-		}
-	}
 }
 
-// sizedStore's objects are body, and say they have size bytes.
-type sizedStore struct {
+// bodyStore's objects all hold body.
+type bodyStore struct {
 	Store
 	body []byte
-	size int64
 }
 
-func (s sizedStore) Open(context.Context, string) (io.ReadCloser, error) {
-	return sizedReader{io.NopCloser(bytes.NewReader(s.body)), s.size}, nil
+func (s bodyStore) Open(context.Context, string) (io.ReadCloser, error) {
+	return io.NopCloser(bytes.NewReader(s.body)), nil
 }
-
-type sizedReader struct {
-	io.ReadCloser
-	size int64
-}
-
-func (r sizedReader) Size() int64 { return r.size }
 
 type hugeStore struct{ Store }
 

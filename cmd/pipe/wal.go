@@ -116,7 +116,7 @@ func (a *app) loadArchive(file string, f *walFlags, use archiveUse) (*plan.Archi
 		fmt.Fprintln(a.stderr, "Error:", err)
 		return nil, &exitError{exitInvalid}
 	}
-	debug.SetMemoryLimit(pa.Budget())
+	debug.SetMemoryLimit(pa.GoMemoryLimit())
 	a.walFile = p.File
 	return pa, nil
 }
@@ -137,11 +137,14 @@ func daemonGC(percent int) { debug.SetGCPercent(percent) }
 // default 100 the heap grew to twice the live one (437 MiB of RSS in the
 // WAL bench's burst, where pgBackRest's async process held 74 MiB). At 25
 // it held 261 MiB and used 1.2 s less CPU over the burst's 4 GiB (fewer
-// fresh pages to fault in). The prefetcher's live heap is small; it keeps
-// prefetcherGC.
+// fresh pages to fault in). Files now stream through both (a few MiB of
+// live heap), and most of what they allocate is short-lived (each
+// request's buffers, each object's ranges): at 25 the heap stays near the
+// live one, at 100 the prefetcher held 25 MiB more of RSS in the WAL
+// bench for no speed.
 const (
 	pusherGC     = 25
-	prefetcherGC = 100
+	prefetcherGC = 25
 )
 
 // openStore opens the archive's store.

@@ -1,7 +1,6 @@
 package compress
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -61,11 +60,11 @@ var decoderPool = sync.Pool{New: func() any {
 	return d
 }}
 
-// Decode decodes src whole into dst with a pooled decoder, in the calling
+// Decode decodes src into dst with a pooled decoder, in the calling
 // goroutine: for callers that decode many small objects at once (WAL
 // segments), where the streaming decoder's goroutines and buffers per
 // object cost more than they bring.
-func (zstdDecoders) Decode(dst io.Writer, src []byte) error {
+func (zstdDecoders) Decode(dst io.Writer, src io.Reader) error {
 	v := decoderPool.Get()
 	dec, ok := v.(*zstd.Decoder)
 	if !ok {
@@ -75,7 +74,7 @@ func (zstdDecoders) Decode(dst io.Writer, src []byte) error {
 		_ = dec.Reset(nil) // lets go of src
 		decoderPool.Put(dec)
 	}()
-	if err := dec.Reset(bytes.NewReader(src)); err != nil {
+	if err := dec.Reset(src); err != nil {
 		return fmt.Errorf("corrupt zstd data: %w", err)
 	}
 	if _, err := dec.WriteTo(dst); err != nil {

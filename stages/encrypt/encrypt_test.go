@@ -2,6 +2,7 @@ package encrypt
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -199,33 +200,45 @@ func TestPassphraseMemory(t *testing.T) {
 	}
 }
 
-// TestSealIntoStorage: Seal writes into the caller's buffer when it holds
-// MaxStored (a pusher reuses one per segment), and what it wrote opens to
-// the plaintext; a smaller buffer gets a new one.
-func TestSealIntoStorage(t *testing.T) {
+// NewWriter writes a standard age file as it goes, which NewReader reads
+// back; a byte changed or a file cut short fails the read, saying the data
+// is truncated or was tampered with, and other keys are named as such.
+func TestStreamRoundTrip(t *testing.T) {
 	r, i, _ := newKeys(t)
 	plain := data()["big"]
-	for _, c := range []struct {
-		name  string
-		dst   []byte
-		alias bool
-	}{
-		{"large enough", make([]byte, 7, MaxStored(int64(len(plain)))), true},
-		{"too small", make([]byte, 0, 64), false},
-	} {
-		sealed, err := Seal(r, c.dst, plain)
-		if err != nil {
+	var sealed bytes.Buffer
+	w, err := NewWriter(r, &sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(plain); off += 10007 {
+		if _, err := w.Write(plain[off:min(off+10007, len(plain))]); err != nil {
 			t.Fatal(err)
 		}
-		if got := &sealed[:1][0] == &c.dst[:1][0]; got != c.alias {
-			t.Errorf("%s: sealed into the given buffer = %v, want %v", c.name, got, c.alias)
-		}
-		opened, err := Open(i, sealed, int64(len(plain)))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open := func(b []byte) ([]byte, error) {
+		rd, err := NewReader(i, bytes.NewReader(b))
 		if err != nil {
-			t.Fatal(c.name, err)
+			return nil, err
 		}
-		if !bytes.Equal(opened, plain) {
-			t.Errorf("%s: opened %d bytes, not the %d sealed", c.name, len(opened), len(plain))
+		return io.ReadAll(rd)
+	}
+	got, err := open(sealed.Bytes())
+	if err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("opened %d bytes (%v), not the %d sealed", len(got), err, len(plain))
+	}
+	changed := bytes.Clone(sealed.Bytes())
+	changed[len(changed)-100] ^= 1
+	for what, b := range map[string][]byte{"a byte changed": changed, "cut short": sealed.Bytes()[:sealed.Len()-100]} {
+		if _, err := open(b); err == nil || !strings.Contains(err.Error(), "truncated or was tampered with") {
+			t.Errorf("%s: %v", what, err)
 		}
+	}
+	_, other, _ := newKeys(t)
+	if _, err := NewReader(other, bytes.NewReader(sealed.Bytes())); err == nil || !strings.Contains(err.Error(), "encrypted to other keys") {
+		t.Errorf("another identity: %v", err)
 	}
 }

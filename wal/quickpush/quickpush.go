@@ -11,10 +11,19 @@
 // and pipe's exit status). Without a background pusher (background =
 // "never", or PostgreSQL as PID 1) each archive_command that starts a
 // store sends the next ready files with its own and notes them: pipe-wal
-// answers for those too. Everything it does not answer for itself, pipe
-// does: starting the pusher, a failure the pusher noted, a file no push
-// sent ahead, a synchronous push, flags other than --archive, --pgdata
-// and --var, and every other pipe wal command.
+// answers for those too.
+//
+// As restore_command (pipe-wal fetch) it takes a segment the prefetcher
+// (or an earlier restore_command) brought into the prefetch spool, with a
+// rename, when nothing else is to be done (a prefetcher runs, or the next
+// segments are spooled): recovery asks for hundreds of segments in a row,
+// and pipe's start (28 ms, and 55 MiB of a large binary mapped) would be
+// most of each one's cost.
+//
+// Everything it does not answer for itself, pipe does: starting the
+// pusher or the prefetcher, a failure the pusher noted, a file no push
+// sent ahead, a synchronous push, a segment not spooled, flags other than
+// --archive, --pgdata and --var, and every other pipe wal command.
 package quickpush
 
 import (
@@ -26,6 +35,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -51,17 +61,22 @@ func Main(args []string) int {
 	return 1
 }
 
-// push is a pipe wal push's arguments, when pipe-wal may answer it.
+// push is a pipe wal push's or fetch's arguments, when pipe-wal may
+// answer it: the file, and the push's path (%p) or the fetch's segment
+// name and destination (%f, %p).
 type push struct {
-	file, path, archive, pgdata string
+	command, file, path, name, archive, pgdata string
+	vars                                       []string // --var's values
 }
 
-// parsePush returns args as a push pipe-wal may answer, or false.
+// parsePush returns args as a push or fetch pipe-wal may answer, or
+// false.
 func parsePush(args []string) (push, bool) {
 	p := push{pgdata: "."}
-	if len(args) == 0 || args[0] != "push" {
+	if len(args) == 0 || (args[0] != "push" && args[0] != "fetch") {
 		return p, false
 	}
+	p.command = args[0]
 	var pos []string
 	for i := 1; i < len(args); i++ {
 		a := args[i]
@@ -88,30 +103,80 @@ func parsePush(args []string) (push, bool) {
 			p.archive = value
 		case "--pgdata", "-D":
 			p.pgdata = value
+		case "--var":
+			p.vars = append(p.vars, value)
 		}
 	}
-	if len(pos) != 2 {
-		return p, false
+	switch {
+	case p.command == "push" && len(pos) == 2:
+		p.file, p.path = pos[0], pos[1]
+	case p.command == "fetch" && len(pos) == 3:
+		p.file, p.name, p.path = pos[0], pos[1], pos[2]
+	default:
+		return push{}, false
 	}
-	p.file, p.path = pos[0], pos[1]
 	return p, true
 }
 
 // answered reports whether args are a push of a file the background
-// pusher, or an earlier push, has archived, which pipe-wal then answers
-// (exit 0).
+// pusher, or an earlier push, has archived, or a fetch of a segment the
+// prefetch spool holds, which pipe-wal then answers (exit 0).
 func answered(ctx context.Context, args []string) bool {
 	p, ok := parsePush(args)
 	if !ok {
 		return false
 	}
 	s, err := pipefile.ReadPushSettings(p.file, p.archive)
-	if err != nil || !s.Async || !slices.Contains(wal.BackgroundModes, s.Background) {
+	if err != nil || !slices.Contains(wal.BackgroundModes, s.Background) {
 		return false
 	}
 	c := &wal.Command{DataDir: p.pgdata,
-		Settings: wal.CommandSettings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout}}
+		Settings: wal.CommandSettings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout,
+			Prefetch: s.Prefetch, FetchSpool: s.FetchSpool, SegmentSize: uint32(s.SegmentSize)}}
+	if p.command == "fetch" {
+		if s.SystemID != "" {
+			if c.Settings.SystemID, err = strconv.ParseUint(s.SystemID, 10, 64); err != nil {
+				return false // pipe says what is wrong with it
+			}
+		}
+		return c.AnswerFetch(ctx, p.name, p.path)
+	}
+	if !s.Async {
+		return false
+	}
+	// A background pusher to start: pipe-wal starts it (pipe beside it,
+	// with the arguments pipe would give it) rather than hand over to a
+	// pipe that would start it, and wait beside it, for this one file.
+	if pipe, err := pipeProgram(); err == nil {
+		c.Spawn = func(args []string, logPath string) error { return wal.Spawn(pipe, args, logPath) }
+		c.BackgroundArgs = append([]string{p.file, "--archive", s.Archive, "--pgdata", p.pgdata}, varArgs(p.vars)...)
+	}
 	return c.Answer(ctx, p.path) != nil
+}
+
+// varArgs are --var flags for values.
+func varArgs(values []string) []string {
+	var out []string
+	for _, v := range values {
+		out = append(out, "--var", v)
+	}
+	return out
+}
+
+// pipeProgram is the pipe that pipe-wal hands over to: the one beside
+// this program, else the one on PATH.
+func pipeProgram() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		pipe := filepath.Join(filepath.Dir(exe), "pipe")
+		if _, err := os.Stat(pipe); err == nil {
+			return pipe, nil
+		}
+	}
+	pipe, err := exec.LookPath("pipe")
+	if err != nil {
+		return "", errors.New("pipe is neither beside pipe-wal nor on PATH: install both (make build writes bin/pipe and bin/pipe-wal)")
+	}
+	return pipe, nil
 }
 
 // delegate replaces this process with pipe wal and args: the pipe beside
@@ -122,15 +187,10 @@ func delegate(args []string) error {
 		// and the program named pipe is pipe-wal.
 		return errors.New("the pipe it runs is pipe-wal itself: install pipe beside it (make build writes bin/pipe and bin/pipe-wal)")
 	}
-	pipe := ""
-	if exe, err := os.Executable(); err == nil {
-		pipe = filepath.Join(filepath.Dir(exe), "pipe")
+	pipe, err := pipeProgram()
+	if err != nil {
+		return err
 	}
-	if _, err := os.Stat(pipe); err != nil {
-		if pipe, err = exec.LookPath("pipe"); err != nil {
-			return errors.New("pipe is neither beside pipe-wal nor on PATH: install both (make build writes bin/pipe and bin/pipe-wal)")
-		}
-	}
-	err := syscall.Exec(pipe, append([]string{pipe, "wal"}, args...), os.Environ())
+	err = syscall.Exec(pipe, append([]string{pipe, "wal"}, args...), os.Environ())
 	return fmt.Errorf("starting %s: %w", pipe, err)
 }

@@ -1,6 +1,7 @@
 package quickpush
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -11,13 +12,17 @@ func TestParsePush(t *testing.T) {
 		ok   bool
 		want push
 	}{
-		{"push /etc/pg.hcl pg_wal/000000010000000000000001", true, push{file: "/etc/pg.hcl", path: "pg_wal/000000010000000000000001", pgdata: "."}},
-		{"push --archive main -D /data --var a=b pg.hcl p", true, push{file: "pg.hcl", path: "p", archive: "main", pgdata: "/data"}},
-		{"push pg.hcl --archive=main --pgdata=/data p --var=a=b", true, push{file: "pg.hcl", path: "p", archive: "main", pgdata: "/data"}},
-		{"push pg.hcl -- -p", true, push{file: "pg.hcl", path: "-p", pgdata: "."}},
+		{"push /etc/pg.hcl pg_wal/000000010000000000000001", true, push{command: "push", file: "/etc/pg.hcl", path: "pg_wal/000000010000000000000001", pgdata: "."}},
+		{"push --archive main -D /data --var a=b pg.hcl p", true, push{command: "push", file: "pg.hcl", path: "p", archive: "main", pgdata: "/data", vars: []string{"a=b"}}},
+		{"push pg.hcl --archive=main --pgdata=/data p --var=a=b --var c=d", true, push{command: "push", file: "pg.hcl", path: "p", archive: "main", pgdata: "/data", vars: []string{"a=b", "c=d"}}},
+		{"push pg.hcl -- -p", true, push{command: "push", file: "pg.hcl", path: "-p", pgdata: "."}},
+		{"fetch pg.hcl 000000010000000000000001 pg_wal/RECOVERYXLOG", true, push{command: "fetch", file: "pg.hcl", name: "000000010000000000000001", path: "pg_wal/RECOVERYXLOG", pgdata: "."}},
+		{"fetch -D /data pg.hcl 000000010000000000000001 p", true, push{command: "fetch", file: "pg.hcl", name: "000000010000000000000001", path: "p", pgdata: "/data"}},
 		// pipe's to answer: other commands and flags, missing values,
 		// a wrong number of arguments.
-		{"fetch pg.hcl 000000010000000000000001 p", false, push{}},
+		{"fetch pg.hcl 000000010000000000000001", false, push{}},
+		{"fetch pg.hcl 000000010000000000000001 p --prefetch-after x", false, push{}},
+		{"list pg.hcl", false, push{}},
 		{"push pg.hcl p --log-level info", false, push{}},
 		{"push pg.hcl p --metrics-textfile m.prom", false, push{}},
 		{"push --background pg.hcl", false, push{}},
@@ -27,7 +32,7 @@ func TestParsePush(t *testing.T) {
 		{"", false, push{}},
 	} {
 		got, ok := parsePush(strings.Fields(c.args))
-		if ok != c.ok || (ok && got != c.want) {
+		if ok != c.ok || (ok && !reflect.DeepEqual(got, c.want)) {
 			t.Errorf("%q: %+v %v, want %+v %v", c.args, got, ok, c.want, c.ok)
 		}
 	}

@@ -1,0 +1,105 @@
+package compress
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// A FrameWriter writes objects of any size, one after the other with the
+// same encoder, as frames of its size that DecodeStream reads back: an
+// empty object, one shorter than a frame, whole frames, and a last frame
+// cut short; written in pieces of any size.
+func TestFrameWriter(t *testing.T) {
+	const frame = 3 * chunk
+	for _, name := range Names() {
+		c, _ := Lookup(name)
+		if name == "none" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			fw, err := c.NewFrameWriter(c.DefaultLevel, frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range []int{0, 5, frame, 4 * frame, 2*frame + 17} {
+				src := text(uint64(i), n)
+				var stored bytes.Buffer
+				fw.Reset(&stored)
+				for off := 0; off < n; {
+					k := min(n-off, 1+off%7919) // pieces that do not line up with frames
+					if _, err := fw.Write(src[off : off+k]); err != nil {
+						t.Fatal(err)
+					}
+					off += k
+				}
+				if err := fw.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if stored.Len() == 0 {
+					t.Fatalf("%d bytes: nothing written, not even an empty frame", n)
+				}
+				var got bytes.Buffer
+				if err := c.DecodeStream(context.Background(), &got, &stored, int64(n)); err != nil {
+					t.Fatalf("%d bytes: %v", n, err)
+				}
+				if !bytes.Equal(got.Bytes(), src) {
+					t.Fatalf("%d bytes: decoded %d, not what was written", n, got.Len())
+				}
+			}
+		})
+	}
+}
+
+// DecodeStream decodes with pooled decoders: one that failed on corrupt
+// data, or on output over the limit, decodes the next object correctly,
+// and several decode at once.
+func TestDecodeStreamReusesDecoders(t *testing.T) {
+	c, _ := Lookup("zstd")
+	src := text(9, 5*chunk+3)
+	fw, err := c.NewFrameWriter(3, 2*chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	fw.Reset(&b)
+	if _, err := fw.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	frames := b.Bytes()
+	corrupt := bytes.Clone(frames)
+	corrupt[len(corrupt)/2] ^= 0xff
+	ctx := context.Background()
+	for range 3 {
+		if err := c.DecodeStream(ctx, io.Discard, bytes.NewReader(corrupt), int64(len(src))); err == nil {
+			t.Error("DecodeStream accepted a corrupt frame")
+		}
+		if err := c.DecodeStream(ctx, io.Discard, bytes.NewReader(frames), int64(len(src)-1)); err == nil || !strings.Contains(err.Error(), "more than") {
+			t.Errorf("DecodeStream over the limit: %v", err)
+		}
+	}
+	var g errgroup.Group
+	for range 8 {
+		g.Go(func() error {
+			var got bytes.Buffer
+			if err := c.DecodeStream(ctx, &got, bytes.NewReader(frames), int64(len(src))); err != nil {
+				return err
+			}
+			if !bytes.Equal(got.Bytes(), src) {
+				return fmt.Errorf("decoded %d bytes, not the %d encoded", got.Len(), len(src))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
