@@ -59,9 +59,13 @@ type config struct {
 	dataSize int64
 	memSizes [2]int64
 	skipMem  bool
-	only     string // comma-separated scenarios to run; "" for all
-	mc       string // MinIO's client, for the object-store scenario
-	rclone   string
+	// skipBarman leaves barman-cloud out of the WAL and base backup
+	// races: its WAL burst alone takes 15 minutes, and a run repeated
+	// for the noise of the machine need not repeat it.
+	skipBarman bool
+	only       string // comma-separated scenarios to run; "" for all
+	mc         string // MinIO's client, for the object-store scenario
+	rclone     string
 }
 
 func main() {
@@ -97,6 +101,7 @@ func parseFlags(args []string) (config, error) {
 	quick := fs.Bool("quick", false, "small sizes and 2 repetitions, for trying things out")
 	reps := fs.Int("reps", 0, "repetitions per tool (default 5, or 2 with -quick)")
 	skipMem := fs.Bool("skip-memory", false, "skip the memory benchmark")
+	skipBarman := fs.Bool("skip-barman", false, "leave barman-cloud out of the wal and basebackup scenarios (its WAL burst takes 15 minutes)")
 	only := fs.String("only", "", "run only these scenarios: "+strings.Join(scenarioNames(), ", ")+" (comma-separated)")
 	mcBin := fs.String("mc", "bench/results/tools/mc", "MinIO's client, for the s3 scenario (`make bench` builds it)")
 	rcloneBin := fs.String("rclone", "bench/results/tools/rclone", "rclone, for the s3 scenario (`make bench` builds it)")
@@ -110,7 +115,7 @@ func parseFlags(args []string) (config, error) {
 	if err := checkOnly(*only); err != nil {
 		return config{}, err
 	}
-	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, only: *only, mc: *mcBin, rclone: *rcloneBin}
+	c := config{out: *out, dataDir: *dataDir, workDir: *workDir, quick: *quick, reps: *reps, skipMem: *skipMem, skipBarman: *skipBarman, only: *only, mc: *mcBin, rclone: *rcloneBin}
 	var err error
 	if *report != "" {
 		if c.report, err = reportPath(reportsDir, *report, time.Now()); err != nil {

@@ -27,6 +27,7 @@ type monitorTotals struct {
 	originCPU                   time.Duration // the backed-up server's, during restores
 	detachedCPU                 time.Duration // the tool's detached helpers, sampled
 	toolPeakRSS                 int64
+	toolPeakPSS                 int64         // the same processes' PSS (shared pages divided among their sharers)
 	detachedPeakRSS             int64         // of the detached helpers alone
 	busy, iowait                time.Duration // the machine's, all CPUs
 	diskRead, diskWrite         int64
@@ -74,6 +75,7 @@ type monitor struct {
 	mu    sync.Mutex // procs, peak and detachedPeak, between scans and waitDetached
 	procs map[int]*procInfo
 	peak  int64
+	pss   int64 // the largest sum of the tool's PSS
 	// detachedPeak is the largest sum of the detached helpers' RSS.
 	detachedPeak int64
 	startCS      cpuStat
@@ -140,7 +142,7 @@ func (m *monitor) stop() monitorTotals {
 		}
 	}
 	t.others = largest(others)
-	t.toolPeakRSS, t.detachedPeakRSS = m.peak, m.detachedPeak
+	t.toolPeakRSS, t.toolPeakPSS, t.detachedPeakRSS = m.peak, m.pss, m.detachedPeak
 	cs := readCPUStat()
 	t.busy = time.Duration(cs.busy-m.startCS.busy) * time.Second / clkTck
 	t.iowait = time.Duration(cs.iowait-m.startCS.iowait) * time.Second / clkTck
@@ -174,7 +176,7 @@ func (m *monitor) scan() {
 	stats := procmem.Snapshot()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var toolRSS, detachedRSS int64
+	var toolRSS, toolPSS, detachedRSS int64
 	for pid, st := range stats {
 		p := m.procs[pid]
 		if p == nil || p.start != st.Start {
@@ -191,12 +193,15 @@ func (m *monitor) scan() {
 		switch p.cat {
 		case "cmd", "rc", "tool":
 			toolRSS += st.RSS
+			if n, ok := procmem.Field(pid, "smaps_rollup", "Pss:"); ok {
+				toolPSS += n
+			}
 		}
 		if p.cat == "tool" {
 			detachedRSS += st.RSS
 		}
 	}
-	m.peak = max(m.peak, toolRSS)
+	m.peak, m.pss = max(m.peak, toolRSS), max(m.pss, toolPSS)
 	m.detachedPeak = max(m.detachedPeak, detachedRSS)
 }
 

@@ -34,6 +34,9 @@ type contender struct {
 	clean func()
 	run   runFunc
 	check checkFunc // nil: a run that succeeds is enough
+	// skip leaves the contender out of the race (-skip-barman): it has
+	// no runs, and its median is 0.
+	skip bool
 
 	// What the race measured, in run order (the warm-up left out).
 	times  []time.Duration // wall
@@ -85,6 +88,9 @@ func (r *race) run(ctx context.Context, reps int) error {
 	}
 	for rep := first; rep <= reps; rep++ {
 		for _, c := range r.contenders() {
+			if c.skip {
+				continue
+			}
 			if err := r.runOnce(ctx, c, rep); err != nil {
 				return fmt.Errorf("%s, %s, run %d: %w", r.name, c.label, rep, err)
 			}

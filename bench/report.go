@@ -173,6 +173,10 @@ func (r *report) everyRun(w writer) {
 		}
 		w("\n")
 		for _, c := range s.contenders() {
+			if len(c.times) == 0 {
+				w("  - %s: not run (-skip-barman)\n", c.label)
+				continue
+			}
 			w("  - %s: wall min %.3f, median %.3f, max %.3f; CPU (user+sys) median %.2f s\n", c.label,
 				minD(c.times).Seconds(), c.median().Seconds(), maxD(c.times).Seconds(), c.medianCPU().Seconds())
 		}

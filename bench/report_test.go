@@ -175,7 +175,7 @@ func fakeReport() *report {
 		fakeContender("barman-cloud-wal-restore", 1.2, []int{30000, 31000}, []int{20000, 20000}, 0),
 		fakeContender("pipe (prefetch 8, in restore_command)", 0, []int{1700, 1800}, []int{800, 800}, 0))
 	fetch.notes = []string{"the harness plays recovery"}
-	wal := &walResult{segments: 32, segSize: seg, pipeRSS: 35 << 20, budget: 64 << 20, pgbackrestWorkers: 2,
+	wal := &walResult{segments: 32, segSize: seg, budget: 64 << 20, pgbackrestWorkers: 2,
 		versions:   []string{"pgBackRest 2.54", "barman-cloud-wal-archive 3.12", "postgres (PostgreSQL) 15.10"},
 		compressed: map[string]int64{"pipe": 100 << 20, "pgbackrest": 101 << 20, "barman": 150 << 20},
 		single: fakeRace("push one 16 MiB segment, sync (whole process)", "", seg,
@@ -185,13 +185,13 @@ func fakeReport() *report {
 		burst: burst, fetch: fetch,
 		phases: []walPhase{
 			{scenario: "burst", tool: "pipe", rep: 1, m: measurement{wall: ms(3000), cpu: ms(900), maxRSS: 10 << 20},
-				mon: monitorTotals{detachedCPU: ms(2500), minioCPU: ms(1000), busy: ms(5000), detachedPeakRSS: 40 << 20}},
+				mon: monitorTotals{detachedCPU: ms(2500), minioCPU: ms(1000), busy: ms(5000), toolPeakRSS: 48 << 20, toolPeakPSS: 44 << 20, detachedPeakRSS: 40 << 20}},
 			{scenario: "burst", tool: "pipe", rep: 2, m: measurement{wall: ms(3100), cpu: ms(950), maxRSS: 11 << 20},
-				mon: monitorTotals{detachedCPU: ms(2600), minioCPU: ms(1100), busy: ms(5200), detachedPeakRSS: 42 << 20}},
+				mon: monitorTotals{detachedCPU: ms(2600), minioCPU: ms(1100), busy: ms(5200), toolPeakRSS: 50 << 20, toolPeakPSS: 45 << 20, detachedPeakRSS: 42 << 20}},
 			{scenario: "burst", tool: "pgbackrest", rep: 1, m: measurement{wall: ms(4000), cpu: ms(2000), maxRSS: 20 << 20},
-				mon: monitorTotals{detachedCPU: ms(3000), minioCPU: ms(1200), busy: ms(7000), detachedPeakRSS: 25 << 20}},
+				mon: monitorTotals{detachedCPU: ms(3000), minioCPU: ms(1200), busy: ms(7000), toolPeakRSS: 52 << 20, toolPeakPSS: 40 << 20, detachedPeakRSS: 25 << 20}},
 			{scenario: "fetch", tool: "pipe", rep: 1, m: measurement{wall: ms(1500), cpu: ms(700), maxRSS: 12 << 20},
-				mon: monitorTotals{detachedCPU: ms(1000), minioCPU: ms(500), busy: ms(2500), detachedPeakRSS: 45 << 20}},
+				mon: monitorTotals{detachedCPU: ms(1000), minioCPU: ms(500), busy: ms(2500), toolPeakRSS: 57 << 20, toolPeakPSS: 50 << 20, detachedPeakRSS: 45 << 20}},
 			{scenario: "fetch", tool: "pipe-incommand", rep: 1, m: measurement{wall: ms(1700), cpu: ms(800), maxRSS: 13 << 20},
 				mon: monitorTotals{minioCPU: ms(600), busy: ms(2600)}},
 		},
@@ -348,7 +348,9 @@ func TestReportRows(t *testing.T) {
 		// One segment: pgBackRest 0.130 s / pipe 0.112 s = 1.16.
 		{name: "wal", want: []string{
 			"| push one segment, sync, whole process | 0.112 s | 0.130 s | 1.850 s | 1.16× as fast | ≥ 1.0× pgBackRest (≤ its time) | yes |",
-			"| burst | pipe, background | 2 | 3.05 s | 0.9 s | 2.5 s | 1.1 s | 5.1 s | 11 MiB | 42 MiB |",
+			"| burst | pipe, background | 2 | 3.05 s | 0.9 s | 2.5 s | 1.1 s | 5.1 s | 50 MiB | 42 MiB |",
+			"| burst, background pusher | 50 MiB | 52 MiB | 0.96× | ≤ 1.00× | yes | 45 MiB | 40 MiB |",
+			"the budget `pipe plan` prints for any one pipe process of the archive, 64 MiB: 1.42× its peak (target: at least 1×, at most 1.5×): yes.",
 		}},
 		// pipe 8.1 s against pgBackRest's 12.25 s: 0.66.
 		{name: "base backup", want: []string{
