@@ -658,21 +658,7 @@ func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, dur
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	err = a.readObject(ctx, o.Size, key, func(r io.Reader) error {
-		h := sha256.New()
-		buf := getBlock()
-		defer putBlock(buf)
-		n, err := io.CopyBuffer(io.MultiWriter(tmp, h), io.LimitReader(r, a.MaxObject()+1), *buf)
-		switch {
-		case err != nil:
-			return fmt.Errorf("reading %s: %w", key, err)
-		case n > a.MaxObject():
-			return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, a.MaxObject())
-		case hex.EncodeToString(h.Sum(nil)) != o.StoredSum:
-			return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
-		}
-		return nil
-	})
+	err = a.readObject(ctx, o.Size, key, func(r io.Reader) error { return a.download(r, o, key, tmp) })
 	if err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
@@ -686,6 +672,41 @@ func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, dur
 	}
 	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeStream(ctx, o, key, tmp, w) }); err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
+	}
+	return nil
+}
+
+// download writes an object's stored bytes from r to f, then checks them
+// against the digest in the object's name, read back from f. A store's
+// reader that writes into a file at offsets (the object stores' ranged
+// reader) does so through a small buffer, not one of the object's size.
+func (a *Archive) download(r io.Reader, o Object, key string, f *os.File) error {
+	most := a.MaxObject()
+	var err error
+	if wa, ok := r.(interface {
+		WriteAtTo(w io.WriterAt) (int64, error)
+		Size() int64
+	}); ok && wa.Size() <= most {
+		_, err = wa.WriteAtTo(f)
+	} else {
+		buf := getBlock()
+		_, err = io.CopyBuffer(f, io.LimitReader(r, most+1), *buf)
+		putBlock(buf)
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", key, err)
+	}
+	h := sha256.New()
+	buf := getBlock()
+	defer putBlock(buf)
+	n, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, most+1), *buf)
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading back %s: %w", key, err)
+	case n > most:
+		return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, most)
+	case hex.EncodeToString(h.Sum(nil)) != o.StoredSum:
+		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
 	}
 	return nil
 }

@@ -699,13 +699,28 @@ func TestReadBounded(t *testing.T) {
 	for what, body := range map[string][]byte{
 		"cut short": stored[:len(stored)-1], "one byte more": append(slices.Clone(stored), 0), "a byte changed": append([]byte{stored[0] ^ 1}, stored[1:]...),
 	} {
-		a.Store = bodyStore{good, body}
-		dest := filepath.Join(t.TempDir(), name(1, 9))
-		if err := a.Fetch(ctx, name(1, 9), dest); err == nil || !strings.Contains(err.Error(), "digest in its name") {
-			t.Errorf("%s: fetch says %v, want the digest in the name named", what, err)
+		for _, at := range []bool{false, true} {
+			a.Store = bodyStore{good, body, at}
+			dest := filepath.Join(t.TempDir(), name(1, 9))
+			if err := a.Fetch(ctx, name(1, 9), dest); err == nil || !strings.Contains(err.Error(), "digest in its name") {
+				t.Errorf("%s: fetch says %v, want the digest in the name named", what, err)
+			}
+			// A prefetch downloads to the spool first (through WriteAtTo
+			// where the store's reader has it), then decodes.
+			if err := a.spoolTo(ctx, testSysID, name(1, 9), dest, false); err == nil || !strings.Contains(err.Error(), "digest in its name") {
+				t.Errorf("%s (WriteAtTo %v): a prefetch says %v, want the digest in the name named", what, at, err)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dest)); len(ents) != 0 {
+				t.Errorf("%s: fetch left %v", what, ents)
+			}
 		}
-		if ents, _ := os.ReadDir(filepath.Dir(dest)); len(ents) != 0 {
-			t.Errorf("%s: fetch left %v", what, ents)
+	}
+	for _, at := range []bool{false, true} {
+		a.Store = bodyStore{good, stored, at}
+		dest := filepath.Join(t.TempDir(), name(1, 9))
+		must(t, a.spoolTo(ctx, testSysID, name(1, 9), dest, false))
+		if got, err := os.ReadFile(dest); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("a prefetch (WriteAtTo %v) wrote %d bytes (%v), not the segment", at, len(got), err)
 		}
 	}
 	a.Store = good
@@ -715,14 +730,31 @@ func TestReadBounded(t *testing.T) {
 	}
 }
 
-// bodyStore's objects all hold body.
+// bodyStore's objects all hold body; at, read through a reader that
+// writes into a file at offsets, as the object stores' does.
 type bodyStore struct {
 	Store
 	body []byte
+	at   bool
 }
 
 func (s bodyStore) Open(context.Context, string) (io.ReadCloser, error) {
+	if s.at {
+		return atReader{io.NopCloser(bytes.NewReader(s.body)), s.body}, nil
+	}
 	return io.NopCloser(bytes.NewReader(s.body)), nil
+}
+
+type atReader struct {
+	io.ReadCloser
+	body []byte
+}
+
+func (r atReader) Size() int64 { return int64(len(r.body)) }
+
+func (r atReader) WriteAtTo(w io.WriterAt) (int64, error) {
+	n, err := w.WriteAt(r.body, 0)
+	return int64(n), err
 }
 
 type hugeStore struct{ Store }
