@@ -190,6 +190,9 @@ func (s *stored) Write(p []byte) (int, error) {
 // spillOut moves the blocks to a temporary file, which takes the rest.
 func (s *stored) spillOut() error {
 	f, err := os.CreateTemp(s.dir, ".pipe-spill-")
+	if err != nil && s.dir != "" {
+		f, err = os.CreateTemp("", ".pipe-spill-") // the spool's folder is not there (yet): the system's
+	}
 	if err != nil {
 		return fmt.Errorf("spilling an encoded file (the archive's memory for stored bytes is taken): %w", err)
 	}

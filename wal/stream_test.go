@@ -65,6 +65,13 @@ func TestPushSpills(t *testing.T) {
 				t.Errorf("encrypted %v, %s: fetched %d bytes (%v), want the %d pushed", encrypted, nm, len(got), err, len(data))
 			}
 		}
+		// A spill folder that is not there: the system's takes it.
+		a.SpillDir = filepath.Join(t.TempDir(), "missing")
+		data := segment(testSysID, 1, 7)
+		_, _ = rand.Read(data[64:])
+		if _, err := a.Push(ctx, c.write(t, name(1, 7), data)); err != nil {
+			t.Errorf("a push whose spill folder is missing: %v", err)
+		}
 	}
 }
 
