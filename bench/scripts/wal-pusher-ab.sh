@@ -20,8 +20,10 @@ trap 'su postgres -c "pg_ctl -D $work/pg stop -m immediate" >/dev/null 2>&1 || t
 git worktree add -q --detach "$work/src" "$old_commit"
 (cd "$work/src" && GOFLAGS=-tags=disable_grpc_modules go build -trimpath -o "$work/pipe-old" ./cmd/pipe)
 # Real WAL: pgbench's, kept in pg_wal by wal_keep_size.
-su postgres -c "initdb -D $work/pg >/dev/null && pg_ctl -D $work/pg -o '-p 5497 -k $work -c wal_keep_size=2GB' -l $work/pg.log start >/dev/null &&
-  pgbench -h $work -p 5497 -i -s 10 postgres >/dev/null 2>&1 && pgbench -h $work -p 5497 -T 20 -c 2 postgres >/dev/null 2>&1 &&
+mkdir "$work/pg" "$work/sock"
+chown postgres "$work/pg" "$work/sock"
+su postgres -c "initdb -D $work/pg >/dev/null && pg_ctl -D $work/pg -o '-p 5497 -k $work/sock -c wal_keep_size=2GB' -l $work/sock/pg.log start >/dev/null &&
+  pgbench -h $work/sock -p 5497 -i -s 10 postgres >/dev/null 2>&1 && pgbench -h $work/sock -p 5497 -T 20 -c 2 postgres >/dev/null 2>&1 &&
   pg_ctl -D $work/pg stop >/dev/null"
 data=$work/data
 mkdir -p "$data/global" "$data/pg_wal/archive_status"
