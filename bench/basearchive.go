@@ -72,13 +72,13 @@ rm -f %[1]s/inflight/$1-$f
 f=$(basename "$1")
 first=$(cat %[1]s/archive-first 2>/dev/null)
 if [ -n "$first" ]; then %[1]s/push.sh "$first" "$1" || exit 1; fi
-for t in pipe pgbackrest barman; do
+for t in %[2]s; do
   [ "$t" = "$first" ] && continue
   : > %[1]s/inflight/$t-$f
   nohup %[1]s/bg-push.sh "$t" "$1" >> %[1]s/archive-bg.log 2>&1 &
 done
 exit 0
-`, d),
+`, d, strings.Join(bb.archivingTools(), " ")),
 		"timed.sh": fmt.Sprintf(`#!/bin/bash
 # timed.sh COMMAND…: restore_command, logging its wall and its children's CPU.
 s=$EPOCHREALTIME
@@ -98,6 +98,16 @@ exit $rc
 		}
 	}
 	return bb.setFirst("")
+}
+
+// archivingTools are the tools whose archives archive.sh fills: all of
+// them, or those whose races run (-skip-barman: barman-cloud's archive
+// pushes take longer than the rest of the scenario).
+func (bb *baseBench) archivingTools() []string {
+	if bb.b.cfg.skipBarman {
+		return []string{"pipe", "pgbackrest"}
+	}
+	return baseTools
 }
 
 // setFirst names the tool that pushes synchronously ("" none).

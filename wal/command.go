@@ -125,11 +125,15 @@ func (c *Command) Push(ctx context.Context, p string) (*PushResult, error) {
 			if r == nil {
 				r, err = ah.Push(ctx, name, p)
 			}
-			if !errors.Is(err, ErrSpool) {
+			switch {
+			case errors.Is(err, errNotReady):
+				async = false
+			case !errors.Is(err, ErrSpool):
 				return r, err
+			default:
+				c.spoolUnusable(name, err)
+				async = false
 			}
-			c.spoolUnusable(name, err)
-			async = false
 		}
 	}
 	ar, done, err := c.Open(ctx)

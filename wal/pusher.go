@@ -38,6 +38,14 @@ func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err 
 			// The pusher cannot note this file, nor its failure.
 			return true
 		}
+		if !exists(filepath.Join(filepath.Dir(p), "archive_status", name+".ready")) {
+			// No longer marked ready, and not noted: no pusher will
+			// push it (it pushes ready files); this push does.
+			if r = NotedPush(ah.Spool, name, p); r == nil {
+				err = errNotReady
+			}
+			return true
+		}
 		if !locked(ah.Spool, pusherLock) {
 			// None runs: it may have just finished this file.
 			if r = NotedPush(ah.Spool, name, p); r != nil {
@@ -59,6 +67,11 @@ func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err 
 	}
 	return r, err
 }
+
+// errNotReady is wait's answer for a file that is no longer marked ready
+// (its archive_command returned and PostgreSQL marked it done, and
+// someone pushes it again): Push pushes it itself.
+var errNotReady = errors.New("no longer marked ready")
 
 // WaitNoted waits, at most wait, for a running background pusher to note
 // the file name at p archived. It needs no store and starts nothing: it

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"golang.org/x/sync/errgroup"
@@ -149,5 +150,38 @@ func TestReadBlocksSize(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("size %d: %v, want it to say %q", tc.size, err, tc.want)
 		}
+	}
+}
+
+// A push that waits for the background pusher, of a file that stops being
+// marked ready meanwhile (PostgreSQL marked it done after an earlier
+// archive_command, and someone pushes it again), pushes it itself: no
+// pusher would, and waiting would end in the timeout.
+func TestPushNoLongerReady(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	root := filepath.Join(t.TempDir(), "wal")
+	data := segment(testSysID, 1, 3)
+	p := c.write(t, name(1, 3), data)
+	ready := filepath.Join(c.dir, "pg_wal", "archive_status", name(1, 3)+".ready")
+	spawns := 0
+	cmd := &Command{DataDir: c.dir, Log: discard(),
+		Settings: CommandSettings{Async: true, Background: BackgroundAlways, Workers: 2, PushSpool: "pg_wal/pipe-spool/push", PushTimeout: 30 * time.Second},
+		Open:     func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
+		// The pusher this push starts never runs; meanwhile the file is
+		// marked done.
+		Spawn: func([]string, string) error { spawns++; return os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done") },
+	}
+	start := time.Now()
+	r, err := cmd.Push(ctx, p)
+	if err != nil || r.Already || spawns != 1 {
+		t.Fatalf("push: %+v, %v (%d pushers started)", r, err, spawns)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the push took %s: it waited for the pusher", d)
+	}
+	got, err := newArchive(t, root, c).FetchData(ctx, name(1, 3))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("fetched %d bytes, %v", len(got), err)
 	}
 }
