@@ -170,7 +170,10 @@ func TestPushNoLongerReady(t *testing.T) {
 		Open:     func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
 		// The pusher this push starts never runs; meanwhile the file is
 		// marked done.
-		Spawn: func([]string, string) error { spawns++; return os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done") },
+		Spawn: func([]string, string) error {
+			spawns++
+			return os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done")
+		},
 	}
 	start := time.Now()
 	r, err := cmd.Push(ctx, p)
