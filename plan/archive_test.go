@@ -48,7 +48,7 @@ func TestArchiveStoreMemory(t *testing.T) {
 		}
 		return a
 	}
-	maxObject := int64(compress.Bound(16 << 20))
+	maxObject := compress.MaxStored(16<<20, wal.FrameSize)
 	each := maxObject / 8 // the objects in transfer are one segment's object together (wal.Archive.TransferMemory)
 	asked := map[string]bool{}
 	a := resolve(plan.Options{Memory: reg.Memory, SmallObjectMemory: func(kind, typ string, cfg sdk.Config, streams int, max int64) int64 {

@@ -118,11 +118,12 @@ func (a *Archive) MaxObject() int64 {
 }
 
 // MaxObject is the largest object of a segment of segSize bytes,
-// compressed (when compressed) and encrypted (when encrypted).
+// compressed (when compressed, in frames of FrameSize) and encrypted
+// (when encrypted).
 func MaxObject(segSize int64, compressed, encrypted bool) int64 {
 	n := segSize
 	if compressed {
-		n = int64(compress.Bound(int(n)))
+		n = compress.MaxStored(n, FrameSize)
 	}
 	if encrypted {
 		n = encrypt.MaxStored(n)

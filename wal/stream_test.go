@@ -188,3 +188,26 @@ func TestPushNoLongerReady(t *testing.T) {
 		t.Errorf("fetched %d bytes, %v", len(got), err)
 	}
 }
+
+// A segment that does not compress, in many frames, stores larger than
+// itself, within MaxObject, and fetches back (fetch refuses objects
+// larger than MaxObject).
+func TestIncompressibleFrames(t *testing.T) {
+	ctx := context.Background()
+	const size = 4 * FrameSize
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	a.SegmentSize = size
+	seg := bytes.Repeat(segment(testSysID, 1, 1), size/testSegSize)
+	binary.LittleEndian.PutUint32(seg[32:], size)
+	_, _ = rand.Read(seg[64:])
+	r, err := a.Push(ctx, c.write(t, name(1, 1), seg))
+	must(t, err)
+	if r.Stored <= size || r.Stored > a.MaxObject() {
+		t.Errorf("stored %d bytes of a %d-byte segment that does not compress; MaxObject %d", r.Stored, size, a.MaxObject())
+	}
+	got, err := a.FetchData(ctx, name(1, 1))
+	if err != nil || !bytes.Equal(got, seg) {
+		t.Errorf("fetched %d bytes, %v", len(got), err)
+	}
+}
