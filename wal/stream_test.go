@@ -82,14 +82,11 @@ func TestPushSpills(t *testing.T) {
 func TestPushStreams(t *testing.T) {
 	ctx := context.Background()
 	const size = 8 * testSegSize
-	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
-	a.SegmentSize = size
+	c, a := bigArchive(t, size)
 	hs := &heapStore{Store: a.Store}
 	a.Store = hs
 	for n := uint64(1); n <= 3; n++ {
-		seg := bytes.Repeat(segment(testSysID, 1, n), size/testSegSize)
-		binary.LittleEndian.PutUint32(seg[32:], size)
+		seg := bigSegment(size, n)
 		p := c.write(t, name(1, n), seg)
 		runtime.GC()
 		var m runtime.MemStats
@@ -195,11 +192,8 @@ func TestPushNoLongerReady(t *testing.T) {
 func TestIncompressibleFrames(t *testing.T) {
 	ctx := context.Background()
 	const size = 4 * FrameSize
-	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
-	a.SegmentSize = size
-	seg := bytes.Repeat(segment(testSysID, 1, 1), size/testSegSize)
-	binary.LittleEndian.PutUint32(seg[32:], size)
+	c, a := bigArchive(t, size)
+	seg := bigSegment(size, 1)
 	_, _ = rand.Read(seg[64:])
 	r, err := a.Push(ctx, c.write(t, name(1, 1), seg))
 	must(t, err)
@@ -210,4 +204,19 @@ func TestIncompressibleFrames(t *testing.T) {
 	if err != nil || !bytes.Equal(got, seg) {
 		t.Errorf("fetched %d bytes, %v", len(got), err)
 	}
+}
+
+// bigArchive is a cluster and its archive of segments of size bytes.
+func bigArchive(t *testing.T, size uint32) (*cluster, *Archive) {
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	a.SegmentSize = size
+	return c, a
+}
+
+// bigSegment is a segment of size bytes (a multiple of testSegSize).
+func bigSegment(size uint32, seed uint64) []byte {
+	seg := bytes.Repeat(segment(testSysID, 1, seed), int(size/testSegSize))
+	binary.LittleEndian.PutUint32(seg[32:], size)
+	return seg
 }
