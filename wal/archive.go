@@ -3,8 +3,6 @@ package wal
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -696,19 +694,7 @@ func (a *Archive) download(r io.Reader, o Object, key string, f *os.File) error 
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", key, err)
 	}
-	h := sha256.New()
-	buf := getBlock()
-	defer putBlock(buf)
-	n, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, most+1), *buf)
-	switch {
-	case err != nil:
-		return fmt.Errorf("reading back %s: %w", key, err)
-	case n > most:
-		return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, most)
-	case hex.EncodeToString(h.Sum(nil)) != o.StoredSum:
-		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
-	}
-	return nil
+	return a.newStoredReader(io.NewSectionReader(f, 0, most+1)).check(key, o.StoredSum)
 }
 
 // readObject opens an object of size bytes (0: unknown) once the objects
@@ -731,19 +717,9 @@ func (a *Archive) readObject(ctx context.Context, size int64, key string, fn fun
 // its name carries it.
 func (a *Archive) storedDigest(ctx context.Context, o Object, key string) (string, error) {
 	var sum string
-	err := a.readObject(ctx, o.Size, key, func(r io.Reader) error {
-		h := sha256.New()
-		buf := getBlock()
-		defer putBlock(buf)
-		n, err := io.CopyBuffer(h, io.LimitReader(r, a.MaxObject()+1), *buf)
-		switch {
-		case err != nil:
-			return fmt.Errorf("reading %s: %w", key, err)
-		case n > a.MaxObject():
-			return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, a.MaxObject())
-		}
-		sum = hex.EncodeToString(h.Sum(nil))
-		return nil
+	err := a.readObject(ctx, o.Size, key, func(r io.Reader) (err error) {
+		sum, err = a.newStoredReader(r).sum(key)
+		return err
 	})
 	return sum, err
 }

@@ -92,6 +92,13 @@ func (c *Command) ahead(walDir string) *Pusher {
 		Wait: c.Settings.PushTimeout, Idle: PusherIdle, Log: c.Log, Pushed: c.Pushed, Backlog: c.Backlog, Alert: c.BacklogAlert}
 }
 
+// startsPusher has ah start the background pusher, this program's
+// (Spawn) with this archive's arguments, when it finds none running.
+func (c *Command) startsPusher(ah *Pusher) {
+	args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
+	ah.Spawn = func() error { return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log")) }
+}
+
 // use makes ar the archive the pusher pushes to; what its pushes cannot
 // hold in memory spills to the spool.
 func (ah *Pusher) use(ar *Archive) {
@@ -115,8 +122,7 @@ func (c *Command) Push(ctx context.Context, p string) (*PushResult, error) {
 	async := c.async(p)
 	ah := c.ahead(filepath.Dir(p))
 	if async && c.backgroundAllowed() {
-		args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
-		ah.Spawn = func() error { return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log")) }
+		c.startsPusher(ah)
 	}
 	if async {
 		if r := NotedPush(ah.Spool, name, p); r != nil || ah.Spawn != nil {
@@ -187,8 +193,7 @@ func (c *Command) Answer(ctx context.Context, p string) *PushResult {
 	}
 	if c.Spawn != nil {
 		ah := c.ahead(filepath.Dir(p))
-		args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
-		ah.Spawn = func() error { return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log")) }
+		c.startsPusher(ah)
 		r, err := ah.wait(ctx, name, p)
 		if err != nil {
 			return nil

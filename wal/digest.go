@@ -26,18 +26,6 @@ import (
 // a push compares a file with an archived one in the archived one's
 // digest, and a fetch checks what it decoded with the object's.
 
-// objectDigest is the digest of an object's stored bytes.
-func objectDigest(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-// fileDigest is the digest of a WAL file that names its object.
-func fileDigest(b []byte) string {
-	s := xxh3.Hash128(b).Bytes()
-	return hex.EncodeToString(s[:])
-}
-
 // isSHA256 reports whether a file digest is SHA-256 (of an object pipe
 // archived before XXH3).
 func isSHA256(sum string) bool { return len(sum) == 2*sha256.Size }

@@ -166,7 +166,8 @@ func (s *stored) Write(p []byte) (int, error) {
 			if _, err := s.spill.Write(p); err != nil {
 				return 0, fmt.Errorf("spilling an encoded file: %w", err)
 			}
-			break
+			s.n += int64(len(p))
+			return written, nil
 		}
 		off := int(s.n % blockSize)
 		if off == 0 {
@@ -181,9 +182,6 @@ func (s *stored) Write(p []byte) (int, error) {
 		k := copy((*s.blocks[len(s.blocks)-1])[off:], p)
 		p = p[k:]
 		s.n += int64(k)
-	}
-	if s.spill != nil {
-		s.n += int64(len(p))
 	}
 	return written, nil
 }
@@ -360,22 +358,55 @@ func digestAt(src io.ReaderAt, size int64, like string) (string, error) {
 // against the digest in the object's name and what it wrote against the
 // file's: what w received is good only without an error.
 func (a *Archive) decodeFrom(ctx context.Context, o Object, key string, r io.Reader, w io.Writer) error {
-	sh := sha256.New()
-	lr := &io.LimitedReader{R: r, N: a.MaxObject() + 1}
-	in := io.TeeReader(lr, sh)
+	in := a.newStoredReader(r)
 	err := a.decodeStream(ctx, o, key, in, w)
-	// The rest of the stored bytes, which a decoder need not read (a
-	// trailer, or what follows a damaged frame), are the object's too.
+	// The stored bytes' check first: a damaged object is named as one,
+	// whatever its decoder made of it.
+	if cerr := in.check(key, o.StoredSum); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// storedReader reads an object's stored bytes, at most one more than
+// MaxObject, and hashes what it read with SHA-256, as an object's name
+// carries it.
+type storedReader struct {
+	r    io.LimitedReader
+	h    hash.Hash
+	most int64
+}
+
+func (a *Archive) newStoredReader(r io.Reader) *storedReader {
+	return &storedReader{r: io.LimitedReader{R: r, N: a.MaxObject() + 1}, h: sha256.New(), most: a.MaxObject()}
+}
+
+func (s *storedReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	_, _ = s.h.Write(p[:n]) // a hash never fails
+	return n, err
+}
+
+// sum reads the rest (which a decoder need not read: a trailer, or what
+// follows a damaged frame, is the object's too) and returns the digest of
+// all that was read.
+func (s *storedReader) sum(key string) (string, error) {
 	buf := getBlock()
-	_, derr := io.CopyBuffer(io.Discard, in, *buf)
-	putBlock(buf)
-	switch {
-	case lr.N <= 0:
-		return fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, a.MaxObject())
-	case derr != nil:
-		return fmt.Errorf("reading %s: %w", key, derr)
-	case hex.EncodeToString(sh.Sum(nil)) != o.StoredSum:
-		return fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
+	defer putBlock(buf)
+	if _, err := io.CopyBuffer(io.Discard, s, *buf); err != nil {
+		return "", fmt.Errorf("reading %s: %w", key, err)
+	}
+	if s.r.N <= 0 {
+		return "", fmt.Errorf("%s is larger than any object of a WAL file of this archive (%d bytes)", key, s.most)
+	}
+	return hex.EncodeToString(s.h.Sum(nil)), nil
+}
+
+// check is sum, against the digest in the object's name.
+func (s *storedReader) check(key, want string) error {
+	got, err := s.sum(key)
+	if err == nil && got != want {
+		err = fmt.Errorf("%s does not match the digest in its name: the object is corrupt or was tampered with", key)
 	}
 	return err
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -219,4 +222,16 @@ func bigSegment(size uint32, seed uint64) []byte {
 	seg := bytes.Repeat(segment(testSysID, 1, seed), int(size/testSegSize))
 	binary.LittleEndian.PutUint32(seg[32:], size)
 	return seg
+}
+
+// objectDigest is the digest in an object's name of stored bytes b.
+func objectDigest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// fileDigest is the file digest in an object's name of file b.
+func fileDigest(b []byte) string {
+	s := xxh3.Hash128(b).Bytes()
+	return hex.EncodeToString(s[:])
 }

@@ -14,6 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 old_commit=${1:?usage: $0 OLD_COMMIT [SEGS] [REPS]}
 segs=${2:-132} reps=${3:-3}
+for tool in initdb pg_ctl pgbench git go su; do
+  command -v "$tool" >/dev/null || { echo "$0: $tool is not installed (apt-get install postgresql-15; git and go)" >&2; exit 2; }
+done
+[ "$(id -u)" = 0 ] || { echo "$0: run as root (initdb and pgbench run as the postgres user)" >&2; exit 2; }
 new=$PWD/bin/pipe work=$(mktemp -d)
 chmod 755 "$work"
 trap 'su postgres -c "pg_ctl -D $work/pg stop -m immediate" >/dev/null 2>&1 || true; git worktree remove --force "$work/src" >/dev/null 2>&1; rm -rf "$work"' EXIT

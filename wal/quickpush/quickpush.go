@@ -126,7 +126,7 @@ func answered(ctx context.Context, args []string) bool {
 	if !ok {
 		return false
 	}
-	s, err := pipefile.ReadPushSettings(p.file, p.archive)
+	s, err := pipefile.ReadQuickSettings(p.file, p.archive)
 	if err != nil || !slices.Contains(wal.BackgroundModes, s.Background) {
 		return false
 	}

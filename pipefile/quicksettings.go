@@ -12,15 +12,15 @@ import (
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
-// PushSettings are what archive_command needs of an archive to answer
+// QuickSettings are what archive_command needs of an archive to answer
 // for a file a background pusher archived already (where the pusher's
 // notes are and how long to wait for one), and what restore_command
 // needs to take a prefetched segment from the spool (where it is, how
 // many are prefetched, the cluster's segment size and, when the archive
 // says it, system identifier). pipe-wal reads them with
-// ReadPushSettings, without the stores' schemas, the plugins or the
+// ReadQuickSettings, without the stores' schemas, the plugins or the
 // variables that loading the whole file takes.
-type PushSettings struct {
+type QuickSettings struct {
 	Archive    string
 	Background string
 	Async      bool
@@ -33,16 +33,16 @@ type PushSettings struct {
 	SystemID    string // "" to read pg_control
 }
 
-// ErrNotLiteral is ReadPushSettings' error for a file whose push settings
+// ErrNotLiteral is ReadQuickSettings' error for a file whose settings
 // need more than the file's text to be known: a variable, a function, an
 // archive that must be chosen. The caller loads the file in full.
-var ErrNotLiteral = errors.New("the push settings are not literal")
+var ErrNotLiteral = errors.New("the archive's settings are not literal")
 
-// ReadPushSettings reads the push settings of the archive called name
+// ReadQuickSettings reads the push and fetch settings of the archive called name
 // (the only one when name is "") from the pipeline file at path, with the
 // defaults and types of a full load. Every setting read must be a literal;
 // whatever else the file holds is not looked at.
-func ReadPushSettings(path, name string) (*PushSettings, error) {
+func ReadQuickSettings(path, name string) (*QuickSettings, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func ReadPushSettings(path, name string) (*PushSettings, error) {
 	if diags.HasErrors() || len(attrs.Unknown) > 0 || len(push.Unknown) > 0 || len(fetch.Unknown) > 0 {
 		return nil, fmt.Errorf("%s: archive %q: %w", path, b.Labels[0], ErrNotLiteral)
 	}
-	s := &PushSettings{Archive: b.Labels[0], Background: attrs.String("background"), Spool: push.String("spool"),
+	s := &QuickSettings{Archive: b.Labels[0], Background: attrs.String("background"), Spool: push.String("spool"),
 		FetchSpool: fetch.String("spool"), SystemID: attrs.String("system_identifier")}
 	s.Async, _ = push.Values["async"].(bool)
 	s.Timeout, _ = push.Values["timeout"].(time.Duration)
