@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -463,6 +464,61 @@ cat /tmp/r1.log`)
 			t.Errorf("recovery log:\n%s", lastLines(log, 30))
 		}
 		noSecret(t, "the recovery's log", log, b.m.Pass)
+	})
+
+	t.Run("recovery with pipe-wal and a background prefetcher", func(t *testing.T) {
+		// pipe-wal fetch starts the prefetcher itself and takes each
+		// segment from the spool: pipe runs beside it only for what the
+		// spool cannot answer (history files, the end of the archive). A
+		// pipe that logs its arguments, beside a copy of pipe-wal, counts
+		// the pipes run. pipe-wal reads literal settings only: this file
+		// has no variable in the archive's attributes, push or fetch.
+		literal := strings.NewReplacer("ASYNC", "false", "var.background", `"always"`, "system_identifier = var.sysid", "",
+			"var.fetch_retries", "5", "var.spool", `"pg_wal/pipe-spool/push"`).Replace(walFile)
+		if err := syncPG.c.CopyToContainer(context.Background(), []byte(literal), "/etc/pipe/literal.hcl", 0o644); err != nil {
+			t.Fatal(err)
+		}
+		syncPG.mustSh(t, `mkdir -p /tmp/pw && cp /usr/local/bin/pipe-wal /tmp/pw/ && : > /tmp/pw/calls
+printf '#!/bin/sh\necho "$*" >> /tmp/pw/calls\nexec /usr/local/bin/pipe "$@"\n' > /tmp/pw/pipe && chmod 755 /tmp/pw/pipe
+`+recoveryScript("/tmp/r3", 5435, "/tmp/pw/pipe-wal fetch /etc/pipe/literal.hcl %f %p")+
+			"pg_ctl -D /tmp/r3 -l /tmp/r3.log -w -t 300 start\n")
+		defer syncPG.sh(t, "pg_ctl -D /tmp/r3 stop -m fast")
+		for deadline := time.Now().Add(5 * time.Minute); syncPG.psql(t, 5435, "SELECT pg_is_in_recovery()") == "t"; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("recovery did not end in 5 minutes")
+			}
+		}
+		if got := syncPG.psql(t, 5435, "SELECT note FROM marker"); got != "the last transaction" {
+			t.Errorf("the recovered server has marker %q", got)
+		}
+		log := syncPG.mustSh(t, "cat /tmp/r3.log")
+		restored := regexp.MustCompile(`restored log file "([0-9A-F]{24})" from archive`).FindAllStringSubmatch(log, -1)
+		newest := ""
+		for _, m := range restored {
+			newest = max(newest, m[1])
+		}
+		// pipe fetches a segment only past the end of the archive, where
+		// pipe-wal hands the answer (exit 1, or a gap) over.
+		calls := strings.Split(strings.TrimSpace(syncPG.mustSh(t, "cat /tmp/pw/calls")), "\n")
+		prefetchers, handed := 0, 0
+		segmentFetch := regexp.MustCompile(`^wal fetch \S+ ([0-9A-F]{24}) `)
+		for _, c := range calls {
+			if strings.Contains(c, "--prefetch-after") {
+				prefetchers++
+			} else if m := segmentFetch.FindStringSubmatch(c); m != nil {
+				handed++
+				if m[1] <= newest {
+					t.Errorf("pipe fetched %s, which the archive holds (restored through %s): pipe-wal should have taken it from the spool", m[1], newest)
+				}
+			}
+		}
+		t.Logf("%d segments restored, through %s; pipe ran %d times: %d prefetchers, %d fetches of a segment past the end", len(restored), newest, len(calls), prefetchers, handed)
+		if len(restored) < 100 || prefetchers == 0 || !strings.Contains(log, "archive recovery complete") {
+			t.Errorf("%d segments restored, %d prefetchers started by pipe-wal; pipe ran:\n%s\nrecovery log:\n%s", len(restored), prefetchers, strings.Join(calls, "\n"), lastLines(log, 30))
+		}
+		noSecret(t, "the recovery's log", log, b.m.Pass)
+		_, plog := syncPG.sh(t, "cat /tmp/r3/pg_wal/pipe-spool/fetch/prefetch.log")
+		noSecret(t, "the prefetcher's log", plog, b.m.Pass)
 	})
 
 	// No secret in any PostgreSQL log line, nor in the pusher's log.

@@ -67,35 +67,42 @@ func Background(mode string) (bool, string) {
 
 // SpawnSelf starts this program with args in the background (the pusher
 // or the prefetcher); see Spawn.
-func SpawnSelf(args []string, logPath string) error {
+func SpawnSelf(args []string, logPath string) (<-chan struct{}, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return Spawn(self, args, logPath)
 }
 
 // Spawn starts program with args in the background, in a session of its
 // own (a signal to PostgreSQL's process group does not reach it), its
-// output appended to logPath, which keeps one older log beside it. It is
-// not waited for.
-func Spawn(program string, args []string, logPath string) error {
+// output appended to logPath, which keeps one older log beside it. The
+// channel it returns is closed when the program exits while this one
+// runs; this one need not wait for it (when it exits first, the program
+// is an orphan, which PID 1 reaps: see Background).
+func Spawn(program string, args []string, logPath string) (<-chan struct{}, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	if fi, err := os.Stat(logPath); err == nil && fi.Size() > 8<<20 {
 		_ = os.Rename(logPath, logPath+".1") // keep one old log: it stays bounded
 	}
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer lf.Close()
 	cmd := exec.Command(program, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	return cmd.Process.Release()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // its status is in its log
+		close(exited)
+	}()
+	return exited, nil
 }

@@ -28,7 +28,8 @@ type Command struct {
 	Open func(ctx context.Context) (*Archive, func(), error)
 	// Spawn starts this program in the background with args (the
 	// background pusher or prefetcher), its output appended to logPath.
-	Spawn func(args []string, logPath string) error
+	// The channel it returns is closed when the process exits.
+	Spawn func(args []string, logPath string) (<-chan struct{}, error)
 	// BackgroundArgs are the arguments that give a background process the
 	// same archive as this one (file, --archive, --pgdata, --var).
 	BackgroundArgs []string
@@ -96,7 +97,10 @@ func (c *Command) ahead(walDir string) *Pusher {
 // (Spawn) with this archive's arguments, when it finds none running.
 func (c *Command) startsPusher(ah *Pusher) {
 	args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
-	ah.Spawn = func() error { return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log")) }
+	ah.Spawn = func() error {
+		_, err := c.Spawn(args, filepath.Join(ah.Spool, "pusher.log"))
+		return err
+	}
 }
 
 // use makes ar the archive the pusher pushes to; what its pushes cannot
@@ -288,12 +292,15 @@ func (c *Command) Fetch(ctx context.Context, name, dest string) (string, error) 
 }
 
 // AnswerFetch restores the segment name to dest from the prefetch spool
-// as Fetch would, when that is all Fetch would do: the segment is
-// spooled, and the segments after it need nothing started (a prefetcher
-// runs, none is missing, or, where no background process may run, no more
-// than half are). It opens no store and starts nothing; false leaves the
-// fetch to Fetch (and is what a program without the stores hands over:
-// pipe-wal).
+// when the spool is all a fetch needs: the segment is spooled or a
+// prefetcher brings it, and the segments after it need nothing more (a
+// prefetcher runs, none is missing, or, where no background process may
+// run, no more than half are). With Spawn set, where a background process
+// may run, it starts the prefetcher when none runs, and a segment not
+// spooled is the first one it brings: so recovery's first fetch is not a
+// pipe beside the prefetcher it starts. It opens no store; false leaves
+// the fetch to Fetch (and is what a program without the stores hands
+// over: pipe-wal), which also says why a segment could not be brought.
 func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 	file, err := ParseName(name)
 	if err != nil || c.Settings.Prefetch == 0 || file.Kind != Segment {
@@ -308,11 +315,51 @@ func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 	pf := c.prefetch()
 	next := len(pf.Next(sysid, name))
 	settled := next == 0 || (!c.backgroundAllowed() && next <= c.Settings.Prefetch/2)
-	if !settled && !pf.Running() {
+	if settled || pf.Running() {
+		took, err := pf.Wait(ctx, sysid, name, dest)
+		return err == nil && took
+	}
+	if c.Spawn == nil || !c.backgroundAllowed() {
 		return false
 	}
-	took, err := pf.Wait(ctx, sysid, name, dest)
+	if took, err := pf.take(sysid, name, dest); err != nil {
+		return false
+	} else if took {
+		pf.note(sysid, name)
+		c.startPrefetcher(pf, name) // the next fetch starts it if this one cannot
+		return true
+	}
+	prev, err := PreviousSegment(name, c.Settings.SegmentSize)
+	if err != nil {
+		return false
+	}
+	pf.note(sysid, prev) // recovery's position for the prefetcher: not one left from an earlier recovery
+	exited := c.startPrefetcher(pf, prev)
+	if exited == nil {
+		return false
+	}
+	gone := func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	}
+	took, err := pf.await(ctx, sysid, name, dest, gone)
 	return err == nil && took
+}
+
+// startPrefetcher starts the background prefetcher for the segments after
+// name; it returns the prefetcher's exit, nil if it could not start.
+func (c *Command) startPrefetcher(pf *Prefetch, name string) <-chan struct{} {
+	args := append([]string{"wal", "fetch", "--prefetch-after", name}, c.BackgroundArgs...)
+	exited, err := c.Spawn(args, filepath.Join(pf.Spool, "prefetch.log"))
+	if err != nil {
+		c.Log.Warn("starting the background prefetcher", "error", err)
+		return nil
+	}
+	return exited
 }
 
 // fetchRetrying fetches name from the store, trying a failure again
@@ -348,10 +395,7 @@ func (c *Command) prefetchNext(ctx context.Context, pf *Prefetch, ar *Archive, s
 	next := len(pf.Next(sysid, name))
 	switch {
 	case c.backgroundAllowed() && next > 0:
-		args := append([]string{"wal", "fetch", "--prefetch-after", name}, c.BackgroundArgs...)
-		if err := c.Spawn(args, filepath.Join(pf.Spool, "prefetch.log")); err != nil {
-			c.Log.Warn("starting the background prefetcher", "error", err)
-		}
+		c.startPrefetcher(pf, name)
 	case next > c.Settings.Prefetch/2:
 		if ar == nil {
 			var done func()

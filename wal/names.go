@@ -246,3 +246,20 @@ func parseSysID(s string) (uint64, error) {
 	}
 	return id, nil
 }
+
+// PreviousSegment is the name of the segment before name on its
+// timeline, for a segment size.
+func PreviousSegment(name string, segSize uint32) (string, error) {
+	n, err := SegmentNumber(name, segSize)
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "", fmt.Errorf("%s is its timeline's first segment", name)
+	}
+	f, err := ParseName(name)
+	if err != nil {
+		return "", err
+	}
+	return SegmentName(f.Timeline, n-1, segSize), nil
+}

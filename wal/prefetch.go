@@ -59,23 +59,49 @@ func (pf *Prefetch) fetching(sysid uint64, name string) bool {
 // fetchingExt marks a segment the prefetcher is fetching.
 const fetchingExt = ".fetching"
 
-// Wait takes the spooled segment name like Take, and when the prefetcher
-// is fetching it right now, waits for it rather than fetch it twice.
+// Wait takes the spooled segment name like Take, and when a prefetcher
+// is at work, waits for it to bring name rather than fetch it twice: it
+// has followFor to start on it.
 func (pf *Prefetch) Wait(ctx context.Context, sysid uint64, name, dest string) (bool, error) {
-	for {
-		ok, err := pf.Take(sysid, name, dest)
-		if ok || err != nil {
-			return ok, err
+	deadline := time.Now().Add(followFor)
+	return pf.await(ctx, sysid, name, dest, func() bool { return !pf.Running() || time.Now().After(deadline) })
+}
+
+// followFor is how long a prefetcher at work has to start on a segment
+// recovery asks for: it follows recovery every 20 ms.
+const followFor = 2 * time.Second
+
+// await takes the spooled segment name to dest as soon as it is there, and
+// notes recovery's position for the prefetcher that brings it: name once
+// taken, the segment before while it waits, so that the prefetcher's
+// window holds name. It returns false when no prefetcher will bring it:
+// one fetched it and ended without it (not archived, or failed), or, while
+// none has started on it, gone says that the prefetcher is gone or will
+// not.
+func (pf *Prefetch) await(ctx context.Context, sysid uint64, name, dest string, gone func() bool) (bool, error) {
+	took, err := pf.take(sysid, name, dest)
+	if !took && err == nil {
+		if prev, perr := PreviousSegment(name, pf.SegmentSize); perr == nil {
+			pf.note(sysid, prev)
 		}
-		if !pf.fetching(sysid, name) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		for seen := false; !took && err == nil; took, err = pf.take(sysid, name, dest) {
+			if pf.fetching(sysid, name) {
+				seen = true
+			} else if seen || gone() {
+				took, err = pf.take(sysid, name, dest) // spooled right before
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
+	if took {
+		pf.note(sysid, name)
+	}
+	return took, err
 }
 
 // positionFile is where fetch notes the newest segment recovery asked
@@ -86,13 +112,25 @@ const positionFile = ".position"
 // the spooled segments before it: replay has passed them. It notes name as
 // recovery's position, for the prefetcher.
 func (pf *Prefetch) Take(sysid uint64, name, dest string) (bool, error) {
+	pf.note(sysid, name)
+	return pf.take(sysid, name, dest)
+}
+
+// note notes name as recovery's position, for the prefetcher to follow: a
+// hint, without which it follows what was taken.
+func (pf *Prefetch) note(sysid uint64, name string) {
+	dir := pf.dir(sysid)
+	if err := os.MkdirAll(dir, 0o700); err == nil {
+		_ = writeAtomic(filepath.Join(dir, positionFile), []byte(name+"\n"), false) // a hint
+	}
+}
+
+// take is Take without the note.
+func (pf *Prefetch) take(sysid uint64, name, dest string) (bool, error) {
 	dir := pf.dir(sysid)
 	f, err := ParseName(name)
 	if err != nil || f.Kind != Segment {
 		return false, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err == nil {
-		_ = writeAtomic(filepath.Join(dir, positionFile), []byte(name+"\n"), false) // a hint: without it the prefetcher follows what was taken
 	}
 	pf.dropBefore(dir, name)
 	err = os.Rename(filepath.Join(dir, name), dest)

@@ -170,9 +170,9 @@ func TestPushNoLongerReady(t *testing.T) {
 		Open:     func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
 		// The pusher this push starts never runs; meanwhile the file is
 		// marked done.
-		Spawn: func([]string, string) error {
+		Spawn: func([]string, string) (<-chan struct{}, error) {
 			spawns++
-			return os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done")
+			return nil, os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done")
 		},
 	}
 	start := time.Now()

@@ -629,6 +629,96 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// Where a background process may run, AnswerFetch (pipe-wal fetch) starts
+// the prefetcher itself: recovery's first fetch, of a segment not spooled,
+// has the prefetcher bring that segment too and takes it from the spool,
+// so no pipe that opens a store runs beside the prefetcher. The next
+// fetches take theirs as the prefetcher brings them; past the end of the
+// archive, and when the prefetcher started exits without the segment, it
+// hands over (false) instead of waiting.
+func TestAnswerFetchStartsPrefetcher(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newCluster(t, testSysID)
+	root := filepath.Join(t.TempDir(), "wal")
+	a := newArchive(t, root, c)
+	segs := map[string][]byte{}
+	for n := uint64(1); n <= 6; n++ {
+		segs[name(1, n)] = segment(testSysID, 1, n)
+		_, err := a.Push(ctx, c.write(t, name(1, n), segs[name(1, n)]))
+		must(t, err)
+	}
+	defer func(idle time.Duration) { prefetchIdle = idle }(prefetchIdle)
+	prefetchIdle = time.Hour // what the prefetcher would wait for
+	var mu sync.Mutex
+	var after []string // each prefetcher's --prefetch-after
+	var running sync.WaitGroup
+	defer running.Wait()
+	opened := 0
+	cmd := &Command{DataDir: c.dir, Log: discard(),
+		Settings: CommandSettings{Background: BackgroundAlways, Prefetch: 3, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: testSegSize},
+		Open: func(context.Context) (*Archive, func(), error) {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+			return newArchive(t, root, c), func() {}, nil
+		},
+	}
+	// The prefetcher pipe would run, in a goroutine.
+	cmd.Spawn = func(args []string, _ string) (<-chan struct{}, error) {
+		if len(args) < 4 || args[2] != "--prefetch-after" {
+			t.Fatalf("started %v", args)
+		}
+		mu.Lock()
+		after = append(after, args[3])
+		mu.Unlock()
+		exited := make(chan struct{})
+		running.Go(func() {
+			defer close(exited)
+			if err := cmd.RunPrefetcher(ctx, args[3]); err != nil {
+				t.Error(err)
+			}
+		})
+		return exited, nil
+	}
+	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
+	for n := uint64(1); n <= 6; n++ {
+		if !cmd.AnswerFetch(ctx, name(1, n), dest) {
+			t.Fatalf("AnswerFetch %s handed over", name(1, n))
+		}
+		got, err := os.ReadFile(dest)
+		must(t, err)
+		if !bytes.Equal(got, segs[name(1, n)]) {
+			t.Fatalf("%s from the spool differs", name(1, n))
+		}
+	}
+	mu.Lock()
+	if !slices.Equal(after, []string{name(1, 0)}) || opened != 1 {
+		t.Errorf("prefetchers started after %v, stores opened %d: want one, after %s, and no store opened by the fetches", after, opened, name(1, 0))
+	}
+	mu.Unlock()
+	// 7 is not archived: handed over, once the prefetcher found it missing
+	// (or while a new one does), not after its idle time.
+	for range 2 {
+		if cmd.AnswerFetch(ctx, name(1, 7), dest) {
+			t.Fatal("AnswerFetch answered for a segment not archived")
+		}
+		if ctx.Err() != nil {
+			t.Fatal("AnswerFetch of a segment not archived waited for the prefetcher's idle time")
+		}
+	}
+	// A prefetcher that exits without bringing anything: handed over.
+	running.Wait()
+	cmd.Spawn = func([]string, string) (<-chan struct{}, error) {
+		exited := make(chan struct{})
+		close(exited)
+		return exited, nil
+	}
+	if cmd.AnswerFetch(ctx, name(1, 9), dest) || ctx.Err() != nil {
+		t.Error("AnswerFetch answered, or waited on, a prefetcher that exited at once")
+	}
+}
+
 // Batch, where nothing may outlive restore_command, spools the segments
 // after the one asked for and stops at the end of the archive.
 func TestPrefetchBatch(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -130,9 +131,17 @@ func answered(ctx context.Context, args []string) bool {
 	if err != nil || !slices.Contains(wal.BackgroundModes, s.Background) {
 		return false
 	}
-	c := &wal.Command{DataDir: p.pgdata,
+	c := &wal.Command{DataDir: p.pgdata, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Settings: wal.CommandSettings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout,
 			Prefetch: s.Prefetch, FetchSpool: s.FetchSpool, SegmentSize: uint32(s.SegmentSize)}}
+	// A background pusher or prefetcher to start: pipe-wal starts it
+	// (pipe beside it, with the arguments pipe would give it) rather than
+	// hand over to a pipe that would start it, and wait beside it, for
+	// this one file.
+	if pipe, err := pipeProgram(); err == nil {
+		c.Spawn = func(args []string, logPath string) (<-chan struct{}, error) { return wal.Spawn(pipe, args, logPath) }
+		c.BackgroundArgs = append([]string{p.file, "--archive", s.Archive, "--pgdata", p.pgdata}, varArgs(p.vars)...)
+	}
 	if p.command == "fetch" {
 		if s.SystemID != "" {
 			if c.Settings.SystemID, err = strconv.ParseUint(s.SystemID, 10, 64); err != nil {
@@ -143,13 +152,6 @@ func answered(ctx context.Context, args []string) bool {
 	}
 	if !s.Async {
 		return false
-	}
-	// A background pusher to start: pipe-wal starts it (pipe beside it,
-	// with the arguments pipe would give it) rather than hand over to a
-	// pipe that would start it, and wait beside it, for this one file.
-	if pipe, err := pipeProgram(); err == nil {
-		c.Spawn = func(args []string, logPath string) error { return wal.Spawn(pipe, args, logPath) }
-		c.BackgroundArgs = append([]string{p.file, "--archive", s.Archive, "--pgdata", p.pgdata}, varArgs(p.vars)...)
 	}
 	return c.Answer(ctx, p.path) != nil
 }
