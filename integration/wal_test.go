@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -89,8 +90,39 @@ func (b *s3Bench) inside(bucket string) map[string]string {
 // archiveCommand is PostgreSQL's archive_command, sync and async: the
 // async cluster runs pipe-wal, which in the official image (PostgreSQL is
 // PID 1: no background pusher) answers for the files an earlier push sent
-// ahead and hands the other pushes to pipe.
-var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p", true: "pipe-wal push /etc/pipe/pg.hcl %p"}
+// ahead and hands the other pushes to pipe. It runs from a folder where
+// the pipe beside it is countedPipe, which notes every hand-over.
+var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p", true: "/usr/local/lib/counted/pipe-wal push /etc/pipe/pg.hcl %p"}
+
+// countedPipe is a pipe that notes its arguments in /tmp/pipe-calls, then
+// runs pipe with them.
+const countedPipe = "#!/bin/sh\necho \"$*\" >> /tmp/pipe-calls\nexec /usr/local/bin/pipe \"$@\"\n"
+
+// handedOver counts the pipe wal commands pipe-wal handed to the counted
+// pipe, by their first word after wal (push, fetch).
+func (w *walCluster) handedOver(t *testing.T) map[string]int {
+	t.Helper()
+	_, out := w.sh(t, "cat /tmp/pipe-calls 2>/dev/null; true")
+	n := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "wal" {
+			n[f[1]]++
+		}
+	}
+	return n
+}
+
+// literalWAL is walFile with literal archive, push and fetch settings,
+// which pipe-wal needs to answer anything itself (it hands a file whose
+// settings use variables to pipe whole): background and the push spool
+// from env's PIPE_VAR_ values or their defaults, the system identifier
+// from pg_control, 5 fetch retries.
+func literalWAL(async bool, env map[string]string) string {
+	return strings.NewReplacer("ASYNC", fmt.Sprint(async),
+		"var.background", strconv.Quote(cmp.Or(env["PIPE_VAR_background"], "auto")),
+		"var.spool", strconv.Quote(cmp.Or(env["PIPE_VAR_spool"], "pg_wal/pipe-spool/push")),
+		"system_identifier = var.sysid", "", "var.fetch_retries", "5").Replace(walFile)
+}
 
 // startWALCluster starts postgres:15 with 1 MiB segments, archive_mode on
 // and pipe (the binary under test, copied in) as archive_command, writing
@@ -98,7 +130,10 @@ var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p",
 func startWALCluster(t *testing.T, name string, async bool, env map[string]string, keys string, more ...testcontainers.ContainerCustomizer) *walCluster {
 	t.Helper()
 	ctx := context.Background()
-	file := strings.Replace(walFile, "ASYNC", fmt.Sprint(async), 1)
+	file := strings.Replace(walFile, "ASYNC", "false", 1)
+	if async {
+		file = literalWAL(true, env)
+	}
 	env["POSTGRES_INITDB_ARGS"] = strings.TrimSpace("--wal-segsize=1 " + env["POSTGRES_INITDB_ARGS"])
 	opts := []testcontainers.ContainerCustomizer{tcpostgres.WithDatabase("app"), tcpostgres.WithUsername("pipe"),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
@@ -106,6 +141,8 @@ func startWALCluster(t *testing.T, name string, async bool, env map[string]strin
 		testcontainers.WithFiles(
 			testcontainers.ContainerFile{HostFilePath: pipeBin, ContainerFilePath: "/usr/local/bin/pipe", FileMode: 0o755},
 			testcontainers.ContainerFile{HostFilePath: pipeWALBin, ContainerFilePath: "/usr/local/bin/pipe-wal", FileMode: 0o755},
+			testcontainers.ContainerFile{HostFilePath: pipeWALBin, ContainerFilePath: "/usr/local/lib/counted/pipe-wal", FileMode: 0o755},
+			testcontainers.ContainerFile{Reader: strings.NewReader(countedPipe), ContainerFilePath: "/usr/local/lib/counted/pipe", FileMode: 0o755},
 			testcontainers.ContainerFile{Reader: strings.NewReader(file), ContainerFilePath: "/etc/pipe/pg.hcl", FileMode: 0o644},
 			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "wal.pub"), ContainerFilePath: "/etc/pipe/wal.pub", FileMode: 0o644},
 			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "wal.key"), ContainerFilePath: "/etc/pipe/wal.key", FileMode: 0o644},
@@ -360,6 +397,15 @@ func TestWAL(t *testing.T) {
 				t.Errorf("only %d segments archived; the load should write a few hundred", n)
 			}
 			t.Logf("%d segments archived, %s … %s", n, first, last)
+			if c == clusters[1] {
+				// pipe-wal answered for the files an earlier push sent
+				// ahead: pipe pushed only some.
+				pushes := c.handedOver(t)["push"]
+				t.Logf("pipe-wal handed %d of %d pushes to pipe", pushes, n)
+				if pushes == 0 || pushes >= n {
+					t.Errorf("pipe-wal handed %d of %d pushes to pipe, where it should answer for those sent ahead and hand over the others", pushes, n)
+				}
+			}
 			// Byte-identical after fetch, as restore_command fetches
 			// them (with the prefetch spool).
 			pgwal := c.pgWAL(t)
@@ -469,18 +515,13 @@ cat /tmp/r1.log`)
 	t.Run("recovery with pipe-wal and a background prefetcher", func(t *testing.T) {
 		// pipe-wal fetch starts the prefetcher itself and takes each
 		// segment from the spool: pipe runs beside it only for what the
-		// spool cannot answer (history files, the end of the archive). A
-		// pipe that logs its arguments, beside a copy of pipe-wal, counts
-		// the pipes run. pipe-wal reads literal settings only: this file
-		// has no variable in the archive's attributes, push or fetch.
-		literal := strings.NewReplacer("ASYNC", "false", "var.background", `"always"`, "system_identifier = var.sysid", "",
-			"var.fetch_retries", "5", "var.spool", `"pg_wal/pipe-spool/push"`).Replace(walFile)
+		// spool cannot answer (history files, the end of the archive).
+		// countedPipe counts the pipes run.
+		literal := literalWAL(false, map[string]string{"PIPE_VAR_background": "always"})
 		if err := syncPG.c.CopyToContainer(context.Background(), []byte(literal), "/etc/pipe/literal.hcl", 0o644); err != nil {
 			t.Fatal(err)
 		}
-		syncPG.mustSh(t, `mkdir -p /tmp/pw && cp /usr/local/bin/pipe-wal /tmp/pw/ && : > /tmp/pw/calls
-printf '#!/bin/sh\necho "$*" >> /tmp/pw/calls\nexec /usr/local/bin/pipe "$@"\n' > /tmp/pw/pipe && chmod 755 /tmp/pw/pipe
-`+recoveryScript("/tmp/r3", 5435, "/tmp/pw/pipe-wal fetch /etc/pipe/literal.hcl %f %p")+
+		syncPG.mustSh(t, recoveryScript("/tmp/r3", 5435, "/usr/local/lib/counted/pipe-wal fetch /etc/pipe/literal.hcl %f %p")+
 			"pg_ctl -D /tmp/r3 -l /tmp/r3.log -w -t 300 start\n")
 		defer syncPG.sh(t, "pg_ctl -D /tmp/r3 stop -m fast")
 		for deadline := time.Now().Add(5 * time.Minute); syncPG.psql(t, 5435, "SELECT pg_is_in_recovery()") == "t"; time.Sleep(200 * time.Millisecond) {
@@ -499,7 +540,7 @@ printf '#!/bin/sh\necho "$*" >> /tmp/pw/calls\nexec /usr/local/bin/pipe "$@"\n' 
 		}
 		// pipe fetches a segment only past the end of the archive, where
 		// pipe-wal hands the answer (exit 1, or a gap) over.
-		calls := strings.Split(strings.TrimSpace(syncPG.mustSh(t, "cat /tmp/pw/calls")), "\n")
+		calls := strings.Split(strings.TrimSpace(syncPG.mustSh(t, "cat /tmp/pipe-calls")), "\n")
 		prefetchers, handed := 0, 0
 		segmentFetch := regexp.MustCompile(`^wal fetch \S+ ([0-9A-F]{24}) `)
 		for _, c := range calls {
