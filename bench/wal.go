@@ -176,7 +176,7 @@ func (w *walRaces) fetchRace(ctx context.Context) (*race, error) {
 			fetch("barman-cloud-wal-restore", "barman", 1.2, w.barmanEnv(), "barman-cloud-wal-restore", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID),
 			fetch("pipe-wal (prefetch 8, in restore_command)", "pipe-incommand", 0, w.pipeEnv(), w.pipeWAL, "fetch", w.files.inCommand),
 		},
-		notes: []string{"the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; restore_command is pipe-wal fetch, which takes a spooled segment itself and hands the rest to pipe wal fetch; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments)"}}
+		notes: []string{"the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; restore_command is pipe-wal fetch, which takes a spooled segment itself (and starts the background prefetcher when none runs, then waits for its segment) and hands the rest to pipe wal fetch; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments)"}}
 	r.refs[1].skip = w.b.cfg.skipBarman
 	return r, r.run(ctx, min(w.b.cfg.reps, 3))
 }
