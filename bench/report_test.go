@@ -173,7 +173,8 @@ func fakeReport() *report {
 		fakeContender("pipe (prefetch 8, background prefetcher)", 0, []int{1500, 1600}, []int{700, 700}, 0),
 		fakeContender("pgBackRest (async archive-get)", 1.2, []int{2700, 2800}, []int{1500, 1500}, 0),
 		fakeContender("barman-cloud-wal-restore", 1.2, []int{30000, 31000}, []int{20000, 20000}, 0),
-		fakeContender("pipe (prefetch 8, in restore_command)", 0, []int{1700, 1800}, []int{800, 800}, 0))
+		fakeContender("pipe (prefetch 8, in restore_command)", 0, []int{1700, 1800}, []int{800, 800}, 0),
+		fakeContender("pgBackRest (async archive-get, queue 1 GiB)", 1.2, []int{1900, 2000}, []int{1400, 1400}, 0))
 	fetch.notes = []string{"the harness plays recovery"}
 	wal := &walResult{segments: 32, segSize: seg, budget: 64 << 20, pgbackrestWorkers: 2,
 		versions:   []string{"pgBackRest 2.54", "barman-cloud-wal-archive 3.12", "postgres (PostgreSQL) 15.10"},
@@ -194,6 +195,8 @@ func fakeReport() *report {
 				mon: monitorTotals{detachedCPU: ms(1000), minioCPU: ms(500), busy: ms(2500), toolPeakRSS: 57 << 20, toolPeakPSS: 50 << 20, detachedPeakRSS: 45 << 20}},
 			{scenario: "fetch", tool: "pipe-incommand", rep: 1, m: measurement{wall: ms(1700), cpu: ms(800), maxRSS: 13 << 20},
 				mon: monitorTotals{minioCPU: ms(600), busy: ms(2600)}},
+			{scenario: "fetch", tool: "pgbackrest-deep", rep: 1, m: measurement{wall: ms(1900), cpu: ms(1400), maxRSS: 9 << 20},
+				mon: monitorTotals{detachedCPU: ms(1300), minioCPU: ms(500), busy: ms(3300), toolPeakRSS: 60 << 20, toolPeakPSS: 30 << 20, detachedPeakRSS: 50 << 20}},
 		},
 	}
 
