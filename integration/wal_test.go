@@ -490,20 +490,7 @@ cat /tmp/r1.log`)
 	})
 
 	t.Run("recovery with prefetch", func(t *testing.T) {
-		syncPG.mustSh(t, recoveryScript("/tmp/r2", 5434, "pipe wal fetch /etc/pipe/pg.hcl %f %p --log-level info")+
-			"pg_ctl -D /tmp/r2 -l /tmp/r2.log -w -t 300 start\n")
-		defer syncPG.sh(t, "pg_ctl -D /tmp/r2 stop -m fast")
-		// It accepts read-only connections while it replays: wait for
-		// the end of the archive and the promotion.
-		for deadline := time.Now().Add(5 * time.Minute); syncPG.psql(t, 5434, "SELECT pg_is_in_recovery()") == "t"; time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("recovery did not end in 5 minutes")
-			}
-		}
-		if got := syncPG.psql(t, 5434, "SELECT note FROM marker"); got != "the last transaction" {
-			t.Errorf("the recovered server has marker %q", got)
-		}
-		log := syncPG.mustSh(t, "cat /tmp/r2.log")
+		log := syncPG.recoverToEnd(t, "/tmp/r2", 5434, "pipe wal fetch /etc/pipe/pg.hcl %f %p --log-level info")
 		spooled := strings.Count(log, "from=spool")
 		t.Logf("recovery restored %d segments from the prefetch spool, %d from the store", spooled, strings.Count(log, "from=store"))
 		if spooled == 0 || !strings.Contains(log, "archive recovery complete") {
@@ -521,18 +508,7 @@ cat /tmp/r1.log`)
 		if err := syncPG.c.CopyToContainer(context.Background(), []byte(literal), "/etc/pipe/literal.hcl", 0o644); err != nil {
 			t.Fatal(err)
 		}
-		syncPG.mustSh(t, recoveryScript("/tmp/r3", 5435, "/usr/local/lib/counted/pipe-wal fetch /etc/pipe/literal.hcl %f %p")+
-			"pg_ctl -D /tmp/r3 -l /tmp/r3.log -w -t 300 start\n")
-		defer syncPG.sh(t, "pg_ctl -D /tmp/r3 stop -m fast")
-		for deadline := time.Now().Add(5 * time.Minute); syncPG.psql(t, 5435, "SELECT pg_is_in_recovery()") == "t"; time.Sleep(200 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("recovery did not end in 5 minutes")
-			}
-		}
-		if got := syncPG.psql(t, 5435, "SELECT note FROM marker"); got != "the last transaction" {
-			t.Errorf("the recovered server has marker %q", got)
-		}
-		log := syncPG.mustSh(t, "cat /tmp/r3.log")
+		log := syncPG.recoverToEnd(t, "/tmp/r3", 5435, "/usr/local/lib/counted/pipe-wal fetch /etc/pipe/literal.hcl %f %p")
 		restored := regexp.MustCompile(`restored log file "([0-9A-F]{24})" from archive`).FindAllStringSubmatch(log, -1)
 		newest := ""
 		for _, m := range restored {
@@ -613,6 +589,27 @@ archive_mode = off
 restore_command = '%[3]s'
 EOF
 `, dir, port, restoreCommand)
+}
+
+// recoverToEnd recovers a copy of the base backup in /tmp/base into dir,
+// on port, with restoreCommand, to the end of the archive; it checks that
+// the server has the last transaction and returns its log. The server is
+// stopped when the test ends.
+func (w *walCluster) recoverToEnd(t *testing.T, dir string, port int, restoreCommand string) string {
+	t.Helper()
+	w.mustSh(t, recoveryScript(dir, port, restoreCommand)+fmt.Sprintf("pg_ctl -D %[1]s -l %[1]s.log -w -t 300 start\n", dir))
+	t.Cleanup(func() { w.sh(t, "pg_ctl -D "+dir+" stop -m fast") })
+	// It accepts read-only connections while it replays: wait for the end
+	// of the archive and the promotion.
+	for deadline := time.Now().Add(5 * time.Minute); w.psql(t, port, "SELECT pg_is_in_recovery()") == "t"; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("recovery did not end in 5 minutes")
+		}
+	}
+	if got := w.psql(t, port, "SELECT note FROM marker"); got != "the last transaction" {
+		t.Errorf("the recovered server has marker %q", got)
+	}
+	return w.mustSh(t, "cat "+dir+".log")
 }
 
 // walSetup is what a test of a server that archives with pipe starts
