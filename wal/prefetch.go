@@ -243,6 +243,7 @@ type prefetchRun struct {
 	inflight map[uint64]bool
 	spooled  map[uint64]bool // by this prefetcher, not taken yet
 	end      uint64          // the first segment not archived, 0 none yet
+	left     bool            // recovery asked for another timeline
 	lastMove time.Time       // when pos last moved
 }
 
@@ -266,17 +267,26 @@ func (r *prefetchRun) follow() {
 	}
 	if b, err := os.ReadFile(filepath.Join(r.dir, positionFile)); err == nil {
 		p := strings.TrimSpace(string(b))
-		if n, err := SegmentNumber(p, size); err == nil && p[:8] == r.name[:8] && n > r.pos {
+		n, err := SegmentNumber(p, size)
+		switch {
+		case err != nil:
+		case p[:8] != r.name[:8]:
+			// Recovery moved to another timeline: what this prefetcher
+			// brings is not asked for any more, and a fetch waiting for
+			// it (Wait) should not wait.
+			r.left = true
+		case n > r.pos:
 			r.pos, r.lastMove = n, time.Now()
 		}
 	}
 }
 
 // finished reports whether the prefetcher is done: nothing is in flight,
-// and recovery reached the end of the archive or stopped moving.
+// and recovery reached the end of the archive, left the timeline or
+// stopped moving.
 func (r *prefetchRun) finished() bool {
-	if r.end != 0 && r.pos+1 >= r.end && len(r.inflight) == 0 {
-		return true // recovery reached the end of the archive
+	if (r.left || r.end != 0 && r.pos+1 >= r.end) && len(r.inflight) == 0 {
+		return true // recovery reached the end of the archive, or left the timeline
 	}
 	return time.Since(r.lastMove) > prefetchIdle && len(r.inflight) == 0
 }
@@ -286,7 +296,7 @@ func (r *prefetchRun) finished() bool {
 // result.
 func (r *prefetchRun) start(ctx context.Context) {
 	size := r.pf.SegmentSize
-	for n := r.pos + 1; n <= r.pos+uint64(r.pf.Ahead) && (r.end == 0 || n < r.end) && ctx.Err() == nil; n++ {
+	for n := r.pos + 1; !r.left && n <= r.pos+uint64(r.pf.Ahead) && (r.end == 0 || n < r.end) && ctx.Err() == nil; n++ {
 		seg := SegmentName(r.timeline, n, size)
 		if r.inflight[n] || r.spooled[n] {
 			continue

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,9 +43,29 @@ func spoolProblem(dir string) error {
 	return nil
 }
 
-// lock takes the spool's lock file name without waiting. The lock goes
-// with the process: kill -9 releases it.
+// lock takes the spool's lock file name, ErrBusy when another process
+// holds it. The lock goes with the process: kill -9 releases it. locked
+// takes the lock for an instant to see whether anyone holds it, so a
+// taker that finds it busy tries again for lockPatience before it gives
+// up: a pusher or prefetcher starting while a command polls must not
+// take the poll for another pusher.
 func lock(dir, name string) (*os.File, error) {
+	deadline := time.Now().Add(lockPatience)
+	for {
+		f, err := tryLock(dir, name)
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			return f, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lockPatience is how long lock tries a lock held for an instant: far
+// longer than locked holds one, far shorter than a pusher or prefetcher.
+const lockPatience = 20 * time.Millisecond
+
+// tryLock takes the spool's lock file name without waiting.
+func tryLock(dir, name string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the spool: %w", err)
 	}
@@ -64,7 +85,7 @@ func lock(dir, name string) (*os.File, error) {
 
 // locked reports whether a process holds the spool's lock file name.
 func locked(dir, name string) bool {
-	f, err := lock(dir, name)
+	f, err := tryLock(dir, name)
 	if err != nil {
 		return errors.Is(err, ErrBusy)
 	}

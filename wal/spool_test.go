@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,5 +80,34 @@ func TestSpoolFull(t *testing.T) {
 	full.Store(false)
 	if r, err := ah.Push(ctx, name(1, 1), p); err != nil || r.Key == "" {
 		t.Errorf("a push with room in the spool: %+v, %v", r, err)
+	}
+}
+
+// A pusher or prefetcher that starts while commands poll whether one runs
+// (locked takes the lock for an instant) still takes the lock: a poll is
+// not another pusher.
+func TestLockBesidePolls(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	var polls sync.WaitGroup
+	for range 2 {
+		polls.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					locked(dir, prefetchLock)
+				}
+			}
+		})
+	}
+	defer func() { close(stop); polls.Wait() }()
+	for i := range 200 {
+		l, err := lock(dir, prefetchLock)
+		if err != nil {
+			t.Fatalf("lock %d beside polls: %v", i, err)
+		}
+		l.Close()
 	}
 }

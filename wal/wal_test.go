@@ -629,6 +629,37 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// A prefetcher whose timeline recovery left (it asks for a segment of
+// another one) ends, rather than keep fetches of the new timeline
+// waiting for it until it idles out.
+func TestPrefetchLeavesTimeline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	defer func(idle time.Duration) { prefetchIdle = idle }(prefetchIdle)
+	prefetchIdle = time.Hour
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	for n := uint64(1); n <= 6; n++ {
+		_, err := a.Push(ctx, c.write(t, name(1, n), segment(testSysID, 1, n)))
+		must(t, err)
+	}
+	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 3, SegmentSize: testSegSize, Log: discard()}
+	done := make(chan error, 1)
+	go func() { done <- pf.Run(ctx, testSysID, name(1, 1)) }()
+	for !pf.Running() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ok, err := pf.Take(testSysID, name(2, 4), filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")); ok || err != nil {
+		t.Fatalf("took %s of timeline 2: %v, %v", name(2, 4), ok, err)
+	}
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-ctx.Done():
+		t.Fatal("the prefetcher of timeline 1 kept running after recovery asked for timeline 2")
+	}
+}
+
 // Where a background process may run, AnswerFetch (pipe-wal fetch) starts
 // the prefetcher itself: recovery's first fetch, of a segment not spooled,
 // has the prefetcher bring that segment too and takes it from the spool,
@@ -694,7 +725,7 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 	}
 	mu.Lock()
 	if !slices.Equal(after, []string{name(1, 0)}) || opened != 1 {
-		t.Errorf("prefetchers started after %v, stores opened %d: want one, after %s, and no store opened by the fetches", after, opened, name(1, 0))
+		t.Errorf("prefetchers started after %v, stores opened %d: want one prefetcher, after %s (it opens the only store)", after, opened, name(1, 0))
 	}
 	mu.Unlock()
 	// 7 is not archived: handed over, once the prefetcher found it missing
@@ -709,13 +740,15 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 	}
 	// A prefetcher that exits without bringing anything: handed over.
 	running.Wait()
+	started := 0
 	cmd.Spawn = func([]string, string) (<-chan struct{}, error) {
+		started++
 		exited := make(chan struct{})
 		close(exited)
 		return exited, nil
 	}
-	if cmd.AnswerFetch(ctx, name(1, 9), dest) || ctx.Err() != nil {
-		t.Error("AnswerFetch answered, or waited on, a prefetcher that exited at once")
+	if cmd.AnswerFetch(ctx, name(1, 9), dest) || ctx.Err() != nil || started != 1 {
+		t.Errorf("AnswerFetch answered, or waited on, a prefetcher that exited at once (%d started)", started)
 	}
 }
 

@@ -52,13 +52,26 @@ func Main(args []string) int {
 	if answered(ctx, args) {
 		return 0
 	}
+	failed := failedStatus(args)
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "Error: pipe-wal: interrupted; PostgreSQL will try again")
-		return 1
+		return failed
 	}
 	stop()
 	err := delegate(args)
 	fmt.Fprintln(os.Stderr, "Error: pipe-wal:", err)
+	return failed
+}
+
+// failedStatus is pipe-wal's exit status when it neither answered nor
+// handed over: 1 for a push (archive_command tries again), but 255 for a
+// fetch, since restore_command's 1 says "not archived" and would end
+// recovery early, at the wrong point; PostgreSQL stops recovery on a
+// status above 125 instead (as pipe wal fetch's failures do).
+func failedStatus(args []string) int {
+	if len(args) > 0 && args[0] == "fetch" {
+		return 255
+	}
 	return 1
 }
 

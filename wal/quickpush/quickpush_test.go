@@ -51,3 +51,17 @@ func TestDelegate(t *testing.T) {
 		t.Errorf("no pipe: %v", err)
 	}
 }
+
+// A fetch pipe-wal can neither answer nor hand over (no pipe to run)
+// must not exit 1, which restore_command's caller takes for "not
+// archived": recovery would end there, early. A push may.
+func TestMainWithoutPipe(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	dir := t.TempDir()
+	for args, want := range map[string]int{"fetch pg.hcl 000000010000000000000001 p": 255, "push pg.hcl p": 1} {
+		got := Main(append(strings.Fields(args), "--pgdata", dir))
+		if got != want {
+			t.Errorf("pipe-wal %s without pipe: exit %d, want %d", args, got, want)
+		}
+	}
+}
