@@ -330,8 +330,8 @@ func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 		return true
 	}
 	prev, err := PreviousSegment(name, c.Settings.SegmentSize)
-	if err != nil {
-		return false
+	if err != nil || pf.foundMissing(sysid, name) {
+		return false // pipe fetches it itself, and starts the prefetcher when it is archived
 	}
 	pf.note(sysid, prev) // recovery's position for the prefetcher: not one left from an earlier recovery
 	exited := c.startPrefetcher(pf, prev)

@@ -56,8 +56,21 @@ func (pf *Prefetch) fetching(sysid uint64, name string) bool {
 	return err == nil && pf.Running()
 }
 
-// fetchingExt marks a segment the prefetcher is fetching.
-const fetchingExt = ".fetching"
+// fetchingExt marks a segment the prefetcher is fetching; missingExt one
+// it found not archived.
+const (
+	fetchingExt = ".fetching"
+	missingExt  = ".missing"
+)
+
+// foundMissing reports whether a prefetcher since the last one started
+// found name not archived: the end of the archive, where recovery (a
+// standby's, every few seconds) asks again and again. Starting a
+// prefetcher for it would only find it missing again before pipe says so.
+func (pf *Prefetch) foundMissing(sysid uint64, name string) bool {
+	_, err := os.Stat(filepath.Join(pf.dir(sysid), name+missingExt))
+	return err == nil
+}
 
 // Wait takes the spooled segment name like Take, and when a prefetcher
 // is at work, waits for it to bring name rather than fetch it twice: it
@@ -309,6 +322,9 @@ func (r *prefetchRun) start(ctx context.Context) {
 		_ = os.WriteFile(marker, nil, 0o600) // a hint for fetch: wait rather than fetch it too
 		go func() {
 			err := r.pf.spool(ctx, r.sysid, r.dir, seg)
+			if errors.Is(err, ErrNotArchived) {
+				_ = os.WriteFile(filepath.Join(r.dir, seg+missingExt), nil, 0o600) // a hint, before the marker goes
+			}
 			_ = os.Remove(marker)
 			r.results <- prefetchResult{n, err}
 		}()
@@ -399,11 +415,11 @@ func (pf *Prefetch) hold(sysid uint64) (*os.File, string, error) {
 }
 
 // removeTemps removes what a killed prefetcher left half-written, and
-// its marks.
+// the marks of earlier prefetchers.
 func removeTemps(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".pipe-tmp-") || strings.HasSuffix(e.Name(), fetchingExt) {
+		if n := e.Name(); strings.HasPrefix(n, ".pipe-tmp-") || strings.HasSuffix(n, fetchingExt) || strings.HasSuffix(n, missingExt) {
 			_ = os.Remove(filepath.Join(dir, e.Name())) // best effort
 		}
 	}

@@ -89,20 +89,18 @@ func TestSpoolFull(t *testing.T) {
 func TestLockBesidePolls(t *testing.T) {
 	dir := t.TempDir()
 	stop := make(chan struct{})
-	var polls sync.WaitGroup
-	for range 2 {
-		polls.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					locked(dir, prefetchLock)
-				}
+	var poller sync.WaitGroup
+	poller.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default: // far more often than commands poll (every 2 ms at most)
+				locked(dir, prefetchLock)
 			}
-		})
-	}
-	defer func() { close(stop); polls.Wait() }()
+		}
+	})
+	defer func() { close(stop); poller.Wait() }()
 	for i := range 200 {
 		l, err := lock(dir, prefetchLock)
 		if err != nil {
