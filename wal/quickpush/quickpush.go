@@ -18,12 +18,16 @@
 // rename, when nothing else is to be done (a prefetcher runs, or the next
 // segments are spooled): recovery asks for hundreds of segments in a row,
 // and pipe's start (28 ms, and 55 MiB of a large binary mapped) would be
-// most of each one's cost.
+// most of each one's cost. Where a background prefetcher may run and none
+// does, it starts one (pipe beside it) and waits for its segment in the
+// spool, so that no pipe runs beside the prefetcher.
 //
-// Everything it does not answer for itself, pipe does: starting the
-// pusher or the prefetcher, a failure the pusher noted, a file no push
-// sent ahead, a synchronous push, a segment not spooled, flags other than
-// --archive, --pgdata and --var, and every other pipe wal command.
+// It starts the background pusher and the prefetcher itself; everything
+// else it does not answer for, pipe does: a failure the pusher noted, a
+// file no push sent ahead, a synchronous push, a segment no prefetcher
+// brought, flags other than --archive, --pgdata and --var, and every
+// other pipe wal command. A fetch it can neither answer nor hand over
+// exits 255, which stops recovery (1 would end it early).
 package quickpush
 
 import (
