@@ -170,7 +170,10 @@ func (s *s3Bench) uploadRace(ctx context.Context, best sweepPoint) (*race, error
 		pipe: upload(fmt.Sprintf("pipe (%d MiB × %d)", best.partSize>>20, best.concurrency), "up/pipe", s.pipeRun(fBest, s.size, s.pipeEnv...)),
 		refs: []*contender{
 			upload("mc cp", "up/mc", commands(s.m.mcEnv, []string{s.cfg.mc, "cp", "--quiet", s.data, object("up/mc")})),
-			upload("rclone copyto", "up/rclone", commands(s.rcEnv, []string{s.cfg.rclone, "copyto", s.data, "minio:" + s3Bucket + "/up/rclone"})),
+			// rclone with pipe's winning part size and concurrency, as an
+			// operator tunes it for large objects (its defaults: 5 MiB × 4).
+			upload("rclone copyto", "up/rclone", commands(s.rcEnv, []string{s.cfg.rclone, "copyto", s.data, "minio:" + s3Bucket + "/up/rclone",
+				fmt.Sprintf("--s3-chunk-size=%dMi", best.partSize>>20), fmt.Sprintf("--s3-upload-concurrency=%d", best.concurrency)})),
 		}}
 	return r, r.run(ctx, s.cfg.reps)
 }
@@ -217,7 +220,9 @@ func (s *s3Bench) downloadRace(ctx context.Context, best sweepPoint) (*race, err
 			check: sameAs(filepath.Join(outDir, "pipe"), s.data, s.size)}
 	}
 	mc := []string{s.cfg.mc, "cp", "--quiet", object("up/pipe"), mcOut}
-	rc := []string{s.cfg.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut}
+	// rclone with as many streams as pipe's ranges in flight (its
+	// default: 4).
+	rc := []string{s.cfg.rclone, "copyto", "minio:" + s3Bucket + "/up/pipe", rcOut, fmt.Sprintf("--multi-thread-streams=%d", best.concurrency)}
 	into := func(label, out string, target float64, env []string, cmds ...[]string) *contender {
 		return &contender{label: label, target: target, clean: removing(out), run: commands(env, cmds...), check: sizeIs(out, s.size)}
 	}
@@ -283,7 +288,7 @@ func (r *s3Result) races() []*race { return []*race{r.upload, r.download} }
 // markdown renders the object-store section.
 func (r *s3Result) markdown(w writer) {
 	w("\n## Object storage: MinIO (one container, same machine)\n\n")
-	w("Clients: %s; %s. Each tool with its own defaults; pipe with the part size and concurrency that won the sweep below. Upload and download move the same %s object; downloads land in a fresh file; pipe fsyncs it before it reports success and the others do not, so the durable row adds `sync -d` of the file to each of their times (pipe's download is the same run in both rows).\n\n", r.mcVersion, r.rcVersion, mb(r.size))
+	w("Clients: %s; %s. pipe with the part size and concurrency that won the sweep below, rclone with the same (`--s3-chunk-size`, `--s3-upload-concurrency`; as many `--multi-thread-streams` down), mc with its defaults (cp has no such setting). Upload and download move the same %s object; downloads land in a fresh file; pipe fsyncs it before it reports success and the others do not, so the durable row adds `sync -d` of the file to each of their times (pipe's download is the same run in both rows).\n\n", r.mcVersion, r.rcVersion, mb(r.size))
 	w.table("scenario", "pipe", "mc", "rclone", "pipe / faster", "target", "met?")
 	row := func(name string, bytes int64, pipe, mc, rc *contender) {
 		pm, mm, rm := pipe.median(), mc.median(), rc.median()
