@@ -629,6 +629,19 @@ func TestPrefetch(t *testing.T) {
 	}
 }
 
+// archivedPrefetch is a cluster whose archive holds segments 1 to n of
+// timeline 1, and a prefetch of ahead segments into its spool.
+func archivedPrefetch(ctx context.Context, t *testing.T, n uint64, ahead int) (*cluster, *Prefetch) {
+	t.Helper()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	for i := uint64(1); i <= n; i++ {
+		_, err := a.Push(ctx, c.write(t, name(1, i), segment(testSysID, 1, i)))
+		must(t, err)
+	}
+	return c, &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: ahead, SegmentSize: testSegSize, Log: discard()}
+}
+
 // A prefetcher whose timeline recovery left (it asks for a segment of
 // another one) ends, rather than keep fetches of the new timeline
 // waiting for it until it idles out.
@@ -637,13 +650,7 @@ func TestPrefetchLeavesTimeline(t *testing.T) {
 	defer cancel()
 	defer func(idle time.Duration) { prefetchIdle = idle }(prefetchIdle)
 	prefetchIdle = time.Hour
-	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
-	for n := uint64(1); n <= 6; n++ {
-		_, err := a.Push(ctx, c.write(t, name(1, n), segment(testSysID, 1, n)))
-		must(t, err)
-	}
-	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 3, SegmentSize: testSegSize, Log: discard()}
+	c, pf := archivedPrefetch(ctx, t, 6, 3)
 	done := make(chan error, 1)
 	go func() { done <- pf.Run(ctx, testSysID, name(1, 1)) }()
 	for !pf.Running() {
@@ -762,13 +769,7 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 // after the one asked for and stops at the end of the archive.
 func TestPrefetchBatch(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, testSysID)
-	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
-	for n := uint64(1); n <= 6; n++ {
-		_, err := a.Push(ctx, c.write(t, name(1, n), segment(testSysID, 1, n)))
-		must(t, err)
-	}
-	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 4, SegmentSize: testSegSize, Log: discard()}
+	_, pf := archivedPrefetch(ctx, t, 6, 4)
 	spooled := func() []string {
 		var out []string
 		ents, _ := os.ReadDir(pf.dir(testSysID))
