@@ -98,18 +98,10 @@ var archiveCommand = map[bool]string{false: "pipe wal push /etc/pipe/pg.hcl %p",
 // runs pipe with them.
 const countedPipe = "#!/bin/sh\necho \"$*\" >> /tmp/pipe-calls\nexec /usr/local/bin/pipe \"$@\"\n"
 
-// handedOver counts the pipe wal commands pipe-wal handed to the counted
-// pipe, by their first word after wal (push, fetch).
-func (w *walCluster) handedOver(t *testing.T) map[string]int {
+// pipeCalls are the arguments of every counted pipe run, one line each.
+func (w *walCluster) pipeCalls(t *testing.T) []string {
 	t.Helper()
-	_, out := w.sh(t, "cat /tmp/pipe-calls 2>/dev/null; true")
-	n := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && f[0] == "wal" {
-			n[f[1]]++
-		}
-	}
-	return n
+	return strings.Split(strings.TrimSpace(w.mustSh(t, "cat /tmp/pipe-calls")), "\n")
 }
 
 // literalWAL is walFile with literal archive, push and fetch settings,
@@ -400,7 +392,12 @@ func TestWAL(t *testing.T) {
 			if c == clusters[1] {
 				// pipe-wal answered for the files an earlier push sent
 				// ahead: pipe pushed only some.
-				pushes := c.handedOver(t)["push"]
+				pushes := 0
+				for _, call := range c.pipeCalls(t) {
+					if strings.HasPrefix(call, "wal push ") {
+						pushes++
+					}
+				}
 				t.Logf("pipe-wal handed %d of %d pushes to pipe", pushes, n)
 				if pushes == 0 || pushes >= n {
 					t.Errorf("pipe-wal handed %d of %d pushes to pipe, where it should answer for those sent ahead and hand over the others", pushes, n)
@@ -518,7 +515,7 @@ cat /tmp/r1.log`)
 		}
 		// pipe fetches a segment only past the end of the archive, where
 		// pipe-wal hands the answer (exit 1, or a gap) over.
-		calls := strings.Split(strings.TrimSpace(syncPG.mustSh(t, "cat /tmp/pipe-calls")), "\n")
+		calls := syncPG.pipeCalls(t)
 		prefetchers, handed := 0, 0
 		segmentFetch := regexp.MustCompile(`^wal fetch \S+ ([0-9A-F]{24}) `)
 		for _, c := range calls {
