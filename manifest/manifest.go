@@ -76,6 +76,11 @@ type Manifest struct {
 	// damaged parts included. Like a partial run, retention does not count
 	// it as a complete run, and verify reports it.
 	Damage string `json:"damage,omitempty"`
+	// Listing is what a later run of the source needs of this one to
+	// read only what changed since (see sdk.Chainer): a PostgreSQL
+	// server's file names and sizes, never their contents. Opaque to
+	// pipe; valid UTF-8.
+	Listing string `json:"listing,omitempty"`
 	// Signature, in a signed manifest, is its last member: the signature
 	// of the bytes before it, as package signing writes and checks it
 	// (the bytes as read, never the manifest encoded again). Marshal
@@ -244,6 +249,9 @@ func (m *Manifest) checkRun() error {
 	}
 	if err := printable("pipe_version", m.PipeVersion); err != nil {
 		return err
+	}
+	if !utf8.ValidString(m.Listing) {
+		return errors.New("listing is not valid UTF-8")
 	}
 	return printable("damage", m.Damage)
 }

@@ -68,6 +68,9 @@ type DeleteOptions struct {
 	// Archive names the WAL archive of the store's base backups, for
 	// messages ("" when the file has none).
 	Archive string
+	// Chain deletes with each run every run that builds on it (see
+	// sdk.Chainer); without it DeleteRuns refuses to orphan one.
+	Chain bool
 }
 
 // LastBaseBackup is a complete base backup whose deletion leaves its
@@ -161,6 +164,9 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 		}
 		leftovers = append(leftovers, g.Objects...)
 	}
+	if drop, err = withDependents(cat, drop, o.Chain); err != nil {
+		return nil, err
+	}
 	var pinned []string
 	for _, r := range drop {
 		if r.Pinned {
@@ -200,6 +206,36 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 	del, err := deleteRuns(ctx, s, cat, drop, leftovers)
 	del.Last = d.Last
 	return del, err
+}
+
+// withDependents adds to drop the runs that build on one of them (see
+// catalog.Dependents) when chain is set, and otherwise refuses to delete
+// a run others need, naming them.
+func withDependents(cat *catalog.Catalog, drop []*catalog.Run, chain bool) ([]*catalog.Run, error) {
+	in := map[string]bool{}
+	for _, r := range drop {
+		in[r.Key] = true
+	}
+	out := drop
+	for _, r := range drop {
+		var orphans []*catalog.Run
+		for _, d := range cat.Dependents(r.Manifest.RunID) {
+			if !in[d.Key] {
+				orphans = append(orphans, d)
+			}
+		}
+		if len(orphans) == 0 {
+			continue
+		}
+		if !chain {
+			return nil, fmt.Errorf("run %s is needed by %s, which build on it (a restore of them needs every run back to their full); nothing was deleted: delete them with it (pipe backups delete --chain %s; --dry-run shows what goes), or delete the newer runs first", r.Manifest.RunID, catalog.RunIDs(orphans), r.Manifest.RunID)
+		}
+		for _, d := range orphans {
+			in[d.Key] = true
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // PruneStore applies a sink's retention now: the runs of the pipeline

@@ -116,6 +116,7 @@ type outcome struct {
 	failed      []manifest.Failed
 	independent bool
 	damage      string
+	listing     string // see sdk.Chainer
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
@@ -138,7 +139,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			continue
 		}
 		m := &manifest.Manifest{RunID: runID, Pipeline: p.Name, StartedAt: started, FinishedAt: time.Now().UTC(),
-			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent, Damage: out.damage}
+			FrameSize: frame, Source: facts, PipeVersion: version.Version, Failed: out.failed, Independent: out.independent, Damage: out.damage, Listing: out.listing}
 		if runKey != nil {
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}

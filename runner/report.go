@@ -48,6 +48,10 @@ type Report struct {
 	// Damage is what the source found damaged in what it read (see
 	// sdk.FactDamage): the run was stored, flagged, and fails.
 	Damage string `json:"damage,omitempty"`
+	// Chain, for a restore of a run that builds on others, are the runs
+	// it composed, newest first (the run asked for, then its parents to
+	// the full).
+	Chain []string `json:"chain,omitempty"`
 }
 
 // failedStreams are the streams of an isolated run that failed, by

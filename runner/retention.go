@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,6 +220,7 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 			}
 		}
 	}
+	rp.keepParents()
 	// Leftovers of failed runs: named by no manifest, and from a run (or a
 	// temporary file) well older than now.
 	for _, g := range cat.Incomplete {
@@ -239,6 +241,38 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 		}
 	}
 	return rp, nil
+}
+
+// keepParents moves from Drop to Keep every run a kept run builds on (see
+// sdk.Chainer), back to its full: retention never orphans a run.
+func (rp *RetentionPlan) keepParents() {
+	needed := map[string]string{} // run key → the kept run that needs it
+	for _, r := range rp.Keep {
+		chain, _ := rp.cat.Chain(r) // a broken chain keeps what it has
+		for _, p := range chain[1:] {
+			if _, ok := needed[p.Key]; !ok {
+				needed[p.Key] = r.Manifest.RunID
+			}
+		}
+	}
+	if len(needed) == 0 {
+		return
+	}
+	drop := rp.Drop[:0:0]
+	for _, r := range rp.Drop {
+		if by, ok := needed[r.Key]; ok {
+			rp.Keep = append(rp.Keep, r)
+			rp.Why[r.Key] = append(rp.Why[r.Key], "run "+by+" builds on it")
+			continue
+		}
+		drop = append(drop, r)
+	}
+	rp.Drop = drop
+	order := map[string]int{}
+	for i, r := range rp.cat.Runs {
+		order[r.Key] = i
+	}
+	slices.SortFunc(rp.Keep, func(a, b *catalog.Run) int { return order[a.Key] - order[b.Key] })
 }
 
 // ApplyRetention deletes what rp says: each run's manifest first (a

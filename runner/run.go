@@ -134,6 +134,9 @@ func (r *run) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.follow(ctx); err != nil {
+		return err
+	}
 	infos, err := r.src.source.Streams(ctx)
 	if err != nil {
 		return fmt.Errorf("source %s: listing streams: %w", r.src.name, err)
@@ -222,7 +225,7 @@ func (r *run) backup(ctx context.Context) (err error) {
 	r.started = time.Now().UTC()
 	r.job.Finish = func(ctx context.Context, res *engine.Result) error {
 		return r.finishStored(ctx, res, facts, func(ctx context.Context, facts map[string]string, wrote *[]wroteManifest) ([]string, error) {
-			out := outcome{failed: r.rep.Failed, independent: r.isolated, damage: r.rep.Damage}
+			out := outcome{failed: r.rep.Failed, independent: r.isolated, damage: r.rep.Damage, listing: r.listing()}
 			return writeManifests(ctx, r.p, r.o.RunID, r.started, sourceFacts(r.src, facts), r.sinks, r.manifests, r.sp, res, runKey, out, wrote)
 		})
 	}
@@ -260,6 +263,12 @@ func (r *run) copy(ctx context.Context) error {
 // which a stream failed in the backup (see skipIncomplete), and fails,
 // once the rest is restored, for the failed streams a sink asked for.
 func (r *run) restore(ctx context.Context) error {
+	if chain, err := r.chain(); err != nil || len(chain) > 1 {
+		if err != nil {
+			return err
+		}
+		return r.restoreChain(ctx, chain)
+	}
 	if err := r.newJob(); err != nil {
 		return err
 	}

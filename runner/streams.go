@@ -52,7 +52,10 @@ type streamsPlan struct {
 	// from is the run read through its manifest, if any; copy is set when
 	// the pipeline copies it unchanged into stores (no stage transforms
 	// it): the copy is a complete run of its own there, with the same id.
-	from  *catalog.Run
+	from *catalog.Run
+	// cat is the store from was chosen in, when the source was read as
+	// runs: a run that builds on others finds them there.
+	cat   *catalog.Catalog
 	copy  bool
 	codec string // decompress codec when "auto"
 	frame int
@@ -172,6 +175,7 @@ func fromRuns(ctx context.Context, p *plan.Pipeline, src *endpoint, infos []sdk.
 			warn(fmt.Sprintf("run %s under the source looks incomplete (%s, %s, no manifest: it did not finish, or is still running); restoring the newest complete run, %s", g.RunID, plan.Plural(len(g.Objects), "object"), pipefile.HumanSize(g.Size), r.Manifest.RunID))
 		}
 	}
+	sp.cat = cat
 	// The run chosen, and only it, is checked: a newest run that fails is
 	// an error, never a reason to read an older one instead.
 	if r, err = checkSignature(ctx, src, r, sp, p.Trust, fmt.Sprintf("pipeline %q", p.Name), copying, warn); err != nil {

@@ -91,6 +91,12 @@ type RunVerify struct {
 	// SignedBy is the fingerprint of the trusted key that signed the
 	// run's manifest, when verify checks signatures.
 	SignedBy string `json:"signed_by,omitempty"`
+	// NeededBy, for a run verify checks because a run it was asked to
+	// check builds on it (see sdk.Chainer), names that run.
+	NeededBy string `json:"needed_by,omitempty"`
+	// Chain says why the run cannot be restored: a run it builds on is
+	// missing, partial or damaged.
+	Chain string `json:"chain_error,omitempty"`
 }
 
 // WALVerify is what the archive holds of the WAL a base backup needs.
@@ -164,10 +170,22 @@ type ObjectVerify struct {
 func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, error) {
 	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil, Signatures: o.Trust != nil}
 	defer func() { rep.Finished = time.Now().UTC() }()
-	runs, err := chooseRuns(ctx, s, o)
+	runs, cat, err := chooseRuns(ctx, s, o)
 	if err != nil {
 		return rep, err
 	}
+	runs, neededBy, broken := withParents(cat, runs)
+	defer func() {
+		// A run whose chain is broken is bad, its own objects checked
+		// all the same.
+		for i := range rep.Runs {
+			if err := broken[rep.Runs[i].Manifest]; err != nil {
+				rep.Runs[i].Chain = err.Error()
+				rep.Runs[i].Bad++
+				rep.Bad++
+			}
+		}
+	}()
 	for _, r := range runs {
 		signer := ""
 		if o.Trust != nil {
@@ -186,7 +204,7 @@ func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, erro
 		if err != nil {
 			return rep, err
 		}
-		rv.SignedBy = signer
+		rv.SignedBy, rv.NeededBy = signer, neededBy[r.Key]
 		rep.Runs = append(rep.Runs, *rv)
 		for _, ov := range rv.Objects {
 			rep.Objects++
@@ -200,11 +218,11 @@ func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, erro
 }
 
 // chooseRuns reads the store's catalog and picks the runs to verify,
-// newest first.
-func chooseRuns(ctx context.Context, s *Store, o VerifyOptions) ([]*catalog.Run, error) {
+// newest first; it returns the catalog too.
+func chooseRuns(ctx context.Context, s *Store, o VerifyOptions) ([]*catalog.Run, *catalog.Catalog, error) {
 	cat, err := catalog.Read(ctx, s)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var runs []*catalog.Run
 	for _, r := range cat.Runs {
@@ -216,27 +234,55 @@ func chooseRuns(ctx context.Context, s *Store, o VerifyOptions) ([]*catalog.Run,
 	if o.RunID != "" {
 		for _, r := range runs {
 			if r.Manifest.RunID == o.RunID {
-				return []*catalog.Run{r}, nil
+				return []*catalog.Run{r}, cat, nil
 			}
 		}
 		for _, bad := range cat.Invalid {
-			return nil, fmt.Errorf("%s holds no complete run %s; manifest %s is not valid: %w", s.Where(), o.RunID, bad.Key, bad.Err)
+			return nil, nil, fmt.Errorf("%s holds no complete run %s; manifest %s is not valid: %w", s.Where(), o.RunID, bad.Key, bad.Err)
 		}
-		return nil, fmt.Errorf("%s holds no complete run %s (pipe backups lists its runs)", s.Where(), o.RunID)
+		return nil, nil, fmt.Errorf("%s holds no complete run %s (pipe backups lists its runs)", s.Where(), o.RunID)
 	}
 	if len(runs) == 0 {
 		if len(cat.Invalid) > 0 {
-			return nil, fmt.Errorf("%s holds no valid run: manifest %s: %w", s.Where(), cat.Invalid[0].Key, cat.Invalid[0].Err)
+			return nil, nil, fmt.Errorf("%s holds no valid run: manifest %s: %w", s.Where(), cat.Invalid[0].Key, cat.Invalid[0].Err)
 		}
-		return nil, fmt.Errorf("%s holds no complete run", s.Where())
+		return nil, nil, fmt.Errorf("%s holds no complete run", s.Where())
 	}
 	switch {
 	case o.All:
-		return runs, nil
+		return runs, cat, nil
 	case o.Last > 0:
-		return runs[:min(o.Last, len(runs))], nil
+		return runs[:min(o.Last, len(runs))], cat, nil
 	}
-	return runs[:1], nil
+	return runs[:1], cat, nil
+}
+
+// withParents adds to runs every run one of them builds on (see
+// sdk.Chainer), back to its full, after the last that needs it: a run
+// restores only if they do. It says which run needs each run it added,
+// and why each run whose chain is broken cannot be restored, by key.
+func withParents(cat *catalog.Catalog, runs []*catalog.Run) ([]*catalog.Run, map[string]string, map[string]error) {
+	in := map[string]bool{}
+	for _, r := range runs {
+		in[r.Key] = true
+	}
+	neededBy := map[string]string{}
+	broken := map[string]error{}
+	out := runs
+	for _, r := range runs {
+		chain, err := cat.Chain(r)
+		if err != nil {
+			broken[r.Key] = err
+		}
+		for _, p := range chain[1:] {
+			if !in[p.Key] {
+				in[p.Key] = true
+				neededBy[p.Key] = r.Manifest.RunID
+				out = append(out, p)
+			}
+		}
+	}
+	return out, neededBy, broken
 }
 
 // verifyRun checks one run's objects in one engine job whose streams are

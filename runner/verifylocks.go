@@ -48,7 +48,7 @@ func VerifyLocks(ctx context.Context, s *Store, o VerifyOptions) (*LockReport, e
 	if _, ok := s.ep.sink.(sdk.Locker); !ok {
 		return rep, fmt.Errorf("%s cannot say how its objects are locked: --locks needs the sink of a pipeline writing to a store that locks objects (s3 with object_lock_days)", s.Where())
 	}
-	runs, err := chooseRuns(ctx, s, o)
+	runs, _, err := chooseRuns(ctx, s, o)
 	if err != nil {
 		return rep, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/pipefile"
 	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/runner"
 	"github.com/pipebackup/pipe/wal"
 )
@@ -294,6 +295,12 @@ func sourceText(facts map[string]string, copied time.Time) string {
 	if r, ok, err := wal.BackupRange(facts); ok && err == nil && r.Complete() {
 		first, last := r.Names()
 		parts = append(parts, "WAL "+first+"…"+last)
+	}
+	switch {
+	case facts[sdk.FactParent] != "":
+		parts = append(parts, "incremental on "+facts[sdk.FactParent])
+	case facts[sdk.FactBackupType] == "full" && facts[sdk.FactFullReason] != "":
+		parts = append(parts, "full")
 	}
 	if !copied.IsZero() {
 		parts = append(parts, "(copy of "+copied.UTC().Format("2006-01-02")+")")

@@ -120,7 +120,7 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 
 func (a *app) backupsDeleteCmd() *cobra.Command {
 	var f storeFlags
-	var force, dryRun bool
+	var force, dryRun, chain bool
 	cmd := &cobra.Command{
 		Use:   "delete FILE.hcl RUN...",
 		Short: "Delete runs: each one's manifest first, then its objects",
@@ -131,8 +131,10 @@ run that did not finish (objects without a manifest) is deleted only once
 it is 24 hours old: a younger one may still be writing. delete refuses a
 pinned run (pipe backups pin), and the last complete base backup of a
 PostgreSQL cluster in the store, since the WAL archived for it can then
-recover nothing, unless --force; --dry-run
-says what it would delete, and that, and deletes nothing.`,
+recover nothing, unless --force. It refuses a run that incremental runs
+build on (they would no longer restore) unless --chain, which deletes them
+with it. --dry-run says what it would delete, and that, and deletes
+nothing.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := interruptible(cmd)
@@ -142,7 +144,7 @@ says what it would delete, and that, and deletes nothing.`,
 				return err
 			}
 			defer done()
-			o := runner.DeleteOptions{Now: time.Now(), Force: force, DryRun: dryRun}
+			o := runner.DeleteOptions{Now: time.Now(), Force: force, DryRun: dryRun, Chain: chain}
 			if p, lerr := a.load(args[0], &loadFlags{vars: f.vars, profile: f.profile}, ""); lerr == nil {
 				if pa := p.WALArchive(pipelineNamed(p, s.Pipeline)); pa != nil {
 					o.Archive = pa.Name
@@ -188,6 +190,7 @@ says what it would delete, and that, and deletes nothing.`,
 	f.register(cmd, false, true, true)
 	cmd.Flags().BoolVar(&force, "force", false, "delete pinned runs and a cluster's last complete base backup too")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would be deleted; delete nothing")
+	cmd.Flags().BoolVar(&chain, "chain", false, "delete with each run the incremental runs that build on it")
 	return cmd
 }
 

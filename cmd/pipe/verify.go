@@ -241,7 +241,14 @@ func printVerify(a *app, rep *runner.VerifyReport) {
 		if r.SignedBy != "" {
 			signed = ", signed by " + r.SignedBy
 		}
-		fmt.Fprintf(a.stdout, "run %s (pipeline %q): %s checked, %s%s\n", r.RunID, r.Pipeline, plan.Plural(len(r.Objects), "object"), status, signed)
+		needed := ""
+		if r.NeededBy != "" {
+			needed = ", needed by run " + r.NeededBy
+		}
+		fmt.Fprintf(a.stdout, "run %s (pipeline %q): %s checked, %s%s%s\n", r.RunID, r.Pipeline, plan.Plural(len(r.Objects), "object"), status, signed, needed)
+		if r.Chain != "" {
+			fmt.Fprintf(a.stdout, "  BAD chain: %s\n", r.Chain)
+		}
 		if r.Error != "" {
 			fmt.Fprintf(a.stdout, "  %s\n", r.Error)
 			continue

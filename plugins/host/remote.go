@@ -56,7 +56,14 @@ func (t *remoteSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.S
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	return &remoteSource{remote: remote{proc: t.proc, handle: resp.GetHandle()}, concluder: resp.GetConcluder()}, diags
+	s := &remoteSource{remote: remote{proc: t.proc, handle: resp.GetHandle()}, concluder: resp.GetConcluder()}
+	if resp.GetChainer() {
+		return &struct {
+			*remoteSource
+			chainer
+		}{s, chainer{s}}, diags
+	}
+	return s, diags
 }
 
 type remoteSinkType struct{ remoteType }
@@ -69,6 +76,13 @@ func (t *remoteSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sin
 	s := &remoteSink{remote: remote{proc: t.proc, handle: resp.GetHandle()}, preparer: resp.GetPreparer(), locker: resp.GetLocker()}
 	// Only what the instance can do shows as a capability.
 	switch {
+	case resp.GetComposer(): // a remover and a flusher too
+		return &struct {
+			*remoteSink
+			remover
+			flusher
+			composer
+		}{s, remover{s}, flusher{s}, composer{s}}, diags
 	case resp.GetStorage() && resp.GetFlusher():
 		return &struct {
 			*remoteSink

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,7 @@ const knownServerVersions = "PostgreSQL 13 to 18"
 
 type baseConfig struct {
 	connConfig
+	chainConfig
 	Checkpoint string `pipe:"checkpoint"`
 	Label      string `pipe:"label"`
 	Checksums  string `pipe:"manifest_checksums"`
@@ -93,11 +95,11 @@ var _ sdk.SourceType = BaseSourceType{}
 func (BaseSourceType) Schema() sdk.Schema {
 	return sdk.Schema{
 		Description: "Takes a physical base backup of a PostgreSQL server (13 to 18) over the replication protocol, as pg_basebackup does, without access to its files: the data directory (base.tar), each tablespace (<oid>.tar) and the server's backup manifest, read as they arrive on one connection. The WAL the backup needs comes from the server's WAL archive (pipe wal push): the server must archive (archive_mode = on). The manifest records the start and stop positions, timeline and system identifier.",
-		Attributes: append(connAttributes(),
+		Attributes: append(append(connAttributes(),
 			sdk.Attribute{Name: "checkpoint", Type: sdk.String, Default: "fast", Description: `"fast" (start at once with an immediate checkpoint) or "spread" (wait for a checkpoint spread as the server's checkpoint_completion_target says, sparing its I/O).`},
 			sdk.Attribute{Name: "label", Type: sdk.String, Default: "pipe", Public: true, Description: "The backup label the server records (in backup_label and the .backup history file)."},
 			sdk.Attribute{Name: "manifest_checksums", Type: sdk.String, Default: "CRC32C", Description: "The checksum of each file in the server's backup manifest (pg_verifybackup checks it): NONE, CRC32C, SHA224, SHA256, SHA384 or SHA512."},
-		),
+		), chainAttributes()...),
 	}
 }
 
@@ -120,6 +122,9 @@ func (BaseSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source
 		c.Checksums = strings.ToUpper(c.Checksums)
 	default:
 		return nil, sdk.AttrError("manifest_checksums", "invalid manifest_checksums", fmt.Sprintf("%q: use NONE, CRC32C, SHA224, SHA256, SHA384 or SHA512", c.Checksums))
+	}
+	if d := c.chainConfig.check(); d != nil {
+		return nil, d
 	}
 	if c.Label == "" || len(c.Label) > 1000 || strings.ContainsAny(c.Label, "\n\r\x00") {
 		return nil, sdk.AttrError("label", "invalid label", "give a label of one line, at most 1000 bytes")
@@ -152,6 +157,10 @@ type BaseSource struct {
 	once     sync.Once
 	cancel   context.CancelFunc
 	opened   sync.Mutex
+	// follow is the run the host offered to build on (Follow); lister
+	// keeps the files of the server's manifest for the next run.
+	follow followed
+	lister *lister
 }
 
 // basePipe is one archive of the copy, through an OS pipe: across the
@@ -268,6 +277,13 @@ func checkServer(ctx context.Context, pc *pgconn.PgConn) (map[string]string, err
 	if got["wal_level"] == "minimal" {
 		return nil, errors.New("wal_level is minimal, which cannot give an online backup: set wal_level = replica in postgresql.conf and restart the server")
 	}
+	if n, _ := strconv.Atoi(got["server_version_num"]); n >= incrementalVersion {
+		v, err := show(ctx, pc, "summarize_wal")
+		if err != nil {
+			return nil, err
+		}
+		got["summarize_wal"] = v
+	}
 	// A hot standby (in_hot_standby, 14 and later) archives nothing
 	// unless archive_mode = always: the WAL its backup needs comes from
 	// the primary's archive, which it cannot see.
@@ -288,7 +304,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		return nil, err
 	}
 	defer func() {
-		if s.pc == nil { // failed: the server ends a backup whose connection goes
+		if s.pc == nil && pc != nil { // failed: the server ends a backup whose connection goes
 			pc.Close(context.Background())
 		}
 	}()
@@ -304,15 +320,13 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wal_segment_size %q: %w", settings["wal_segment_size"], err)
 	}
-	start, err := pglogrepl.StartBaseBackup(ctx, pc, pglogrepl.BaseBackupOptions{
-		Label:             s.c.Label,
-		Fast:              s.c.Checkpoint == "fast",
-		TablespaceMap:     true,
-		Manifest:          true,
-		ManifestChecksums: s.c.Checksums,
-	})
+	chain := s.c.decide(s.follow.parent, s.follow.why, settings, sys.SystemID, sys.Timeline, time.Now())
+	start, err := s.begin(ctx, &pc, &chain)
 	if err != nil {
-		return nil, fmt.Errorf("starting the base backup: %w", err)
+		return nil, err
+	}
+	if s.c.Incremental && chain.parent == nil {
+		sdk.Log().Warn("taking a full base backup: "+chain.why, "endpoint", "postgres_basebackup")
 	}
 	oids, streams, locations := baseStreams(start.Tablespaces)
 	pipes, err := newBasePipes(streams)
@@ -328,6 +342,8 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		factVersion:  settings["server_version"],
 		factLabel:    s.c.Label,
 	}
+	maps.Copy(s.facts, chain.facts(s.c.Incremental))
+	s.lister = newLister()
 	if len(oids) > 0 {
 		s.facts[factTablespcs] = strings.Join(oids, ",")
 	}
@@ -430,7 +446,7 @@ func (s *BaseSource) copyOld(ctx context.Context) {
 				fail(errors.New("the server sent data outside an archive"))
 				return
 			}
-			if _, err := cur.bw.Write(m.Data); err != nil {
+			if err := s.write(cur, m.Data); err != nil {
 				fail(fmt.Errorf("base backup stream stopped: %w", err))
 				return
 			}
@@ -519,7 +535,7 @@ func (s *BaseSource) copy(ctx context.Context) {
 					fail(errors.New("the server sent data before naming its archive"))
 					return
 				}
-				if _, err := cur.bw.Write(m.Data[1:]); err != nil {
+				if err := s.write(cur, m.Data[1:]); err != nil {
 					fail(fmt.Errorf("base backup stream stopped: %w", err))
 					return
 				}
@@ -549,6 +565,62 @@ func (s *BaseSource) copy(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// write hands data of the archive p to its reader; the server's
+// manifest also goes to the lister (see Listing).
+func (s *BaseSource) write(p *basePipe, data []byte) error {
+	if p == s.pipes[streamManifest] && s.lister != nil {
+		s.lister.Write(data) //nolint:errcheck // it keeps its own error
+	}
+	_, err := p.bw.Write(data)
+	return err
+}
+
+// begin starts BASE_BACKUP on *pc: incremental on chain's parent when it
+// has one, uploading the parent's manifest first. When the server
+// refuses the incremental (summaries that no longer reach back to the
+// parent, say), it takes a full on a new connection, and chain says why.
+func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chainPlan) (pglogrepl.BaseBackupResult, error) {
+	opts := pglogrepl.BaseBackupOptions{
+		Label:             s.c.Label,
+		Fast:              s.c.Checkpoint == "fast",
+		TablespaceMap:     true,
+		Manifest:          true,
+		ManifestChecksums: s.c.Checksums,
+	}
+	if p := chain.parent; p != nil {
+		m, err := uploadManifest(p)
+		if err == nil {
+			if err = pglogrepl.UploadManifest(ctx, *pc, bytes.NewReader(m)); err == nil {
+				opts.Incremental = true
+				start, err := pglogrepl.StartBaseBackup(ctx, *pc, opts)
+				if err == nil {
+					return start, nil
+				}
+				if !uploadFailed(err) {
+					return start, fmt.Errorf("starting the incremental base backup: %w", err)
+				}
+				opts.Incremental = false
+			} else if !uploadFailed(err) {
+				return pglogrepl.BaseBackupResult{}, fmt.Errorf("uploading the manifest of run %s: %w", p.RunID, err)
+			}
+			// The server refused: a full, on a connection of its own.
+			(*pc).Close(context.Background())
+			next, cerr := s.conn.connectReplication(ctx, s.dial)
+			if cerr != nil {
+				*pc = nil
+				return pglogrepl.BaseBackupResult{}, cerr
+			}
+			*pc = next
+		}
+		*chain = chainPlan{why: fmt.Sprintf("the server cannot build on run %s: %v", p.RunID, err)}
+	}
+	start, err := pglogrepl.StartBaseBackup(ctx, *pc, opts)
+	if err != nil {
+		return start, fmt.Errorf("starting the base backup: %w", err)
+	}
+	return start, nil
 }
 
 // fail ends the copy with err: every stream's reader gets it, and so

@@ -228,13 +228,36 @@ type BaseSink struct {
 	// claimed are the tablespaces whose directory the restore found
 	// empty and writes into: taking one back empties it.
 	claimed map[string]bool
+	// chain, while the sink restores a chain of runs (Compose), is what
+	// it composed so far.
+	chain *composer
 }
 
 var (
 	_ sdk.Preparer = (*BaseSink)(nil)
 	_ sdk.Flusher  = (*BaseSink)(nil)
 	_ sdk.Remover  = (*BaseSink)(nil)
+	_ sdk.Composer = (*BaseSink)(nil)
 )
+
+// Compose starts the restore of run index of a chain of length runs,
+// newest first (see sdk.Composer): the newest run's files are the
+// result's, each incremental file the start of a file the older runs
+// fill in, block by block, each block written once.
+func (s *BaseSink) Compose(ctx context.Context, index, length int, runID string) error {
+	switch {
+	case index == 0:
+		s.chain = &composer{length: length, pending: map[string]*rebuilt{}, rebuilt: map[string]string{}}
+	case s.chain == nil || index != s.chain.index+1 || length != s.chain.length:
+		return fmt.Errorf("restoring run %s, %d of a chain of %d, out of order", runID, index+1, length)
+	}
+	s.chain.index, s.chain.runID = index, runID
+	return nil
+}
+
+// older reports whether the sink restores a run of a chain older than
+// its newest: one that only fills in blocks.
+func (s *BaseSink) older() bool { return s.chain != nil && !s.chain.newest() }
 
 // Prepare checks the run is a base backup and that the data directory
 // and every tablespace's directory are absent or empty, before it writes
@@ -253,6 +276,9 @@ func (s *BaseSink) Prepare(ctx context.Context, objects []sdk.Object) error {
 	}
 	if !base {
 		return errors.New("the run has no base.tar: restore a run of the postgres_basebackup source")
+	}
+	if s.older() {
+		return nil // the newest run of the chain made the directories
 	}
 	spaces, err := s.c.places(oids)
 	if err != nil {
@@ -343,16 +369,19 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 	if err != nil {
 		return nil, err
 	}
+	if s.older() {
+		return s.createOlder(obj)
+	}
 	if oid, ok := tablespaceOID(obj.Stream); ok {
 		dir, err := s.makeTablespace(oid)
 		if err != nil {
 			return nil, err
 		}
-		x, err := untar.NewWriter(dir, nil)
+		x, err := untar.NewWriterHook(dir, nil, s.hook(dir, "pg_tblspc/"+oid+"/"))
 		if err != nil {
 			return nil, errors.Join(err, s.undoTablespace(oid))
 		}
-		return &extractWriter{dir: dir, x: x, undo: func() error { return s.undoTablespace(oid) }}, nil
+		return &extractWriter{dir: dir, x: x, sync: s.chain == nil, undo: func() error { return s.undoTablespace(oid) }}, nil
 	}
 	if obj.Stream == streamManifest {
 		f, err := os.OpenFile(filepath.Join(s.c.DataDirectory, rel), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -371,11 +400,48 @@ func (s *BaseSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter
 		}
 		return name
 	}
-	x, err := untar.NewWriter(dir, rename)
+	x, err := untar.NewWriterHook(dir, rename, s.hook(dir, ""))
 	if err != nil {
 		return nil, err
 	}
-	return &extractWriter{dir: dir, x: x, undo: func() error { return s.empty() }}, nil
+	return &extractWriter{dir: dir, x: x, sync: s.chain == nil, undo: func() error { return s.empty() }}, nil
+}
+
+// hook is the extraction hook of an archive going to dir, whose files the
+// backup's manifest names with prefix: a chain's (see composer.hook), or
+// none.
+func (s *BaseSink) hook(dir, prefix string) untar.Hook {
+	if s.chain == nil {
+		return nil
+	}
+	return s.chain.hook(dir, prefix)
+}
+
+// createOlder takes an archive of a chain's run older than the newest:
+// it only fills in the blocks the files rebuilt still lack. Its manifest,
+// and a tablespace the newest run does not hold (dropped since), go
+// nowhere.
+func (s *BaseSink) createOlder(obj sdk.Object) (sdk.ObjectWriter, error) {
+	dir := s.c.DataDirectory
+	prefix := ""
+	if oid, ok := tablespaceOID(obj.Stream); ok {
+		s.mu.Lock()
+		dir, ok = s.spaces[oid]
+		s.mu.Unlock()
+		if !ok {
+			return discard{}, nil
+		}
+		prefix = "pg_tblspc/" + oid + "/"
+	} else if obj.Stream == streamManifest {
+		return discard{}, nil
+	}
+	x, err := untar.NewWriterHook(dir, nil, s.hook(dir, prefix))
+	if err != nil {
+		return nil, err
+	}
+	// Taking it back is the whole chain's: the host empties what the
+	// newest run put in place.
+	return &extractWriter{dir: dir, x: x, undo: func() error { return nil }}, nil
 }
 
 // makeTablespace makes the directory tablespace oid is extracted into
@@ -482,8 +548,11 @@ func emptyDir(dir string) error {
 
 // extractWriter extracts one archive of the backup as it arrives.
 type extractWriter struct {
-	dir  string
-	x    *untar.Writer
+	dir string
+	x   *untar.Writer
+	// sync makes Commit sync what it extracted (a chain's restore syncs
+	// everything once, at its end).
+	sync bool
 	undo func() error
 }
 
@@ -498,6 +567,9 @@ func (w *extractWriter) Write(p []byte) (int, error) {
 func (w *extractWriter) Commit(ctx context.Context) error {
 	if err := w.x.Close(); err != nil {
 		return fmt.Errorf("extracting into %s: %w", w.dir, sdk.ExplainIO(err))
+	}
+	if !w.sync {
+		return nil
 	}
 	return errors.Join(untar.SyncTree(w.dir), untar.SyncDir(filepath.Dir(w.dir)))
 }
@@ -557,6 +629,17 @@ func (w *manifestWriter) Abort(ctx context.Context) error {
 // recovery settings and puts pg_control in place: only now can
 // PostgreSQL start on the directory.
 func (s *BaseSink) Flush(ctx context.Context) error {
+	if s.chain != nil {
+		if err := s.chain.endRun(); err != nil {
+			return err
+		}
+		if !s.chain.last() {
+			return nil
+		}
+		if err := s.finishChain(); err != nil {
+			return err
+		}
+	}
 	dd := s.c.DataDirectory
 	if _, err := os.Stat(filepath.Join(dd, heldControl)); err != nil {
 		return fmt.Errorf("the restored base.tar has no %s: %w", pgControl, err)

@@ -1624,6 +1624,114 @@ func (*Stop) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
+type Follow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Follow) Reset() {
+	*x = Follow{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Follow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Follow) ProtoMessage() {}
+
+func (x *Follow) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Follow.ProtoReflect.Descriptor instead.
+func (*Follow) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+type Listing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listing) Reset() {
+	*x = Listing{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listing) ProtoMessage() {}
+
+func (x *Listing) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listing.ProtoReflect.Descriptor instead.
+func (*Listing) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+type Compose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compose) Reset() {
+	*x = Compose{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compose) ProtoMessage() {}
+
+func (x *Compose) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compose.ProtoReflect.Descriptor instead.
+func (*Compose) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+}
+
 type Value_StringList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
@@ -1633,7 +1741,7 @@ type Value_StringList struct {
 
 func (x *Value_StringList) Reset() {
 	*x = Value_StringList{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1753,7 @@ func (x *Value_StringList) String() string {
 func (*Value_StringList) ProtoMessage() {}
 
 func (x *Value_StringList) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1785,7 @@ type Value_StringMap struct {
 
 func (x *Value_StringMap) Reset() {
 	*x = Value_StringMap{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1797,7 @@ func (x *Value_StringMap) String() string {
 func (*Value_StringMap) ProtoMessage() {}
 
 func (x *Value_StringMap) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1828,7 @@ type GetSchema_Request struct {
 
 func (x *GetSchema_Request) Reset() {
 	*x = GetSchema_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1840,7 @@ func (x *GetSchema_Request) String() string {
 func (*GetSchema_Request) ProtoMessage() {}
 
 func (x *GetSchema_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1869,7 @@ type GetSchema_Response struct {
 
 func (x *GetSchema_Response) Reset() {
 	*x = GetSchema_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1881,7 @@ func (x *GetSchema_Response) String() string {
 func (*GetSchema_Response) ProtoMessage() {}
 
 func (x *GetSchema_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1943,7 @@ type Configure_Request struct {
 
 func (x *Configure_Request) Reset() {
 	*x = Configure_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1955,7 @@ func (x *Configure_Request) String() string {
 func (*Configure_Request) ProtoMessage() {}
 
 func (x *Configure_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,13 +2004,15 @@ type Configure_Response struct {
 	// What the source instance can do besides its streams.
 	Concluder     bool `protobuf:"varint,7,opt,name=concluder,proto3" json:"concluder,omitempty"` // answers Conclude after the last stream
 	Locker        bool `protobuf:"varint,8,opt,name=locker,proto3" json:"locker,omitempty"`       // answers ObjectLock
+	Chainer       bool `protobuf:"varint,9,opt,name=chainer,proto3" json:"chainer,omitempty"`     // answers Follow and Listing
+	Composer      bool `protobuf:"varint,10,opt,name=composer,proto3" json:"composer,omitempty"`  // answers Compose (and is a remover and a flusher)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Configure_Response) Reset() {
 	*x = Configure_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +2024,7 @@ func (x *Configure_Response) String() string {
 func (*Configure_Response) ProtoMessage() {}
 
 func (x *Configure_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,6 +2096,20 @@ func (x *Configure_Response) GetLocker() bool {
 	return false
 }
 
+func (x *Configure_Response) GetChainer() bool {
+	if x != nil {
+		return x.Chainer
+	}
+	return false
+}
+
+func (x *Configure_Response) GetComposer() bool {
+	if x != nil {
+		return x.Composer
+	}
+	return false
+}
+
 type ListStreams_Request struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1995,7 +2119,7 @@ type ListStreams_Request struct {
 
 func (x *ListStreams_Request) Reset() {
 	*x = ListStreams_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2131,7 @@ func (x *ListStreams_Request) String() string {
 func (*ListStreams_Request) ProtoMessage() {}
 
 func (x *ListStreams_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2172,7 @@ type ListStreams_Response struct {
 
 func (x *ListStreams_Response) Reset() {
 	*x = ListStreams_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2184,7 @@ func (x *ListStreams_Response) String() string {
 func (*ListStreams_Response) ProtoMessage() {}
 
 func (x *ListStreams_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2239,7 @@ type ReadStream_Request struct {
 
 func (x *ReadStream_Request) Reset() {
 	*x = ReadStream_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2251,7 @@ func (x *ReadStream_Request) String() string {
 func (*ReadStream_Request) ProtoMessage() {}
 
 func (x *ReadStream_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2302,7 @@ type ReadStream_Response struct {
 
 func (x *ReadStream_Response) Reset() {
 	*x = ReadStream_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2314,7 @@ func (x *ReadStream_Response) String() string {
 func (*ReadStream_Response) ProtoMessage() {}
 
 func (x *ReadStream_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2397,7 @@ type ReadStream_End struct {
 
 func (x *ReadStream_End) Reset() {
 	*x = ReadStream_End{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2409,7 @@ func (x *ReadStream_End) String() string {
 func (*ReadStream_End) ProtoMessage() {}
 
 func (x *ReadStream_End) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2443,7 @@ type FillFile_Request struct {
 
 func (x *FillFile_Request) Reset() {
 	*x = FillFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2455,7 @@ func (x *FillFile_Request) String() string {
 func (*FillFile_Request) ProtoMessage() {}
 
 func (x *FillFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2505,7 @@ type FillFile_Response struct {
 
 func (x *FillFile_Response) Reset() {
 	*x = FillFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2517,7 @@ func (x *FillFile_Response) String() string {
 func (*FillFile_Response) ProtoMessage() {}
 
 func (x *FillFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2565,7 @@ type SendFile_Request struct {
 
 func (x *SendFile_Request) Reset() {
 	*x = SendFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2577,7 @@ func (x *SendFile_Request) String() string {
 func (*SendFile_Request) ProtoMessage() {}
 
 func (x *SendFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2502,7 +2626,7 @@ type SendFile_Response struct {
 
 func (x *SendFile_Response) Reset() {
 	*x = SendFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2638,7 @@ func (x *SendFile_Response) String() string {
 func (*SendFile_Response) ProtoMessage() {}
 
 func (x *SendFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2692,7 @@ type FinishFile_Request struct {
 
 func (x *FinishFile_Request) Reset() {
 	*x = FinishFile_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2704,7 @@ func (x *FinishFile_Request) String() string {
 func (*FinishFile_Request) ProtoMessage() {}
 
 func (x *FinishFile_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2742,7 @@ type FinishFile_Response struct {
 
 func (x *FinishFile_Response) Reset() {
 	*x = FinishFile_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2754,7 @@ func (x *FinishFile_Response) String() string {
 func (*FinishFile_Response) ProtoMessage() {}
 
 func (x *FinishFile_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2781,7 @@ type CreateObject_Request struct {
 
 func (x *CreateObject_Request) Reset() {
 	*x = CreateObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2793,7 @@ func (x *CreateObject_Request) String() string {
 func (*CreateObject_Request) ProtoMessage() {}
 
 func (x *CreateObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2840,7 @@ type CreateObject_Response struct {
 
 func (x *CreateObject_Response) Reset() {
 	*x = CreateObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2852,7 @@ func (x *CreateObject_Response) String() string {
 func (*CreateObject_Response) ProtoMessage() {}
 
 func (x *CreateObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2892,7 @@ type FinishObject_Request struct {
 
 func (x *FinishObject_Request) Reset() {
 	*x = FinishObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2904,7 @@ func (x *FinishObject_Request) String() string {
 func (*FinishObject_Request) ProtoMessage() {}
 
 func (x *FinishObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2942,7 @@ type FinishObject_Response struct {
 
 func (x *FinishObject_Response) Reset() {
 	*x = FinishObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2954,7 @@ func (x *FinishObject_Response) String() string {
 func (*FinishObject_Response) ProtoMessage() {}
 
 func (x *FinishObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +2980,7 @@ type ListObjects_Request struct {
 
 func (x *ListObjects_Request) Reset() {
 	*x = ListObjects_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2992,7 @@ func (x *ListObjects_Request) String() string {
 func (*ListObjects_Request) ProtoMessage() {}
 
 func (x *ListObjects_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3031,7 @@ type ListObjects_Response struct {
 
 func (x *ListObjects_Response) Reset() {
 	*x = ListObjects_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3043,7 @@ func (x *ListObjects_Response) String() string {
 func (*ListObjects_Response) ProtoMessage() {}
 
 func (x *ListObjects_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3078,7 @@ type EstimateMemory_Request struct {
 
 func (x *EstimateMemory_Request) Reset() {
 	*x = EstimateMemory_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3090,7 @@ func (x *EstimateMemory_Request) String() string {
 func (*EstimateMemory_Request) ProtoMessage() {}
 
 func (x *EstimateMemory_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3143,7 @@ type EstimateMemory_Response struct {
 
 func (x *EstimateMemory_Response) Reset() {
 	*x = EstimateMemory_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3155,7 @@ func (x *EstimateMemory_Response) String() string {
 func (*EstimateMemory_Response) ProtoMessage() {}
 
 func (x *EstimateMemory_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3192,7 @@ type WriteObject_Request struct {
 
 func (x *WriteObject_Request) Reset() {
 	*x = WriteObject_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3204,7 @@ func (x *WriteObject_Request) String() string {
 func (*WriteObject_Request) ProtoMessage() {}
 
 func (x *WriteObject_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3287,7 @@ type WriteObject_Open struct {
 
 func (x *WriteObject_Open) Reset() {
 	*x = WriteObject_Open{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3299,7 @@ func (x *WriteObject_Open) String() string {
 func (*WriteObject_Open) ProtoMessage() {}
 
 func (x *WriteObject_Open) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3345,7 @@ type WriteObject_Finish struct {
 
 func (x *WriteObject_Finish) Reset() {
 	*x = WriteObject_Finish{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3357,7 @@ func (x *WriteObject_Finish) String() string {
 func (*WriteObject_Finish) ProtoMessage() {}
 
 func (x *WriteObject_Finish) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3264,7 +3388,7 @@ type WriteObject_Response struct {
 
 func (x *WriteObject_Response) Reset() {
 	*x = WriteObject_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3276,7 +3400,7 @@ func (x *WriteObject_Response) String() string {
 func (*WriteObject_Response) ProtoMessage() {}
 
 func (x *WriteObject_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3426,7 @@ type Remove_Request struct {
 
 func (x *Remove_Request) Reset() {
 	*x = Remove_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3314,7 +3438,7 @@ func (x *Remove_Request) String() string {
 func (*Remove_Request) ProtoMessage() {}
 
 func (x *Remove_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3476,7 @@ type Remove_Response struct {
 
 func (x *Remove_Response) Reset() {
 	*x = Remove_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3488,7 @@ func (x *Remove_Response) String() string {
 func (*Remove_Response) ProtoMessage() {}
 
 func (x *Remove_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3514,7 @@ type ObjectLock_Request struct {
 
 func (x *ObjectLock_Request) Reset() {
 	*x = ObjectLock_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3526,7 @@ func (x *ObjectLock_Request) String() string {
 func (*ObjectLock_Request) ProtoMessage() {}
 
 func (x *ObjectLock_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3443,7 +3567,7 @@ type ObjectLock_Response struct {
 
 func (x *ObjectLock_Response) Reset() {
 	*x = ObjectLock_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +3579,7 @@ func (x *ObjectLock_Response) String() string {
 func (*ObjectLock_Response) ProtoMessage() {}
 
 func (x *ObjectLock_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3506,7 +3630,7 @@ type Prepare_Request struct {
 
 func (x *Prepare_Request) Reset() {
 	*x = Prepare_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +3642,7 @@ func (x *Prepare_Request) String() string {
 func (*Prepare_Request) ProtoMessage() {}
 
 func (x *Prepare_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[65]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3694,7 @@ type Prepare_Response struct {
 
 func (x *Prepare_Response) Reset() {
 	*x = Prepare_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3706,7 @@ func (x *Prepare_Response) String() string {
 func (*Prepare_Response) ProtoMessage() {}
 
 func (x *Prepare_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[66]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3745,7 @@ type Flush_Request struct {
 
 func (x *Flush_Request) Reset() {
 	*x = Flush_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3633,7 +3757,7 @@ func (x *Flush_Request) String() string {
 func (*Flush_Request) ProtoMessage() {}
 
 func (x *Flush_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[67]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3788,7 @@ type Flush_Response struct {
 
 func (x *Flush_Response) Reset() {
 	*x = Flush_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3800,7 @@ func (x *Flush_Response) String() string {
 func (*Flush_Response) ProtoMessage() {}
 
 func (x *Flush_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[68]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +3825,7 @@ type Conclude_Request struct {
 
 func (x *Conclude_Request) Reset() {
 	*x = Conclude_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3837,7 @@ func (x *Conclude_Request) String() string {
 func (*Conclude_Request) ProtoMessage() {}
 
 func (x *Conclude_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[69]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3870,7 @@ type Conclude_Response struct {
 
 func (x *Conclude_Response) Reset() {
 	*x = Conclude_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3758,7 +3882,7 @@ func (x *Conclude_Response) String() string {
 func (*Conclude_Response) ProtoMessage() {}
 
 func (x *Conclude_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[70]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3790,7 +3914,7 @@ type Close_Request struct {
 
 func (x *Close_Request) Reset() {
 	*x = Close_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +3926,7 @@ func (x *Close_Request) String() string {
 func (*Close_Request) ProtoMessage() {}
 
 func (x *Close_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[72]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +3957,7 @@ type Close_Response struct {
 
 func (x *Close_Response) Reset() {
 	*x = Close_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3845,7 +3969,7 @@ func (x *Close_Response) String() string {
 func (*Close_Response) ProtoMessage() {}
 
 func (x *Close_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[73]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3869,7 +3993,7 @@ type Stop_Request struct {
 
 func (x *Stop_Request) Reset() {
 	*x = Stop_Request{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[74]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3881,7 +4005,7 @@ func (x *Stop_Request) String() string {
 func (*Stop_Request) ProtoMessage() {}
 
 func (x *Stop_Request) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[74]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +4029,7 @@ type Stop_Response struct {
 
 func (x *Stop_Response) Reset() {
 	*x = Stop_Response{}
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3917,7 +4041,7 @@ func (x *Stop_Response) String() string {
 func (*Stop_Response) ProtoMessage() {}
 
 func (x *Stop_Response) ProtoReflect() protoreflect.Message {
-	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[75]
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3931,6 +4055,401 @@ func (x *Stop_Response) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Stop_Response.ProtoReflect.Descriptor instead.
 func (*Stop_Response) Descriptor() ([]byte, []int) {
 	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{27, 1}
+}
+
+type Follow_Start struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// Whether there is a parent; when not, why says why.
+	HasParent      bool              `protobuf:"varint,2,opt,name=has_parent,json=hasParent,proto3" json:"has_parent,omitempty"`
+	RunId          string            `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	FinishedUnixNs int64             `protobuf:"varint,4,opt,name=finished_unix_ns,json=finishedUnixNs,proto3" json:"finished_unix_ns,omitempty"`
+	Facts          map[string]string `protobuf:"bytes,5,rep,name=facts,proto3" json:"facts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Why            string            `protobuf:"bytes,6,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Follow_Start) Reset() {
+	*x = Follow_Start{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Follow_Start) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Follow_Start) ProtoMessage() {}
+
+func (x *Follow_Start) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Follow_Start.ProtoReflect.Descriptor instead.
+func (*Follow_Start) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{28, 0}
+}
+
+func (x *Follow_Start) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *Follow_Start) GetHasParent() bool {
+	if x != nil {
+		return x.HasParent
+	}
+	return false
+}
+
+func (x *Follow_Start) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Follow_Start) GetFinishedUnixNs() int64 {
+	if x != nil {
+		return x.FinishedUnixNs
+	}
+	return 0
+}
+
+func (x *Follow_Start) GetFacts() map[string]string {
+	if x != nil {
+		return x.Facts
+	}
+	return nil
+}
+
+func (x *Follow_Start) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+type Follow_Request struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*Follow_Request_Start
+	//	*Follow_Request_Listing
+	Msg           isFollow_Request_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Follow_Request) Reset() {
+	*x = Follow_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Follow_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Follow_Request) ProtoMessage() {}
+
+func (x *Follow_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Follow_Request.ProtoReflect.Descriptor instead.
+func (*Follow_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{28, 1}
+}
+
+func (x *Follow_Request) GetMsg() isFollow_Request_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *Follow_Request) GetStart() *Follow_Start {
+	if x != nil {
+		if x, ok := x.Msg.(*Follow_Request_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *Follow_Request) GetListing() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*Follow_Request_Listing); ok {
+			return x.Listing
+		}
+	}
+	return nil
+}
+
+type isFollow_Request_Msg interface {
+	isFollow_Request_Msg()
+}
+
+type Follow_Request_Start struct {
+	Start *Follow_Start `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type Follow_Request_Listing struct {
+	Listing []byte `protobuf:"bytes,2,opt,name=listing,proto3,oneof"` // the next piece of the parent's listing
+}
+
+func (*Follow_Request_Start) isFollow_Request_Msg() {}
+
+func (*Follow_Request_Listing) isFollow_Request_Msg() {}
+
+type Follow_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Follow_Response) Reset() {
+	*x = Follow_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Follow_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Follow_Response) ProtoMessage() {}
+
+func (x *Follow_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Follow_Response.ProtoReflect.Descriptor instead.
+func (*Follow_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{28, 2}
+}
+
+type Listing_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listing_Request) Reset() {
+	*x = Listing_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listing_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listing_Request) ProtoMessage() {}
+
+func (x *Listing_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listing_Request.ProtoReflect.Descriptor instead.
+func (*Listing_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{29, 0}
+}
+
+func (x *Listing_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+type Listing_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"` // the next piece
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listing_Response) Reset() {
+	*x = Listing_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listing_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listing_Response) ProtoMessage() {}
+
+func (x *Listing_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listing_Response.ProtoReflect.Descriptor instead.
+func (*Listing_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{29, 1}
+}
+
+func (x *Listing_Response) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type Compose_Request struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Index         int32                  `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Length        int32                  `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	RunId         string                 `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compose_Request) Reset() {
+	*x = Compose_Request{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compose_Request) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compose_Request) ProtoMessage() {}
+
+func (x *Compose_Request) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compose_Request.ProtoReflect.Descriptor instead.
+func (*Compose_Request) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{30, 0}
+}
+
+func (x *Compose_Request) GetHandle() uint64 {
+	if x != nil {
+		return x.Handle
+	}
+	return 0
+}
+
+func (x *Compose_Request) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Compose_Request) GetLength() int32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *Compose_Request) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+type Compose_Response struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compose_Response) Reset() {
+	*x = Compose_Response{}
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compose_Response) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compose_Response) ProtoMessage() {}
+
+func (x *Compose_Response) ProtoReflect() protoreflect.Message {
+	mi := &file_pipe_plugin_v1_plugin_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compose_Response.ProtoReflect.Descriptor instead.
+func (*Compose_Response) Descriptor() ([]byte, []int) {
+	return file_pipe_plugin_v1_plugin_proto_rawDescGZIP(), []int{30, 1}
 }
 
 var File_pipe_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3999,7 +4518,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\tendpoints\x18\x03 \x03(\v2\x18.pipe.plugin.v1.EndpointR\tendpoints\x12\x1b\n" +
 	"\tfill_file\x18\x04 \x01(\bR\bfillFile\x12\x1b\n" +
-	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xf1\x03\n" +
+	"\tsend_file\x18\x05 \x01(\bR\bsendFile\"\xa7\x04\n" +
 	"\tConfigure\x1a\xe0\x01\n" +
 	"\aRequest\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.pipe.plugin.v1.KindR\x04kind\x12\x12\n" +
@@ -4007,7 +4526,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06config\x18\x03 \x03(\v2-.pipe.plugin.v1.Configure.Request.ConfigEntryR\x06config\x1aP\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\x80\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.pipe.plugin.v1.ValueR\x05value:\x028\x01\x1a\xb6\x02\n" +
 	"\bResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12<\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1a.pipe.plugin.v1.DiagnosticR\vdiagnostics\x12\x18\n" +
@@ -4016,7 +4535,10 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\astorage\x18\x05 \x01(\bR\astorage\x12\x1a\n" +
 	"\bpreparer\x18\x06 \x01(\bR\bpreparer\x12\x1c\n" +
 	"\tconcluder\x18\a \x01(\bR\tconcluder\x12\x16\n" +
-	"\x06locker\x18\b \x01(\bR\x06locker\"4\n" +
+	"\x06locker\x18\b \x01(\bR\x06locker\x12\x18\n" +
+	"\achainer\x18\t \x01(\bR\achainer\x12\x1a\n" +
+	"\bcomposer\x18\n" +
+	" \x01(\bR\bcomposer\"4\n" +
 	"\n" +
 	"StreamInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -4179,6 +4701,38 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04Stop\x1a\t\n" +
 	"\aRequest\x1a\n" +
 	"\n" +
+	"\bResponse\"\x85\x03\n" +
+	"\x06Follow\x1a\x8a\x02\n" +
+	"\x05Start\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x1d\n" +
+	"\n" +
+	"has_parent\x18\x02 \x01(\bR\thasParent\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12(\n" +
+	"\x10finished_unix_ns\x18\x04 \x01(\x03R\x0efinishedUnixNs\x12=\n" +
+	"\x05facts\x18\x05 \x03(\v2'.pipe.plugin.v1.Follow.Start.FactsEntryR\x05facts\x12\x10\n" +
+	"\x03why\x18\x06 \x01(\tR\x03why\x1a8\n" +
+	"\n" +
+	"FactsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1ab\n" +
+	"\aRequest\x124\n" +
+	"\x05start\x18\x01 \x01(\v2\x1c.pipe.plugin.v1.Follow.StartH\x00R\x05start\x12\x1a\n" +
+	"\alisting\x18\x02 \x01(\fH\x00R\alistingB\x05\n" +
+	"\x03msg\x1a\n" +
+	"\n" +
+	"\bResponse\"L\n" +
+	"\aListing\x1a!\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x1a\x1e\n" +
+	"\bResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"}\n" +
+	"\aCompose\x1af\n" +
+	"\aRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\x05R\x06length\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x1a\n" +
+	"\n" +
 	"\bResponse*<\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x0f\n" +
@@ -4192,7 +4746,7 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x10TYPE_STRING_LIST\x10\x04\x12\x13\n" +
 	"\x0fTYPE_STRING_MAP\x10\x05\x12\r\n" +
 	"\tTYPE_SIZE\x10\x06\x12\x11\n" +
-	"\rTYPE_DURATION\x10\a2\xc9\f\n" +
+	"\rTYPE_DURATION\x10\a2\xb4\x0e\n" +
 	"\x06Plugin\x12R\n" +
 	"\tGetSchema\x12!.pipe.plugin.v1.GetSchema.Request\x1a\".pipe.plugin.v1.GetSchema.Response\x12R\n" +
 	"\tConfigure\x12!.pipe.plugin.v1.Configure.Request\x1a\".pipe.plugin.v1.Configure.Response\x12X\n" +
@@ -4215,7 +4769,10 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05Close\x12\x1d.pipe.plugin.v1.Close.Request\x1a\x1e.pipe.plugin.v1.Close.Response\x12C\n" +
 	"\x04Stop\x12\x1c.pipe.plugin.v1.Stop.Request\x1a\x1d.pipe.plugin.v1.Stop.Response\x12U\n" +
 	"\n" +
-	"ObjectLock\x12\".pipe.plugin.v1.ObjectLock.Request\x1a#.pipe.plugin.v1.ObjectLock.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
+	"ObjectLock\x12\".pipe.plugin.v1.ObjectLock.Request\x1a#.pipe.plugin.v1.ObjectLock.Response\x12K\n" +
+	"\x06Follow\x12\x1e.pipe.plugin.v1.Follow.Request\x1a\x1f.pipe.plugin.v1.Follow.Response(\x01\x12N\n" +
+	"\aListing\x12\x1f.pipe.plugin.v1.Listing.Request\x1a .pipe.plugin.v1.Listing.Response0\x01\x12L\n" +
+	"\aCompose\x12\x1f.pipe.plugin.v1.Compose.Request\x1a .pipe.plugin.v1.Compose.ResponseB0Z.github.com/pipebackup/pipe/plugins/internal/pbb\x06proto3"
 
 var (
 	file_pipe_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -4230,7 +4787,7 @@ func file_pipe_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_pipe_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_pipe_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(Kind)(0),                       // 0: pipe.plugin.v1.Kind
 	(Type)(0),                       // 1: pipe.plugin.v1.Type
@@ -4263,127 +4820,146 @@ var file_pipe_plugin_v1_plugin_proto_goTypes = []any{
 	(*Conclude)(nil),                // 28: pipe.plugin.v1.Conclude
 	(*Close)(nil),                   // 29: pipe.plugin.v1.Close
 	(*Stop)(nil),                    // 30: pipe.plugin.v1.Stop
-	(*Value_StringList)(nil),        // 31: pipe.plugin.v1.Value.StringList
-	(*Value_StringMap)(nil),         // 32: pipe.plugin.v1.Value.StringMap
-	nil,                             // 33: pipe.plugin.v1.Value.StringMap.ValuesEntry
-	(*GetSchema_Request)(nil),       // 34: pipe.plugin.v1.GetSchema.Request
-	(*GetSchema_Response)(nil),      // 35: pipe.plugin.v1.GetSchema.Response
-	(*Configure_Request)(nil),       // 36: pipe.plugin.v1.Configure.Request
-	(*Configure_Response)(nil),      // 37: pipe.plugin.v1.Configure.Response
-	nil,                             // 38: pipe.plugin.v1.Configure.Request.ConfigEntry
-	(*ListStreams_Request)(nil),     // 39: pipe.plugin.v1.ListStreams.Request
-	(*ListStreams_Response)(nil),    // 40: pipe.plugin.v1.ListStreams.Response
-	nil,                             // 41: pipe.plugin.v1.ListStreams.Response.FactsEntry
-	(*ReadStream_Request)(nil),      // 42: pipe.plugin.v1.ReadStream.Request
-	(*ReadStream_Response)(nil),     // 43: pipe.plugin.v1.ReadStream.Response
-	(*ReadStream_End)(nil),          // 44: pipe.plugin.v1.ReadStream.End
-	(*FillFile_Request)(nil),        // 45: pipe.plugin.v1.FillFile.Request
-	(*FillFile_Response)(nil),       // 46: pipe.plugin.v1.FillFile.Response
-	(*SendFile_Request)(nil),        // 47: pipe.plugin.v1.SendFile.Request
-	(*SendFile_Response)(nil),       // 48: pipe.plugin.v1.SendFile.Response
-	(*FinishFile_Request)(nil),      // 49: pipe.plugin.v1.FinishFile.Request
-	(*FinishFile_Response)(nil),     // 50: pipe.plugin.v1.FinishFile.Response
-	(*CreateObject_Request)(nil),    // 51: pipe.plugin.v1.CreateObject.Request
-	(*CreateObject_Response)(nil),   // 52: pipe.plugin.v1.CreateObject.Response
-	(*FinishObject_Request)(nil),    // 53: pipe.plugin.v1.FinishObject.Request
-	(*FinishObject_Response)(nil),   // 54: pipe.plugin.v1.FinishObject.Response
-	(*ListObjects_Request)(nil),     // 55: pipe.plugin.v1.ListObjects.Request
-	(*ListObjects_Response)(nil),    // 56: pipe.plugin.v1.ListObjects.Response
-	(*EstimateMemory_Request)(nil),  // 57: pipe.plugin.v1.EstimateMemory.Request
-	(*EstimateMemory_Response)(nil), // 58: pipe.plugin.v1.EstimateMemory.Response
-	nil,                             // 59: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
-	(*WriteObject_Request)(nil),     // 60: pipe.plugin.v1.WriteObject.Request
-	(*WriteObject_Open)(nil),        // 61: pipe.plugin.v1.WriteObject.Open
-	(*WriteObject_Finish)(nil),      // 62: pipe.plugin.v1.WriteObject.Finish
-	(*WriteObject_Response)(nil),    // 63: pipe.plugin.v1.WriteObject.Response
-	(*Remove_Request)(nil),          // 64: pipe.plugin.v1.Remove.Request
-	(*Remove_Response)(nil),         // 65: pipe.plugin.v1.Remove.Response
-	(*ObjectLock_Request)(nil),      // 66: pipe.plugin.v1.ObjectLock.Request
-	(*ObjectLock_Response)(nil),     // 67: pipe.plugin.v1.ObjectLock.Response
-	(*Prepare_Request)(nil),         // 68: pipe.plugin.v1.Prepare.Request
-	(*Prepare_Response)(nil),        // 69: pipe.plugin.v1.Prepare.Response
-	(*Flush_Request)(nil),           // 70: pipe.plugin.v1.Flush.Request
-	(*Flush_Response)(nil),          // 71: pipe.plugin.v1.Flush.Response
-	(*Conclude_Request)(nil),        // 72: pipe.plugin.v1.Conclude.Request
-	(*Conclude_Response)(nil),       // 73: pipe.plugin.v1.Conclude.Response
-	nil,                             // 74: pipe.plugin.v1.Conclude.Response.FactsEntry
-	(*Close_Request)(nil),           // 75: pipe.plugin.v1.Close.Request
-	(*Close_Response)(nil),          // 76: pipe.plugin.v1.Close.Response
-	(*Stop_Request)(nil),            // 77: pipe.plugin.v1.Stop.Request
-	(*Stop_Response)(nil),           // 78: pipe.plugin.v1.Stop.Response
+	(*Follow)(nil),                  // 31: pipe.plugin.v1.Follow
+	(*Listing)(nil),                 // 32: pipe.plugin.v1.Listing
+	(*Compose)(nil),                 // 33: pipe.plugin.v1.Compose
+	(*Value_StringList)(nil),        // 34: pipe.plugin.v1.Value.StringList
+	(*Value_StringMap)(nil),         // 35: pipe.plugin.v1.Value.StringMap
+	nil,                             // 36: pipe.plugin.v1.Value.StringMap.ValuesEntry
+	(*GetSchema_Request)(nil),       // 37: pipe.plugin.v1.GetSchema.Request
+	(*GetSchema_Response)(nil),      // 38: pipe.plugin.v1.GetSchema.Response
+	(*Configure_Request)(nil),       // 39: pipe.plugin.v1.Configure.Request
+	(*Configure_Response)(nil),      // 40: pipe.plugin.v1.Configure.Response
+	nil,                             // 41: pipe.plugin.v1.Configure.Request.ConfigEntry
+	(*ListStreams_Request)(nil),     // 42: pipe.plugin.v1.ListStreams.Request
+	(*ListStreams_Response)(nil),    // 43: pipe.plugin.v1.ListStreams.Response
+	nil,                             // 44: pipe.plugin.v1.ListStreams.Response.FactsEntry
+	(*ReadStream_Request)(nil),      // 45: pipe.plugin.v1.ReadStream.Request
+	(*ReadStream_Response)(nil),     // 46: pipe.plugin.v1.ReadStream.Response
+	(*ReadStream_End)(nil),          // 47: pipe.plugin.v1.ReadStream.End
+	(*FillFile_Request)(nil),        // 48: pipe.plugin.v1.FillFile.Request
+	(*FillFile_Response)(nil),       // 49: pipe.plugin.v1.FillFile.Response
+	(*SendFile_Request)(nil),        // 50: pipe.plugin.v1.SendFile.Request
+	(*SendFile_Response)(nil),       // 51: pipe.plugin.v1.SendFile.Response
+	(*FinishFile_Request)(nil),      // 52: pipe.plugin.v1.FinishFile.Request
+	(*FinishFile_Response)(nil),     // 53: pipe.plugin.v1.FinishFile.Response
+	(*CreateObject_Request)(nil),    // 54: pipe.plugin.v1.CreateObject.Request
+	(*CreateObject_Response)(nil),   // 55: pipe.plugin.v1.CreateObject.Response
+	(*FinishObject_Request)(nil),    // 56: pipe.plugin.v1.FinishObject.Request
+	(*FinishObject_Response)(nil),   // 57: pipe.plugin.v1.FinishObject.Response
+	(*ListObjects_Request)(nil),     // 58: pipe.plugin.v1.ListObjects.Request
+	(*ListObjects_Response)(nil),    // 59: pipe.plugin.v1.ListObjects.Response
+	(*EstimateMemory_Request)(nil),  // 60: pipe.plugin.v1.EstimateMemory.Request
+	(*EstimateMemory_Response)(nil), // 61: pipe.plugin.v1.EstimateMemory.Response
+	nil,                             // 62: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	(*WriteObject_Request)(nil),     // 63: pipe.plugin.v1.WriteObject.Request
+	(*WriteObject_Open)(nil),        // 64: pipe.plugin.v1.WriteObject.Open
+	(*WriteObject_Finish)(nil),      // 65: pipe.plugin.v1.WriteObject.Finish
+	(*WriteObject_Response)(nil),    // 66: pipe.plugin.v1.WriteObject.Response
+	(*Remove_Request)(nil),          // 67: pipe.plugin.v1.Remove.Request
+	(*Remove_Response)(nil),         // 68: pipe.plugin.v1.Remove.Response
+	(*ObjectLock_Request)(nil),      // 69: pipe.plugin.v1.ObjectLock.Request
+	(*ObjectLock_Response)(nil),     // 70: pipe.plugin.v1.ObjectLock.Response
+	(*Prepare_Request)(nil),         // 71: pipe.plugin.v1.Prepare.Request
+	(*Prepare_Response)(nil),        // 72: pipe.plugin.v1.Prepare.Response
+	(*Flush_Request)(nil),           // 73: pipe.plugin.v1.Flush.Request
+	(*Flush_Response)(nil),          // 74: pipe.plugin.v1.Flush.Response
+	(*Conclude_Request)(nil),        // 75: pipe.plugin.v1.Conclude.Request
+	(*Conclude_Response)(nil),       // 76: pipe.plugin.v1.Conclude.Response
+	nil,                             // 77: pipe.plugin.v1.Conclude.Response.FactsEntry
+	(*Close_Request)(nil),           // 78: pipe.plugin.v1.Close.Request
+	(*Close_Response)(nil),          // 79: pipe.plugin.v1.Close.Response
+	(*Stop_Request)(nil),            // 80: pipe.plugin.v1.Stop.Request
+	(*Stop_Response)(nil),           // 81: pipe.plugin.v1.Stop.Response
+	(*Follow_Start)(nil),            // 82: pipe.plugin.v1.Follow.Start
+	(*Follow_Request)(nil),          // 83: pipe.plugin.v1.Follow.Request
+	(*Follow_Response)(nil),         // 84: pipe.plugin.v1.Follow.Response
+	nil,                             // 85: pipe.plugin.v1.Follow.Start.FactsEntry
+	(*Listing_Request)(nil),         // 86: pipe.plugin.v1.Listing.Request
+	(*Listing_Response)(nil),        // 87: pipe.plugin.v1.Listing.Response
+	(*Compose_Request)(nil),         // 88: pipe.plugin.v1.Compose.Request
+	(*Compose_Response)(nil),        // 89: pipe.plugin.v1.Compose.Response
 }
 var file_pipe_plugin_v1_plugin_proto_depIdxs = []int32{
-	31, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
-	32, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
+	34, // 0: pipe.plugin.v1.Value.string_list:type_name -> pipe.plugin.v1.Value.StringList
+	35, // 1: pipe.plugin.v1.Value.string_map:type_name -> pipe.plugin.v1.Value.StringMap
 	1,  // 2: pipe.plugin.v1.Attribute.type:type_name -> pipe.plugin.v1.Type
 	3,  // 3: pipe.plugin.v1.Attribute.default:type_name -> pipe.plugin.v1.Value
 	4,  // 4: pipe.plugin.v1.Schema.attributes:type_name -> pipe.plugin.v1.Attribute
 	2,  // 5: pipe.plugin.v1.Diagnostic.severity:type_name -> pipe.plugin.v1.Diagnostic.Severity
 	0,  // 6: pipe.plugin.v1.Endpoint.kind:type_name -> pipe.plugin.v1.Kind
 	5,  // 7: pipe.plugin.v1.Endpoint.schema:type_name -> pipe.plugin.v1.Schema
-	33, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
+	36, // 8: pipe.plugin.v1.Value.StringMap.values:type_name -> pipe.plugin.v1.Value.StringMap.ValuesEntry
 	7,  // 9: pipe.plugin.v1.GetSchema.Response.endpoints:type_name -> pipe.plugin.v1.Endpoint
 	0,  // 10: pipe.plugin.v1.Configure.Request.kind:type_name -> pipe.plugin.v1.Kind
-	38, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
+	41, // 11: pipe.plugin.v1.Configure.Request.config:type_name -> pipe.plugin.v1.Configure.Request.ConfigEntry
 	6,  // 12: pipe.plugin.v1.Configure.Response.diagnostics:type_name -> pipe.plugin.v1.Diagnostic
 	3,  // 13: pipe.plugin.v1.Configure.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
 	10, // 14: pipe.plugin.v1.ListStreams.Response.streams:type_name -> pipe.plugin.v1.StreamInfo
-	41, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
-	44, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
+	44, // 15: pipe.plugin.v1.ListStreams.Response.facts:type_name -> pipe.plugin.v1.ListStreams.Response.FactsEntry
+	47, // 16: pipe.plugin.v1.ReadStream.Response.end:type_name -> pipe.plugin.v1.ReadStream.End
 	13, // 17: pipe.plugin.v1.ReadStream.Response.file:type_name -> pipe.plugin.v1.FileRef
 	22, // 18: pipe.plugin.v1.CreateObject.Request.object:type_name -> pipe.plugin.v1.Object
 	19, // 19: pipe.plugin.v1.ListObjects.Response.objects:type_name -> pipe.plugin.v1.ObjectInfo
 	0,  // 20: pipe.plugin.v1.EstimateMemory.Request.kind:type_name -> pipe.plugin.v1.Kind
-	59, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
+	62, // 21: pipe.plugin.v1.EstimateMemory.Request.config:type_name -> pipe.plugin.v1.EstimateMemory.Request.ConfigEntry
 	3,  // 22: pipe.plugin.v1.EstimateMemory.Request.ConfigEntry.value:type_name -> pipe.plugin.v1.Value
-	61, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
-	62, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
+	64, // 23: pipe.plugin.v1.WriteObject.Request.open:type_name -> pipe.plugin.v1.WriteObject.Open
+	65, // 24: pipe.plugin.v1.WriteObject.Request.finish:type_name -> pipe.plugin.v1.WriteObject.Finish
 	22, // 25: pipe.plugin.v1.WriteObject.Open.object:type_name -> pipe.plugin.v1.Object
 	22, // 26: pipe.plugin.v1.Prepare.Request.objects:type_name -> pipe.plugin.v1.Object
-	74, // 27: pipe.plugin.v1.Conclude.Response.facts:type_name -> pipe.plugin.v1.Conclude.Response.FactsEntry
-	34, // 28: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
-	36, // 29: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
-	39, // 30: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
-	42, // 31: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
-	60, // 32: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
-	49, // 33: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
-	51, // 34: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
-	53, // 35: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
-	55, // 36: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
-	57, // 37: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
-	64, // 38: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
-	70, // 39: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
-	72, // 40: pipe.plugin.v1.Plugin.Conclude:input_type -> pipe.plugin.v1.Conclude.Request
-	68, // 41: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
-	45, // 42: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
-	47, // 43: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
-	75, // 44: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
-	77, // 45: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
-	66, // 46: pipe.plugin.v1.Plugin.ObjectLock:input_type -> pipe.plugin.v1.ObjectLock.Request
-	35, // 47: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
-	37, // 48: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
-	40, // 49: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
-	43, // 50: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
-	63, // 51: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
-	50, // 52: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
-	52, // 53: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
-	54, // 54: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
-	56, // 55: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
-	58, // 56: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
-	65, // 57: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
-	71, // 58: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
-	73, // 59: pipe.plugin.v1.Plugin.Conclude:output_type -> pipe.plugin.v1.Conclude.Response
-	69, // 60: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
-	46, // 61: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
-	48, // 62: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
-	76, // 63: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
-	78, // 64: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
-	67, // 65: pipe.plugin.v1.Plugin.ObjectLock:output_type -> pipe.plugin.v1.ObjectLock.Response
-	47, // [47:66] is the sub-list for method output_type
-	28, // [28:47] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	77, // 27: pipe.plugin.v1.Conclude.Response.facts:type_name -> pipe.plugin.v1.Conclude.Response.FactsEntry
+	85, // 28: pipe.plugin.v1.Follow.Start.facts:type_name -> pipe.plugin.v1.Follow.Start.FactsEntry
+	82, // 29: pipe.plugin.v1.Follow.Request.start:type_name -> pipe.plugin.v1.Follow.Start
+	37, // 30: pipe.plugin.v1.Plugin.GetSchema:input_type -> pipe.plugin.v1.GetSchema.Request
+	39, // 31: pipe.plugin.v1.Plugin.Configure:input_type -> pipe.plugin.v1.Configure.Request
+	42, // 32: pipe.plugin.v1.Plugin.ListStreams:input_type -> pipe.plugin.v1.ListStreams.Request
+	45, // 33: pipe.plugin.v1.Plugin.ReadStream:input_type -> pipe.plugin.v1.ReadStream.Request
+	63, // 34: pipe.plugin.v1.Plugin.WriteObject:input_type -> pipe.plugin.v1.WriteObject.Request
+	52, // 35: pipe.plugin.v1.Plugin.FinishFile:input_type -> pipe.plugin.v1.FinishFile.Request
+	54, // 36: pipe.plugin.v1.Plugin.CreateObject:input_type -> pipe.plugin.v1.CreateObject.Request
+	56, // 37: pipe.plugin.v1.Plugin.FinishObject:input_type -> pipe.plugin.v1.FinishObject.Request
+	58, // 38: pipe.plugin.v1.Plugin.ListObjects:input_type -> pipe.plugin.v1.ListObjects.Request
+	60, // 39: pipe.plugin.v1.Plugin.EstimateMemory:input_type -> pipe.plugin.v1.EstimateMemory.Request
+	67, // 40: pipe.plugin.v1.Plugin.Remove:input_type -> pipe.plugin.v1.Remove.Request
+	73, // 41: pipe.plugin.v1.Plugin.Flush:input_type -> pipe.plugin.v1.Flush.Request
+	75, // 42: pipe.plugin.v1.Plugin.Conclude:input_type -> pipe.plugin.v1.Conclude.Request
+	71, // 43: pipe.plugin.v1.Plugin.Prepare:input_type -> pipe.plugin.v1.Prepare.Request
+	48, // 44: pipe.plugin.v1.Plugin.FillFile:input_type -> pipe.plugin.v1.FillFile.Request
+	50, // 45: pipe.plugin.v1.Plugin.SendFile:input_type -> pipe.plugin.v1.SendFile.Request
+	78, // 46: pipe.plugin.v1.Plugin.Close:input_type -> pipe.plugin.v1.Close.Request
+	80, // 47: pipe.plugin.v1.Plugin.Stop:input_type -> pipe.plugin.v1.Stop.Request
+	69, // 48: pipe.plugin.v1.Plugin.ObjectLock:input_type -> pipe.plugin.v1.ObjectLock.Request
+	83, // 49: pipe.plugin.v1.Plugin.Follow:input_type -> pipe.plugin.v1.Follow.Request
+	86, // 50: pipe.plugin.v1.Plugin.Listing:input_type -> pipe.plugin.v1.Listing.Request
+	88, // 51: pipe.plugin.v1.Plugin.Compose:input_type -> pipe.plugin.v1.Compose.Request
+	38, // 52: pipe.plugin.v1.Plugin.GetSchema:output_type -> pipe.plugin.v1.GetSchema.Response
+	40, // 53: pipe.plugin.v1.Plugin.Configure:output_type -> pipe.plugin.v1.Configure.Response
+	43, // 54: pipe.plugin.v1.Plugin.ListStreams:output_type -> pipe.plugin.v1.ListStreams.Response
+	46, // 55: pipe.plugin.v1.Plugin.ReadStream:output_type -> pipe.plugin.v1.ReadStream.Response
+	66, // 56: pipe.plugin.v1.Plugin.WriteObject:output_type -> pipe.plugin.v1.WriteObject.Response
+	53, // 57: pipe.plugin.v1.Plugin.FinishFile:output_type -> pipe.plugin.v1.FinishFile.Response
+	55, // 58: pipe.plugin.v1.Plugin.CreateObject:output_type -> pipe.plugin.v1.CreateObject.Response
+	57, // 59: pipe.plugin.v1.Plugin.FinishObject:output_type -> pipe.plugin.v1.FinishObject.Response
+	59, // 60: pipe.plugin.v1.Plugin.ListObjects:output_type -> pipe.plugin.v1.ListObjects.Response
+	61, // 61: pipe.plugin.v1.Plugin.EstimateMemory:output_type -> pipe.plugin.v1.EstimateMemory.Response
+	68, // 62: pipe.plugin.v1.Plugin.Remove:output_type -> pipe.plugin.v1.Remove.Response
+	74, // 63: pipe.plugin.v1.Plugin.Flush:output_type -> pipe.plugin.v1.Flush.Response
+	76, // 64: pipe.plugin.v1.Plugin.Conclude:output_type -> pipe.plugin.v1.Conclude.Response
+	72, // 65: pipe.plugin.v1.Plugin.Prepare:output_type -> pipe.plugin.v1.Prepare.Response
+	49, // 66: pipe.plugin.v1.Plugin.FillFile:output_type -> pipe.plugin.v1.FillFile.Response
+	51, // 67: pipe.plugin.v1.Plugin.SendFile:output_type -> pipe.plugin.v1.SendFile.Response
+	79, // 68: pipe.plugin.v1.Plugin.Close:output_type -> pipe.plugin.v1.Close.Response
+	81, // 69: pipe.plugin.v1.Plugin.Stop:output_type -> pipe.plugin.v1.Stop.Response
+	70, // 70: pipe.plugin.v1.Plugin.ObjectLock:output_type -> pipe.plugin.v1.ObjectLock.Response
+	84, // 71: pipe.plugin.v1.Plugin.Follow:output_type -> pipe.plugin.v1.Follow.Response
+	87, // 72: pipe.plugin.v1.Plugin.Listing:output_type -> pipe.plugin.v1.Listing.Response
+	89, // 73: pipe.plugin.v1.Plugin.Compose:output_type -> pipe.plugin.v1.Compose.Response
+	52, // [52:74] is the sub-list for method output_type
+	30, // [30:52] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_pipe_plugin_v1_plugin_proto_init() }
@@ -4399,15 +4975,19 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 		(*Value_StringMap_)(nil),
 		(*Value_DurationNs)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[40].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[43].OneofWrappers = []any{
 		(*ReadStream_Response_Data)(nil),
 		(*ReadStream_Response_End)(nil),
 		(*ReadStream_Response_File)(nil),
 	}
-	file_pipe_plugin_v1_plugin_proto_msgTypes[57].OneofWrappers = []any{
+	file_pipe_plugin_v1_plugin_proto_msgTypes[60].OneofWrappers = []any{
 		(*WriteObject_Request_Open)(nil),
 		(*WriteObject_Request_Data)(nil),
 		(*WriteObject_Request_Finish)(nil),
+	}
+	file_pipe_plugin_v1_plugin_proto_msgTypes[80].OneofWrappers = []any{
+		(*Follow_Request_Start)(nil),
+		(*Follow_Request_Listing)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4415,7 +4995,7 @@ func file_pipe_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pipe_plugin_v1_plugin_proto_rawDesc), len(file_pipe_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   76,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

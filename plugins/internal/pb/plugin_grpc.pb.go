@@ -60,6 +60,9 @@ const (
 	Plugin_Close_FullMethodName          = "/pipe.plugin.v1.Plugin/Close"
 	Plugin_Stop_FullMethodName           = "/pipe.plugin.v1.Plugin/Stop"
 	Plugin_ObjectLock_FullMethodName     = "/pipe.plugin.v1.Plugin/ObjectLock"
+	Plugin_Follow_FullMethodName         = "/pipe.plugin.v1.Plugin/Follow"
+	Plugin_Listing_FullMethodName        = "/pipe.plugin.v1.Plugin/Listing"
+	Plugin_Compose_FullMethodName        = "/pipe.plugin.v1.Plugin/Compose"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -128,6 +131,16 @@ type PluginClient interface {
 	// deletion and change (S3 Object Lock): its mode and until when. Asked
 	// only of sinks whose Configure answer said locker.
 	ObjectLock(ctx context.Context, in *ObjectLock_Request, opts ...grpc.CallOption) (*ObjectLock_Response, error)
+	// Follow offers a source whose Configure answer said chainer the run it
+	// may build on (see sdk.Chainer), before ListStreams: a Start, then the
+	// parent's listing in pieces.
+	Follow(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Follow_Request, Follow_Response], error)
+	// Listing asks such a source, after Conclude, what a later run needs of
+	// this one: sent in pieces.
+	Listing(ctx context.Context, in *Listing_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Listing_Response], error)
+	// Compose tells a sink whose Configure answer said composer which run
+	// of a chain it restores next (see sdk.Composer).
+	Compose(ctx context.Context, in *Compose_Request, opts ...grpc.CallOption) (*Compose_Response, error)
 }
 
 type pluginClient struct {
@@ -358,6 +371,48 @@ func (c *pluginClient) ObjectLock(ctx context.Context, in *ObjectLock_Request, o
 	return out, nil
 }
 
+func (c *pluginClient) Follow(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Follow_Request, Follow_Response], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[4], Plugin_Follow_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Follow_Request, Follow_Response]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FollowClient = grpc.ClientStreamingClient[Follow_Request, Follow_Response]
+
+func (c *pluginClient) Listing(ctx context.Context, in *Listing_Request, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Listing_Response], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[5], Plugin_Listing_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Listing_Request, Listing_Response]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_ListingClient = grpc.ServerStreamingClient[Listing_Response]
+
+func (c *pluginClient) Compose(ctx context.Context, in *Compose_Request, opts ...grpc.CallOption) (*Compose_Response, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Compose_Response)
+	err := c.cc.Invoke(ctx, Plugin_Compose_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -424,6 +479,16 @@ type PluginServer interface {
 	// deletion and change (S3 Object Lock): its mode and until when. Asked
 	// only of sinks whose Configure answer said locker.
 	ObjectLock(context.Context, *ObjectLock_Request) (*ObjectLock_Response, error)
+	// Follow offers a source whose Configure answer said chainer the run it
+	// may build on (see sdk.Chainer), before ListStreams: a Start, then the
+	// parent's listing in pieces.
+	Follow(grpc.ClientStreamingServer[Follow_Request, Follow_Response]) error
+	// Listing asks such a source, after Conclude, what a later run needs of
+	// this one: sent in pieces.
+	Listing(*Listing_Request, grpc.ServerStreamingServer[Listing_Response]) error
+	// Compose tells a sink whose Configure answer said composer which run
+	// of a chain it restores next (see sdk.Composer).
+	Compose(context.Context, *Compose_Request) (*Compose_Response, error)
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -490,6 +555,15 @@ func (UnimplementedPluginServer) Stop(context.Context, *Stop_Request) (*Stop_Res
 }
 func (UnimplementedPluginServer) ObjectLock(context.Context, *ObjectLock_Request) (*ObjectLock_Response, error) {
 	return nil, status.Error(codes.Unimplemented, "method ObjectLock not implemented")
+}
+func (UnimplementedPluginServer) Follow(grpc.ClientStreamingServer[Follow_Request, Follow_Response]) error {
+	return status.Error(codes.Unimplemented, "method Follow not implemented")
+}
+func (UnimplementedPluginServer) Listing(*Listing_Request, grpc.ServerStreamingServer[Listing_Response]) error {
+	return status.Error(codes.Unimplemented, "method Listing not implemented")
+}
+func (UnimplementedPluginServer) Compose(context.Context, *Compose_Request) (*Compose_Response, error) {
+	return nil, status.Error(codes.Unimplemented, "method Compose not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -822,6 +896,42 @@ func _Plugin_ObjectLock_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_Follow_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PluginServer).Follow(&grpc.GenericServerStream[Follow_Request, Follow_Response]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_FollowServer = grpc.ClientStreamingServer[Follow_Request, Follow_Response]
+
+func _Plugin_Listing_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(Listing_Request)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).Listing(m, &grpc.GenericServerStream[Listing_Request, Listing_Response]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_ListingServer = grpc.ServerStreamingServer[Listing_Response]
+
+func _Plugin_Compose_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Compose_Request)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Compose(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Compose_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Compose(ctx, req.(*Compose_Request))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -889,6 +999,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ObjectLock",
 			Handler:    _Plugin_ObjectLock_Handler,
 		},
+		{
+			MethodName: "Compose",
+			Handler:    _Plugin_Compose_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -909,6 +1023,16 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SendFile",
 			Handler:       _Plugin_SendFile_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Follow",
+			Handler:       _Plugin_Follow_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Listing",
+			Handler:       _Plugin_Listing_Handler,
 			ServerStreams: true,
 		},
 	},

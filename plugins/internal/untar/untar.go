@@ -25,6 +25,18 @@ type Writer struct {
 // NewWriter starts extracting into the folder dir, which exists; rename is
 // as for Extract.
 func NewWriter(dir string, rename func(string) string) (*Writer, error) {
+	return NewWriterHook(dir, rename, nil)
+}
+
+// Hook sees each entry of a stream before it is extracted, under the name
+// it would be written as: it returns true when it took the entry itself
+// (reading what it wants of the entry's data from r: the rest is
+// skipped), false to have it extracted as usual.
+type Hook func(root *os.Root, name string, h *tar.Header, r io.Reader) (bool, error)
+
+// NewWriterHook is NewWriter with a hook (nil: none) that may take
+// entries itself.
+func NewWriterHook(dir string, rename func(string) string, hook Hook) (*Writer, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
@@ -32,7 +44,7 @@ func NewWriter(dir string, rename func(string) string) (*Writer, error) {
 	pr, pw := io.Pipe()
 	w := &Writer{pw: pw, result: make(chan error, 1)}
 	go func() {
-		err := Extract(root, pr, rename)
+		err := ExtractHook(root, pr, rename, hook)
 		root.Close()
 		pr.CloseWithError(err) // unblock the writer if extraction stopped early
 		w.result <- err
@@ -68,6 +80,12 @@ func (w *Writer) end(stop error) error {
 // files. It reads r to its end. rename, if not nil, gives the name each
 // entry is written under (a restore that holds a file back until the end).
 func Extract(root *os.Root, r io.Reader, rename func(string) string) error {
+	return ExtractHook(root, r, rename, nil)
+}
+
+// ExtractHook is Extract with a hook (nil: none) that may take entries
+// itself.
+func ExtractHook(root *os.Root, r io.Reader, rename func(string) string, hook Hook) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -82,6 +100,15 @@ func Extract(root *os.Root, r io.Reader, rename func(string) string) error {
 		name, err := entryName(h, rename)
 		if err != nil {
 			return err
+		}
+		if hook != nil {
+			took, err := hook(root, name, h, tr)
+			if err != nil {
+				return fmt.Errorf("tar entry %q: %w", h.Name, err)
+			}
+			if took {
+				continue
+			}
 		}
 		if err := extractEntry(root, tr, h, name); err != nil {
 			return err

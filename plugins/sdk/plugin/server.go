@@ -161,6 +161,10 @@ func (s *server) Configure(ctx context.Context, req *pb.Configure_Request) (*pb.
 	_, resp.Preparer = inst.(sdk.Preparer)
 	_, resp.Concluder = inst.(sdk.Concluder)
 	_, resp.Locker = inst.(sdk.Locker)
+	_, resp.Chainer = inst.(sdk.Chainer)
+	_, composer := inst.(sdk.Composer)
+	_, remover := inst.(sdk.Remover)
+	resp.Composer = composer && remover && resp.Flusher
 	s.mu.Lock()
 	s.next++
 	resp.Handle = s.next

@@ -1,0 +1,267 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/plugins/sdk"
+)
+
+// follow offers a source that can build on an earlier run (sdk.Chainer)
+// the run it may build on: the newest complete run of the pipeline in
+// its first store, if every store that keeps runs holds it and every run
+// it needs. Otherwise the source hears why not, and takes a full run.
+func (r *run) follow(ctx context.Context) error {
+	c, ok := r.src.source.(sdk.Chainer)
+	if !ok {
+		return nil
+	}
+	parent, why := r.findParent(ctx)
+	if err := c.Follow(ctx, parent, why); err != nil {
+		return fmt.Errorf("source %s: %w", r.src.name, err)
+	}
+	return nil
+}
+
+// findParent is follow's search (see follow).
+func (r *run) findParent(ctx context.Context) (*sdk.Parent, string) {
+	var parent *sdk.Parent
+	stores := 0
+	for _, s := range r.sinks {
+		st, ok := s.sink.(sdk.Storage)
+		if !ok || !s.def.Stores() || !s.def.Key.UsesRunID() {
+			continue
+		}
+		stores++
+		root, err := RunsRoot(s.def.Key)
+		if err != nil {
+			return nil, fmt.Sprintf("sink %s: %v", s.name, err)
+		}
+		cat, err := catalog.Read(ctx, sinkStore{st: st, sink: s.sink, root: root})
+		if err != nil {
+			return nil, fmt.Sprintf("sink %s: reading its runs: %v", s.name, err)
+		}
+		if parent == nil {
+			p, why := newestParent(cat, r.p.Name)
+			if p == nil {
+				return nil, fmt.Sprintf("sink %s: %s", s.name, why)
+			}
+			parent = p
+		}
+		// Every store gets the run: each must hold what it builds on.
+		pr := cat.Run(parent.RunID)
+		if pr == nil {
+			return nil, fmt.Sprintf("sink %s lacks run %s, which the run would build on", s.name, parent.RunID)
+		}
+		if why := chainComplete(cat, pr); why != "" {
+			return nil, fmt.Sprintf("sink %s: %s", s.name, why)
+		}
+	}
+	if stores == 0 {
+		return nil, "no sink keeps runs under their run id (a storage sink with ${run.id} in its path)"
+	}
+	return parent, ""
+}
+
+// newestParent returns the newest complete run of pipeline in cat, as a
+// parent, or why there is none to build on.
+func newestParent(cat *catalog.Catalog, pipeline string) (*sdk.Parent, string) {
+	for _, run := range cat.Runs { // newest first
+		m := run.Manifest
+		if m.Pipeline != pipeline {
+			continue
+		}
+		switch {
+		case m.Partial():
+			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, is partial", pipeline, m.RunID)
+		case m.Damaged():
+			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, is damaged (%s)", pipeline, m.RunID, m.Damage)
+		case m.Listing == "":
+			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, lists no files to build on (a run of an older pipe, or of a source that cannot)", pipeline, m.RunID)
+		}
+		return &sdk.Parent{RunID: m.RunID, Finished: m.FinishedAt, Facts: m.Source, Listing: []byte(m.Listing)}, ""
+	}
+	return nil, fmt.Sprintf("it holds no earlier run of pipeline %q", pipeline)
+}
+
+// chainComplete says what keeps run r of cat from being built on: a run
+// of its chain missing, or an object of one missing or of another size
+// than its manifest says; "" when nothing does.
+func chainComplete(cat *catalog.Catalog, r *catalog.Run) string {
+	chain, err := cat.Chain(r)
+	if err != nil {
+		return err.Error()
+	}
+	sizes := make(map[string]int64, len(cat.Objects))
+	for _, o := range cat.Objects {
+		sizes[o.Key] = o.Size
+	}
+	for _, c := range chain {
+		for _, o := range c.Manifest.Objects {
+			k := c.ObjectKey(o)
+			if size, ok := sizes[k]; !ok {
+				return fmt.Sprintf("object %s of run %s is missing", k, c.Manifest.RunID)
+			} else if size >= 0 && size != o.Size {
+				return fmt.Sprintf("object %s of run %s holds %d bytes, not the %d its manifest records", k, c.Manifest.RunID, size, o.Size)
+			}
+		}
+	}
+	return ""
+}
+
+// listing is what the source left for a later run to build on (see
+// sdk.Chainer), once it concluded.
+func (r *run) listing() string {
+	if c, ok := r.src.source.(sdk.Chainer); ok {
+		return string(c.Listing())
+	}
+	return ""
+}
+
+// restoreChain restores run r's chain, newest first, into sinks that
+// compose it (see sdk.Composer): one engine run per run of the chain, each
+// as a restore of that run alone.
+func (r *run) restoreChain(ctx context.Context, chain []*catalog.Run) error {
+	var composers []sdk.Composer
+	for _, s := range r.sinks {
+		composers = append(composers, s.sink.(sdk.Composer)) // see chain
+	}
+	var results []*engine.Result
+	var newest []engine.Stream
+	for i, run := range chain {
+		if i > 0 {
+			sp := &streamsPlan{}
+			checked, err := checkSignature(ctx, r.src, run, sp, r.p.Trust, fmt.Sprintf("pipeline %q", r.p.Name), false, r.o.Warn)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", r.src.name, err)
+			}
+			if err := fromManifest(ctx, r.p, r.src, checked, sp, false); err != nil {
+				return err
+			}
+			r.sp = sp
+		}
+		for _, c := range composers {
+			if err := c.Compose(ctx, i, len(chain), run.Manifest.RunID); err != nil {
+				return err
+			}
+		}
+		if err := r.newJob(); err != nil {
+			return err
+		}
+		if err := r.prepareSinks(ctx, nil); err != nil {
+			return err
+		}
+		r.job.Finish = func(_ context.Context, res *engine.Result) error { return r.checkFailed(res) }
+		if i == 0 {
+			newest = r.job.Streams
+		}
+		err := r.execute(ctx)
+		if r.rep.Result != nil {
+			results = append(results, r.rep.Result)
+		}
+		if err != nil {
+			err = fmt.Errorf("run %s (%d of the %d its chain restores, newest first): %w", run.Manifest.RunID, i+1, len(chain), err)
+			if i > 0 {
+				// The engine took back this run's objects; the newest
+				// run's, committed, go too: nothing half-composed stays.
+				err = errors.Join(err, r.takeBackNewest(ctx, newest))
+			}
+			return err
+		}
+	}
+	r.rep.Result = joinResults(results)
+	r.rep.Chain = catalogIDs(chain)
+	return nil
+}
+
+// takeBackNewest removes from the sinks what the restore of a chain's
+// newest run, streams, committed.
+func (r *run) takeBackNewest(ctx context.Context, streams []engine.Stream) error {
+	var errs []error
+	for i, s := range r.sinks {
+		rm, ok := s.sink.(sdk.Remover)
+		if !ok {
+			continue
+		}
+		for _, st := range streams {
+			if err := rm.Remove(ctx, st.Objects[i].Key); err != nil {
+				errs = append(errs, fmt.Errorf("sink %s: taking back %s: %w", s.name, st.Objects[i].Key, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// catalogIDs are the runs' ids, in order.
+func catalogIDs(runs []*catalog.Run) []string {
+	ids := make([]string, len(runs))
+	for i, c := range runs {
+		ids[i] = c.Manifest.RunID
+	}
+	return ids
+}
+
+// joinResults makes one result of the engine runs of a chain's restore:
+// every stream, the meters' bytes and times added up, from the first
+// start to the last finish.
+func joinResults(rs []*engine.Result) *engine.Result {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := *rs[0]
+	out.Streams = nil
+	out.Meters = append([]engine.MeterReport(nil), rs[0].Meters...)
+	for i, res := range rs {
+		out.Streams = append(out.Streams, res.Streams...)
+		out.Finished = res.Finished
+		out.PeakBuffers = max(out.PeakBuffers, res.PeakBuffers)
+		if i == 0 || len(res.Meters) != len(out.Meters) {
+			continue
+		}
+		for j, m := range res.Meters {
+			o := &out.Meters[j]
+			o.BytesIn += m.BytesIn
+			o.BytesOut += m.BytesOut
+			o.Busy += m.Busy
+			o.WaitIn += m.WaitIn
+			o.BlockedOut += m.BlockedOut
+		}
+	}
+	wall := out.Finished.Sub(out.Started)
+	if wall > 0 {
+		for j := range out.Meters {
+			o := &out.Meters[j]
+			n := o.BytesIn // as the engine's meters count
+			if n == 0 {
+				n = o.BytesOut
+			}
+			o.Throughput = float64(n) / wall.Seconds()
+			o.Utilization = float64(o.Busy) / (float64(wall) * float64(max(1, o.Workers)))
+		}
+	}
+	return &out
+}
+
+// chain returns the runs a restore reads, newest first: the run chosen
+// and, when it builds on others, each of them back to its full.
+func (r *run) chain() ([]*catalog.Run, error) {
+	from := r.sp.from
+	if from == nil || from.Parent() == "" {
+		return []*catalog.Run{from}, nil
+	}
+	for _, s := range r.sinks {
+		if _, ok := s.sink.(sdk.Composer); !ok {
+			// Into a folder, say: the run's own objects, as stored, for
+			// tools that compose (pg_combinebackup).
+			r.o.Warn(fmt.Sprintf("run %s builds on run %s: sink %s does not compose runs (postgres_basebackup does), so it gets this run alone, only what changed since its parent", from.Manifest.RunID, from.Parent(), s.name))
+			return []*catalog.Run{from}, nil
+		}
+	}
+	if r.sp.cat == nil {
+		return nil, fmt.Errorf("run %s builds on run %s: point source %s at the folder or prefix that holds the pipeline's runs (not at one run's manifest), so that pipe finds every run it needs", from.Manifest.RunID, from.Parent(), r.src.name)
+	}
+	return r.sp.cat.Chain(from)
+}
