@@ -230,6 +230,28 @@ func fakeReport() *report {
 	r.add("mysqlcluster", mysqlCluster)
 	r.add("wal", wal)
 	r.add("basebackup", base)
+	incr := &incrResult{scale: 100, clusterSize: 1500 << 20, versions: []string{"postgres (PostgreSQL) 17.6", "pgBackRest 2.55.1"},
+		full: fakeRace("full base backup", "", 1500<<20,
+			fakeContender("pipe", 0, []int{10000}, []int{9000}, 0),
+			fakeContender(incrTools[1], 0, []int{14000}, []int{9000}, 0),
+			fakeContender(incrTools[2], 0, []int{12000}, []int{9000}, 0)),
+		incr: fakeRace("incremental base backup", "", 1500<<20,
+			fakeContender("pipe", 0, []int{1500, 1600}, []int{900, 950}, 0),
+			fakeContender(incrTools[1], 0, []int{3000, 3100}, []int{900, 950}, 0),
+			fakeContender(incrTools[2], 0, []int{4000, 4100}, []int{900, 950}, 0)),
+		restore: fakeRace("restore of the newest chain", "", 1500<<20,
+			fakeContender("pipe, full + 2 (composed)", 0, []int{11000}, []int{9000}, 0),
+			fakeContender("pipe, the full alone", 0, []int{10000}, []int{9000}, 0),
+			fakeContender("pg_combinebackup", 0, []int{20000}, []int{9000}, 0)),
+		stored:       map[string][]int64{"pipe": {200 << 20, 9 << 20, 9 << 20}, incrTools[1]: {210 << 20, 10 << 20, 10 << 20}, incrTools[2]: {190 << 20, 8 << 20, 8 << 20}},
+		pipePeak:     map[string]int64{"incremental": 90 << 20},
+		pipeBudget:   map[string]int64{"incremental": 180 << 20},
+		restoreDisk:  map[string]int64{"chain": 1500 << 20, "pgc": 3000 << 20, "pgc-out": 1500 << 20},
+		combineAlone: []time.Duration{ms(6000)},
+		pipeRuns:     map[string][]pipelineRun{"incremental": {fakeSummary("source", 1.5)}},
+		notes:        []string{"a note on incrementals"},
+	}
+	r.add("incremental", incr)
 	r.add("memory", memory)
 	return r
 }

@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	own("mysqlcluster", (*bench).mysqlClusterScenario),
 	own("wal", (*bench).walScenario),
 	own("basebackup", (*bench).baseBackupScenario),
+	own("incremental", (*bench).incrementalScenario),
 	own("memory", (*bench).memoryScenario),
 }
 

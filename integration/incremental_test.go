@@ -83,17 +83,25 @@ func stored(m *manifest.Manifest) int64 {
 // it, and recovery reaches the source's rows, at the end and at a time
 // between two incrementals. verify names a parent whose object is gone,
 // and the next run is a full that says why; delete refuses to orphan
-// runs; summarize_wal = off gets a full and a notice.
+// runs; summarize_wal = off gets a full and a notice; a server promoted
+// onto a new timeline gets a full, then incrementals on its timeline.
+// On PostgreSQL 17 and 18.
 func TestIncrementalBaseBackups(t *testing.T) {
 	requireDocker(t)
 	b := newS3Bench(t)
-	bucket := b.bucket(t, "incremental")
 	keys := t.TempDir()
 	mustPipe(t, keys, nil, "keygen", "-o", "wal")
-	pg := startVersionCluster(t, pgVersions[2], b.inside(bucket), keys)
+	for _, v := range pgVersions[2:] {
+		t.Run(v.major, func(t *testing.T) { testIncremental(t, b, keys, v) })
+	}
+}
+
+func testIncremental(t *testing.T, b *s3Bench, keys string, v pgVersion) {
+	bucket := b.bucket(t, "incremental"+v.major)
+	pg := startVersionCluster(t, v, b.inside(bucket), keys)
 	ctx := context.Background()
-	if got := pg.psql(t, 5432, "SHOW server_version_num"); !strings.HasPrefix(got, "17") {
-		t.Fatalf("postgres:17 runs %s", got)
+	if got := pg.psql(t, 5432, "SHOW server_version_num"); !strings.HasPrefix(got, v.major) {
+		t.Fatalf("%s runs %s", v.image, got)
 	}
 	pg.mustSh(t, `echo "host replication all all scram-sha-256" >> pg_hba.conf && mkdir -m 700 /tmp/ts`)
 	pg.psql(t, 5432, "ALTER SYSTEM SET summarize_wal = on")
@@ -292,5 +300,25 @@ func TestIncrementalBaseBackups(t *testing.T) {
 	m = runs[len(runs)-1]
 	if m.Source["backup_type"] != "full" || !strings.Contains(m.Source["full_reason"], "summarize_wal is off") || !strings.Contains(r.Stderr, "summarize_wal is off") {
 		t.Errorf("a run with summarize_wal = off: backup_type %q, full_reason %q\n%s", m.Source["backup_type"], m.Source["full_reason"], r.Stderr)
+	}
+
+	// The server recovered from the chain was promoted onto timeline 2:
+	// backed up into the same store, as after a failover, it gets a full
+	// (the newest run is on timeline 1), then incrementals on timeline 2.
+	pg.startRestored(t, "/tmp/chain6", 5441, `"archive_mode = on" "archive_command = '`+archiveCommand[false]+`'"`)
+	if err := pg.c.CopyToContainer(ctx, []byte(strings.Replace(walFile, "ASYNC", "false", 1)+incrementalBaseFile), "/etc/pipe/promoted.hcl", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promoted := func() *manifest.Manifest {
+		t.Helper()
+		pg.mustSh(t, "PIPE_VAR_keep=30 PIPE_VAR_pg_dsn='postgres://pipe@/app?host=/var/run/postgresql&port=5441' pipe run /etc/pipe/promoted.hcl --pipeline base")
+		runs := baseRuns(t, b, bucket)
+		return runs[len(runs)-1]
+	}
+	if m := promoted(); m.Source["backup_type"] != "full" || !strings.Contains(m.Source["full_reason"], "moved to timeline") {
+		t.Errorf("the first run of the promoted server: backup_type %q, full_reason %q", m.Source["backup_type"], m.Source["full_reason"])
+	}
+	if m := promoted(); m.Source["backup_type"] != "incremental" || m.Source["timeline"] == "1" {
+		t.Errorf("the second run of the promoted server: backup_type %q on timeline %s (%s)", m.Source["backup_type"], m.Source["timeline"], m.Source["full_reason"])
 	}
 }

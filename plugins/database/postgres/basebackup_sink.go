@@ -247,9 +247,13 @@ var (
 func (s *BaseSink) Compose(ctx context.Context, index, length int, runID string) error {
 	switch {
 	case index == 0:
-		s.chain = &composer{length: length, pending: map[string]*rebuilt{}, rebuilt: map[string]string{}}
+		s.chain = &composer{length: length, pending: map[string]*rebuilt{}, rebuilt: map[string]string{}, sums: map[string]fileSum{}}
 	case s.chain == nil || index != s.chain.index+1 || length != s.chain.length:
 		return fmt.Errorf("restoring run %s, %d of a chain of %d, out of order", runID, index+1, length)
+	case index == 1:
+		// The newest run's manifest is in place: its files' checksums are
+		// taken as the full fills them in.
+		s.chain.algorithm = manifestAlgorithm(filepath.Join(s.c.DataDirectory, streamManifest))
 	}
 	s.chain.index, s.chain.runID = index, runID
 	return nil

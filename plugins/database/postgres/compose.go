@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -84,6 +85,7 @@ func readIncrementalHeader(r io.Reader) (incrementalHeader, error) {
 // rebuilt is a file a chain's restore rebuilds from an incremental file of
 // its newest run and the runs before: which of its blocks are in place.
 type rebuilt struct {
+	name   string   // its path in the backup's manifest
 	length uint32   // in blocks
 	limit  uint32   // the newest run's truncation length: older runs give only blocks below it
 	have   []uint64 // a bit per block in place
@@ -120,9 +122,14 @@ type composer struct {
 	index, length int
 	runID         string
 
+	// algorithm is the checksum the newest run's manifest takes (Compose
+	// reads it once that run is in place).
+	algorithm string
+
 	mu      sync.Mutex
 	pending map[string]*rebuilt
-	rebuilt map[string]string // manifest path → path on disk
+	rebuilt map[string]string  // manifest path → path on disk
+	sums    map[string]fileSum // manifest path → checksum, taken on the way
 }
 
 // newest reports whether the run being restored is the chain's newest:
@@ -180,10 +187,10 @@ func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header,
 		return err
 	}
 	n := hd.length()
-	f := &rebuilt{length: n, limit: hd.truncation, left: hd.truncation}
+	f := &rebuilt{name: path.Join(prefix, filepath.ToSlash(name)), length: n, limit: hd.truncation, left: hd.truncation}
 	err = out.Truncate(int64(n) * blockSize)
 	if err == nil {
-		err = writeBlocks(out, r, hd.blocks, func(b uint32) bool { return true }, f)
+		err = writeBlocks(out, r, hd.blocks, func(b uint32) bool { return true }, f, nil)
 	}
 	if err == nil && f.left == 0 {
 		err = f.zeroFill(out)
@@ -196,7 +203,7 @@ func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rebuilt[path.Join(prefix, filepath.ToSlash(name))] = abs
+	c.rebuilt[f.name] = abs
 	if f.left > 0 {
 		c.pending[abs] = f
 	}
@@ -210,11 +217,14 @@ func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, r io.Reader
 	if err != nil {
 		return err
 	}
+	if !slices.ContainsFunc(hd.blocks, f.wants) {
+		return nil // nothing the file lacks: its data goes unread
+	}
 	out, err := root.OpenFile(name, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	err = writeBlocks(out, r, hd.blocks, f.wants, f)
+	err = writeBlocks(out, r, hd.blocks, f.wants, f, nil)
 	if err == nil && f.left == 0 {
 		err = f.zeroFill(out)
 	}
@@ -229,17 +239,46 @@ func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, r io.Reader
 
 // fillFull takes from an older run's full copy of the file the blocks it
 // still lacks: the chain ends there for this file, and the blocks no run
-// holds are zeros (as pg_combinebackup writes them).
+// holds are zeros (as pg_combinebackup writes them). The blocks pass here
+// in order, so the file's checksum for the manifest is taken on the way:
+// of the stream's blocks as they go by, of the few that newer runs wrote
+// read back, and of the zeros.
 func (c *composer) fillFull(root *os.Root, abs, name string, f *rebuilt, size int64, r io.Reader) error {
-	out, err := root.OpenFile(name, os.O_WRONLY, 0)
+	out, err := root.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
+	sum, _ := newChecksum(c.algorithm) // nil: none, or one the manifest's rewrite reads back
 	blocks := make([]uint32, min(int64(f.limit), size/blockSize))
 	for i := range blocks {
 		blocks[i] = uint32(i)
 	}
-	err = writeBlocks(out, r, blocks, f.wants, f)
+	var seen func(b uint32, data []byte) error
+	if sum != nil {
+		back := make([]byte, blockSize)
+		seen = func(b uint32, data []byte) error {
+			if data == nil { // a newer run's block, in place
+				if _, err := out.ReadAt(back, int64(b)*blockSize); err != nil {
+					return fmt.Errorf("reading back block %d: %w", b, err)
+				}
+				data = back
+			}
+			sum.Write(data)
+			return nil
+		}
+	}
+	err = writeBlocks(out, r, blocks, f.wants, f, seen)
+	if err == nil && seen != nil {
+		// Past the copy: newer runs' blocks, and zeros.
+		var zero [blockSize]byte
+		for b := uint32(len(blocks)); b < f.length && err == nil; b++ {
+			if f.has(b) {
+				err = seen(b, nil)
+			} else {
+				err = seen(b, zero[:])
+			}
+		}
+	}
 	if err == nil {
 		err = f.zeroFill(out)
 	}
@@ -248,8 +287,20 @@ func (c *composer) fillFull(root *os.Root, abs, name string, f *rebuilt, size in
 	}
 	if err == nil {
 		c.done(abs)
+		if sum != nil {
+			c.mu.Lock()
+			c.sums[f.name] = fileSum{sum: checksumHex(sum), size: uint64(f.length) * blockSize}
+			c.mu.Unlock()
+		}
 	}
 	return err
+}
+
+// fileSum is a rebuilt file's checksum, as the manifest writes it, and
+// size.
+type fileSum struct {
+	sum  string
+	size uint64
 }
 
 // done forgets a file that has every block.
@@ -262,11 +313,24 @@ func (c *composer) done(abs string) {
 // batchBlocks bounds the blocks written at once.
 const batchBlocks = 128
 
+// batches are the buffers writeBlocks gathers runs of blocks in: one
+// per archive extracted at once, made once.
+var batches = sync.Pool{New: func() any {
+	b := make([]byte, 0, batchBlocks*blockSize)
+	return &b
+}}
+
 // writeBlocks reads from r the blocks numbered blocks, in order, and
 // writes those want picks at their place in out, runs of consecutive ones
-// at once, marking them in f.
-func writeBlocks(out *os.File, r io.Reader, blocks []uint32, want func(uint32) bool, f *rebuilt) error {
-	buf := make([]byte, 0, batchBlocks*blockSize)
+// at once, marking them in f. seen, if not nil, sees each block's final
+// content in order: the stream's, or nil for a block want passed over.
+func writeBlocks(out *os.File, r io.Reader, blocks []uint32, want func(uint32) bool, f *rebuilt, seen func(b uint32, data []byte) error) error {
+	var buf []byte
+	defer func() {
+		if buf != nil {
+			batches.Put(&buf)
+		}
+	}()
 	var first uint32
 	flush := func() error {
 		if len(buf) == 0 {
@@ -285,7 +349,20 @@ func writeBlocks(out *os.File, r io.Reader, blocks []uint32, want func(uint32) b
 			if err := flush(); err != nil {
 				return err
 			}
+			if seen != nil {
+				if err := seen(b, nil); err != nil {
+					return err
+				}
+			}
 			continue
+		}
+		if seen != nil {
+			if err := seen(b, block[:]); err != nil {
+				return err
+			}
+		}
+		if buf == nil {
+			buf = (*batches.Get().(*[]byte))[:0]
 		}
 		if len(buf) > 0 && (b != first+uint32(len(buf)/blockSize) || len(buf) == cap(buf)) {
 			if err := flush(); err != nil {
@@ -368,7 +445,7 @@ func (s *BaseSink) finishChain() error {
 	if !changed {
 		label = ""
 	}
-	if err := rewriteManifest(filepath.Join(dd, streamManifest), s.chain.rebuilt, label); err != nil {
+	if err := rewriteManifest(filepath.Join(dd, streamManifest), s.chain.rebuilt, s.chain.sums, s.chain.algorithm, label); err != nil {
 		return fmt.Errorf("rewriting the backup manifest for the composed chain: %w", err)
 	}
 	s.mu.Lock()

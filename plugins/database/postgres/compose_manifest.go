@@ -119,29 +119,49 @@ func (e manifestEntry) line(name string, encoded bool) string {
 	return b.String()
 }
 
+// newChecksum is the checksum a server's manifest names algorithm; nil
+// for NONE (or none).
+func newChecksum(algorithm string) (hash.Hash, error) {
+	switch strings.ToUpper(algorithm) {
+	case "", "NONE":
+		return nil, nil
+	case "CRC32C":
+		return crc32.New(crc32.MakeTable(crc32.Castagnoli)), nil
+	case "SHA224":
+		return sha256.New224(), nil
+	case "SHA256":
+		return sha256.New(), nil
+	case "SHA384":
+		return sha512.New384(), nil
+	case "SHA512":
+		return sha512.New(), nil
+	}
+	return nil, fmt.Errorf("checksum algorithm %q is not one PostgreSQL writes", algorithm)
+}
+
+// checksumHex is h's sum as the manifest writes it. The server writes its
+// CRC-32C as the bytes of the number in memory: little-endian, on every
+// platform PostgreSQL runs on here.
+func checksumHex(h hash.Hash) string {
+	if c, ok := h.(hash.Hash32); ok {
+		return hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, c.Sum32()))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // fileChecksum is the checksum of the file at p as the server's manifest
 // writes it with algorithm, and its size.
 func fileChecksum(p, algorithm string) (string, uint64, error) {
-	var h hash.Hash
-	switch strings.ToUpper(algorithm) {
-	case "", "NONE":
+	h, err := newChecksum(algorithm)
+	if err != nil {
+		return "", 0, err
+	}
+	if h == nil {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return "", 0, err
 		}
 		return "", uint64(fi.Size()), nil
-	case "CRC32C":
-		h = crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	case "SHA224":
-		h = sha256.New224()
-	case "SHA256":
-		h = sha256.New()
-	case "SHA384":
-		h = sha512.New384()
-	case "SHA512":
-		h = sha512.New()
-	default:
-		return "", 0, fmt.Errorf("checksum algorithm %q is not one PostgreSQL writes", algorithm)
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -152,22 +172,36 @@ func fileChecksum(p, algorithm string) (string, uint64, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	sum := h.Sum(nil)
-	if c, ok := h.(hash.Hash32); ok {
-		// The server writes its CRC-32C as the bytes of the number in
-		// memory: little-endian, on every platform PostgreSQL runs on
-		// here.
-		sum = binary.LittleEndian.AppendUint32(nil, c.Sum32())
+	return checksumHex(h), uint64(n), nil
+}
+
+// manifestAlgorithm is the checksum algorithm of the first file of the
+// server's manifest at p that has one ("" for none).
+func manifestAlgorithm(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return ""
 	}
-	return hex.EncodeToString(sum), uint64(n), nil
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxManifestLine)
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), `"Checksum-Algorithm": "`); ok {
+			alg, _, _ := strings.Cut(rest, `"`)
+			return alg
+		}
+	}
+	return ""
 }
 
 // rewriteManifest rewrites the newest run's backup manifest at p for the
 // composed directory: each incremental file becomes the file rebuilt
 // from it (its name, size and checksum), backup_label its rewritten self,
 // and the manifest's checksum covers the new lines. rebuilt says where
-// each rebuilt file is, by its path in the manifest.
-func rewriteManifest(p string, rebuilt map[string]string, label string) error {
+// each rebuilt file is, by its path in the manifest; sums the checksums
+// taken as they were rebuilt with sumAlgorithm (the others are read
+// back).
+func rewriteManifest(p string, rebuilt map[string]string, sums map[string]fileSum, sumAlgorithm, label string) error {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return err
@@ -221,6 +255,10 @@ func rewriteManifest(p string, rebuilt map[string]string, label string) error {
 	var g errgroup.Group
 	g.SetLimit(4)
 	for _, j := range jobs {
+		if s, ok := sums[j.name]; ok && j.name != "backup_label" && strings.EqualFold(j.entry.Algorithm, sumAlgorithm) {
+			j.entry.Checksum, j.entry.Size = s.sum, s.size
+			continue
+		}
 		g.Go(func() error {
 			sum, size, err := fileChecksum(j.disk, j.entry.Algorithm)
 			if err != nil {
