@@ -21,10 +21,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcminio "github.com/testcontainers/testcontainers-go/modules/minio"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // What the WAL and base backup scenarios share: a PostgreSQL 15 server
@@ -237,58 +233,16 @@ func (w *walBench) completed() ([]string, error) {
 // startMinIO starts MinIO with a self-signed certificate for localhost
 // and makes a bucket per tool.
 func (w *walBench) startMinIO(ctx context.Context) error {
-	certDir := filepath.Join(w.dir, "certs")
-	if err := os.MkdirAll(certDir, 0o755); err != nil {
-		return err
-	}
-	crt, key, err := selfSigned()
+	m, err := startTLSMinIO(ctx, w.dir, w.mc, []string{"pipe", "pgbackrest", "barman"})
 	if err != nil {
 		return err
 	}
-	w.cert = filepath.Join(certDir, "public.crt")
-	if err := os.WriteFile(w.cert, crt, 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(certDir, "private.key"), key, 0o644); err != nil {
-		return err
-	}
-	dockerHost()
-	c, err := tcminio.Run(ctx, minioImage, tcminio.WithUsername(minioUser), tcminio.WithPassword(minioSecret),
-		testcontainers.WithFiles(
-			testcontainers.ContainerFile{HostFilePath: w.cert, ContainerFilePath: "/certs/public.crt", FileMode: 0o644},
-			testcontainers.ContainerFile{HostFilePath: filepath.Join(certDir, "private.key"), ContainerFilePath: "/certs/private.key", FileMode: 0o644}),
-		testcontainers.WithCmdArgs("--certs-dir", "/certs"),
-		testcontainers.WithWaitStrategy(wait.ForListeningPort("9000/tcp")))
-	w.stopMinIO = func() {
-		if c != nil {
-			_ = testcontainers.TerminateContainer(c) // the bench is over
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("starting MinIO with TLS: %w", err)
-	}
-	hp, err := c.ConnectionString(ctx)
-	if err != nil {
-		return err
-	}
-	_, port, _ := net.SplitHostPort(hp)
-	w.hostPort = "localhost:" + port
+	w.stopMinIO = m.stop
+	w.cert = m.cert
+	w.hostPort = "localhost:" + m.port
 	w.endpoint = "https://" + w.hostPort
 	w.mcEnv = []string{"MC_HOST_" + mcAlias + "=https://" + minioUser + ":" + minioSecret + "@" + w.hostPort,
 		"MC_CONFIG_DIR=" + filepath.Join(w.dir, "mc-config"), "SSL_CERT_FILE=" + w.cert}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, bucket := range []string{"pipe", "pgbackrest", "barman"} {
-		for {
-			_, err := timeCommand(ctx, []string{w.mc, "mb", mcAlias + "/" + bucket}, w.mcEnv...)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-	}
 	return nil
 }
 

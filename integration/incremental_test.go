@@ -83,7 +83,8 @@ func stored(m *manifest.Manifest) int64 {
 // it, and recovery reaches the source's rows, at the end and at a time
 // between two incrementals. verify names a parent whose object is gone,
 // and the next run is a full that says why; delete refuses to orphan
-// runs; summarize_wal = off gets a full and a notice; a server promoted
+// runs; summarize_wal = off gets a full and a notice; a parent the
+// server refuses gets a full naming the server's refusal; a server promoted
 // onto a new timeline gets a full, then incrementals on its timeline.
 // On PostgreSQL 17 and 18.
 func TestIncrementalBaseBackups(t *testing.T) {
@@ -300,6 +301,34 @@ func testIncremental(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 	m = runs[len(runs)-1]
 	if m.Source["backup_type"] != "full" || !strings.Contains(m.Source["full_reason"], "summarize_wal is off") || !strings.Contains(r.Stderr, "summarize_wal is off") {
 		t.Errorf("a run with summarize_wal = off: backup_type %q, full_reason %q\n%s", m.Source["backup_type"], m.Source["full_reason"], r.Stderr)
+	}
+
+	// Summaries on again: the summarizer goes on from where it stopped,
+	// so the run taken while they were off is built on.
+	pg.psql(t, 5432, "ALTER SYSTEM SET summarize_wal = on")
+	pg.psql(t, 5432, "SELECT pg_reload_conf()")
+	if m := backup(); m.Source["backup_type"] != "incremental" {
+		t.Errorf("a run after summaries came back: backup_type %q (%s)", m.Source["backup_type"], m.Source["full_reason"])
+	}
+	// A parent the server refuses: its recorded WAL range ends past
+	// where the next backup starts (as on an idle standby). pipe takes
+	// a full instead, naming the server's reason.
+	runs = baseRuns(t, b, bucket)
+	newest := runs[len(runs)-1]
+	var key string
+	for _, k := range b.keys(t, bucket, "base/"+newest.RunID+"/") {
+		if strings.HasSuffix(k, pipefile.ManifestName) {
+			key = k
+		}
+	}
+	raw, _ := b.get(bucket, key)
+	b.put(t, bucket, key, []byte(strings.Replace(string(raw), `"stop_lsn": "`+newest.Source["stop_lsn"]+`"`, `"stop_lsn": "FF/0"`, 1)))
+	m = backup()
+	if m.Source["backup_type"] != "full" || !strings.Contains(m.Source["full_reason"], "the server cannot build on run "+newest.RunID) {
+		t.Errorf("a run on a parent the server refuses: backup_type %q, full_reason %q", m.Source["backup_type"], m.Source["full_reason"])
+	}
+	if m := backup(); m.Source["backup_type"] != "incremental" {
+		t.Errorf("the run after it: backup_type %q (%s)", m.Source["backup_type"], m.Source["full_reason"])
 	}
 
 	// The server recovered from the chain was promoted onto timeline 2:

@@ -167,6 +167,13 @@ func DeleteRuns(ctx context.Context, s *Store, ids []string, o DeleteOptions) (*
 	if drop, err = withDependents(cat, drop, o.Chain); err != nil {
 		return nil, err
 	}
+	// Newest first: a deletion that stops part way never leaves a run
+	// whose parent is gone.
+	order := map[string]int{}
+	for i, r := range cat.Runs {
+		order[r.Key] = i
+	}
+	slices.SortStableFunc(drop, func(a, b *catalog.Run) int { return order[a.Key] - order[b.Key] })
 	var pinned []string
 	for _, r := range drop {
 		if r.Pinned {

@@ -20,7 +20,14 @@ func (r *run) follow(ctx context.Context) error {
 		return nil
 	}
 	parent, why := r.findParent(ctx)
-	if err := c.Follow(ctx, parent, why); err != nil {
+	err := c.Follow(ctx, parent, why)
+	if err != nil && parent != nil {
+		// A parent the source cannot take (a listing too large for its
+		// plugin, say) makes a full, not a failed run.
+		r.o.Warn(fmt.Sprintf("source %s cannot build on run %s: %v; it takes a full", r.src.name, parent.RunID, err))
+		err = c.Follow(ctx, nil, fmt.Sprintf("it could not take run %s: %v", parent.RunID, err))
+	}
+	if err != nil {
 		return fmt.Errorf("source %s: %w", r.src.name, err)
 	}
 	return nil
@@ -80,7 +87,7 @@ func newestParent(cat *catalog.Catalog, pipeline string) (*sdk.Parent, string) {
 		case m.Damaged():
 			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, is damaged (%s)", pipeline, m.RunID, m.Damage)
 		case m.Listing == "":
-			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, lists no files to build on (a run of an older pipe, or of a source that cannot)", pipeline, m.RunID)
+			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, lists no files to build on (taken without incremental = true, on a server older than 17, or by an older pipe)", pipeline, m.RunID)
 		}
 		return &sdk.Parent{RunID: m.RunID, Finished: m.FinishedAt, Facts: m.Source, Listing: []byte(m.Listing)}, ""
 	}
@@ -132,42 +139,17 @@ func (r *run) restoreChain(ctx context.Context, chain []*catalog.Run) error {
 	var results []*engine.Result
 	var newest []engine.Stream
 	for i, run := range chain {
-		if i > 0 {
-			sp := &streamsPlan{}
-			checked, err := checkSignature(ctx, r.src, run, sp, r.p.Trust, fmt.Sprintf("pipeline %q", r.p.Name), false, r.o.Warn)
-			if err != nil {
-				return fmt.Errorf("source %s: %w", r.src.name, err)
-			}
-			if err := fromManifest(ctx, r.p, r.src, checked, sp, false); err != nil {
-				return err
-			}
-			r.sp = sp
-		}
-		for _, c := range composers {
-			if err := c.Compose(ctx, i, len(chain), run.Manifest.RunID); err != nil {
-				return err
-			}
-		}
-		if err := r.newJob(); err != nil {
-			return err
-		}
-		if err := r.prepareSinks(ctx, nil); err != nil {
-			return err
-		}
-		r.job.Finish = func(_ context.Context, res *engine.Result) error { return r.checkFailed(res) }
-		if i == 0 {
+		err := r.restoreLink(ctx, composers, chain, i, &results)
+		if i == 0 && r.job != nil {
 			newest = r.job.Streams
-		}
-		err := r.execute(ctx)
-		if r.rep.Result != nil {
-			results = append(results, r.rep.Result)
 		}
 		if err != nil {
 			err = fmt.Errorf("run %s (%d of the %d its chain restores, newest first): %w", run.Manifest.RunID, i+1, len(chain), err)
 			if i > 0 {
 				// The engine took back this run's objects; the newest
-				// run's, committed, go too: nothing half-composed stays.
-				err = errors.Join(err, r.takeBackNewest(ctx, newest))
+				// run's, committed, go too, even after an interrupt:
+				// nothing half-composed stays.
+				err = errors.Join(err, r.takeBackNewest(context.WithoutCancel(ctx), newest))
 			}
 			return err
 		}
@@ -175,6 +157,40 @@ func (r *run) restoreChain(ctx context.Context, chain []*catalog.Run) error {
 	r.rep.Result = joinResults(results)
 	r.rep.Chain = catalogIDs(chain)
 	return nil
+}
+
+// restoreLink restores run i of chain, as a restore of that run alone
+// after the sinks heard which it is.
+func (r *run) restoreLink(ctx context.Context, composers []sdk.Composer, chain []*catalog.Run, i int, results *[]*engine.Result) error {
+	run := chain[i]
+	if i > 0 {
+		sp := &streamsPlan{}
+		checked, err := checkSignature(ctx, r.src, run, sp, r.p.Trust, fmt.Sprintf("pipeline %q", r.p.Name), false, r.o.Warn)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", r.src.name, err)
+		}
+		if err := fromManifest(ctx, r.p, r.src, checked, sp, false); err != nil {
+			return err
+		}
+		r.sp = sp
+	}
+	for _, c := range composers {
+		if err := c.Compose(ctx, i, len(chain), run.Manifest.RunID); err != nil {
+			return err
+		}
+	}
+	if err := r.newJob(); err != nil {
+		return err
+	}
+	if err := r.prepareSinks(ctx, nil); err != nil {
+		return err
+	}
+	r.job.Finish = func(_ context.Context, res *engine.Result) error { return r.checkFailed(res) }
+	err := r.execute(ctx)
+	if r.rep.Result != nil {
+		*results = append(*results, r.rep.Result)
+	}
+	return err
 }
 
 // takeBackNewest removes from the sinks what the restore of a chain's
@@ -252,13 +268,22 @@ func (r *run) chain() ([]*catalog.Run, error) {
 	if from == nil || from.Parent() == "" {
 		return []*catalog.Run{from}, nil
 	}
+	var composers, others []string
 	for _, s := range r.sinks {
-		if _, ok := s.sink.(sdk.Composer); !ok {
-			// Into a folder, say: the run's own objects, as stored, for
-			// tools that compose (pg_combinebackup).
-			r.o.Warn(fmt.Sprintf("run %s builds on run %s: sink %s does not compose runs (postgres_basebackup does), so it gets this run alone, only what changed since its parent", from.Manifest.RunID, from.Parent(), s.name))
-			return []*catalog.Run{from}, nil
+		if _, ok := s.sink.(sdk.Composer); ok {
+			composers = append(composers, s.name)
+		} else {
+			others = append(others, s.name)
 		}
+	}
+	switch {
+	case len(composers) > 0 && len(others) > 0:
+		return nil, fmt.Errorf("run %s builds on run %s: sink %s composes the chain and sink %s cannot; restore it into one kind at a time", from.Manifest.RunID, from.Parent(), composers[0], others[0])
+	case len(others) > 0:
+		// Into a folder, say: the run's own objects, as stored, for
+		// tools that compose (pg_combinebackup).
+		r.o.Warn(fmt.Sprintf("run %s builds on run %s: sink %s does not compose runs (postgres_basebackup does), so it gets this run alone, only what changed since its parent", from.Manifest.RunID, from.Parent(), others[0]))
+		return []*catalog.Run{from}, nil
 	}
 	if r.sp.cat == nil {
 		return nil, fmt.Errorf("run %s builds on run %s: point source %s at the folder or prefix that holds the pipeline's runs (not at one run's manifest), so that pipe finds every run it needs", from.Manifest.RunID, from.Parent(), r.src.name)

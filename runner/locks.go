@@ -98,6 +98,8 @@ func (rp *RetentionPlan) HoldLocked(ctx context.Context, w catalog.Writer, now t
 		drop = append(drop, r)
 	}
 	rp.Drop = drop
+	// What a locked run builds on stays with it: its lock outlasts theirs.
+	rp.keepParents(rp.LockedRuns)
 	var garbage []sdk.ObjectInfo
 	for _, o := range rp.Garbage {
 		l, err := heldBy(ctx, w, o.Key, "", now)

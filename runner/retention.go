@@ -220,7 +220,7 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 			}
 		}
 	}
-	rp.keepParents()
+	rp.keepParents(rp.Keep)
 	// Leftovers of failed runs: named by no manifest, and from a run (or a
 	// temporary file) well older than now.
 	for _, g := range cat.Incomplete {
@@ -243,11 +243,12 @@ func PlanRetention(cat *catalog.Catalog, k Keep, now time.Time) (*RetentionPlan,
 	return rp, nil
 }
 
-// keepParents moves from Drop to Keep every run a kept run builds on (see
-// sdk.Chainer), back to its full: retention never orphans a run.
-func (rp *RetentionPlan) keepParents() {
+// keepParents moves from Drop to Keep every run one of runs (kept, or
+// held by the store's lock) builds on (see sdk.Chainer), back to its
+// full: retention never orphans a run.
+func (rp *RetentionPlan) keepParents(runs []*catalog.Run) {
 	needed := map[string]string{} // run key → the kept run that needs it
-	for _, r := range rp.Keep {
+	for _, r := range runs {
 		chain, _ := rp.cat.Chain(r) // a broken chain keeps what it has
 		for _, p := range chain[1:] {
 			if _, ok := needed[p.Key]; !ok {

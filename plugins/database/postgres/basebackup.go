@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,11 +279,13 @@ func checkServer(ctx context.Context, pc *pgconn.PgConn) (map[string]string, err
 		return nil, errors.New("wal_level is minimal, which cannot give an online backup: set wal_level = replica in postgresql.conf and restart the server")
 	}
 	if n, _ := strconv.Atoi(got["server_version_num"]); n >= incrementalVersion {
-		v, err := show(ctx, pc, "summarize_wal")
-		if err != nil {
-			return nil, err
+		for _, name := range []string{"summarize_wal", "block_size", "segment_size"} {
+			v, err := show(ctx, pc, name)
+			if err != nil {
+				return nil, err
+			}
+			got[name] = v
 		}
-		got["summarize_wal"] = v
 	}
 	// A hot standby (in_hot_standby, 14 and later) archives nothing
 	// unless archive_mode = always: the WAL its backup needs comes from
@@ -343,7 +346,9 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		factLabel:    s.c.Label,
 	}
 	maps.Copy(s.facts, chain.facts(s.c.Incremental))
-	s.lister = newLister()
+	if s.c.Incremental && canIncrement(settings) {
+		s.lister = newLister() // the next run builds on this one
+	}
 	if len(oids) > 0 {
 		s.facts[factTablespcs] = strings.Join(oids, ",")
 	}
@@ -578,9 +583,11 @@ func (s *BaseSource) write(p *basePipe, data []byte) error {
 }
 
 // begin starts BASE_BACKUP on *pc: incremental on chain's parent when it
-// has one, uploading the parent's manifest first. When the server
-// refuses the incremental (summaries that no longer reach back to the
-// parent, say), it takes a full on a new connection, and chain says why.
+// has one, uploading the parent's manifest first. When the incremental
+// cannot start (the server refuses the manifest, or its WAL summaries no
+// longer reach back to the parent: pglogrepl reports BASE_BACKUP's error
+// as text, so any failure counts), it takes a full on a new connection,
+// and chain says why; a server that cannot be reached fails the run there.
 func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chainPlan) (pglogrepl.BaseBackupResult, error) {
 	opts := pglogrepl.BaseBackupOptions{
 		Label:             s.c.Label,
@@ -591,21 +598,14 @@ func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chain
 	}
 	if p := chain.parent; p != nil {
 		m, err := uploadManifest(p)
-		if err == nil {
-			if err = pglogrepl.UploadManifest(ctx, *pc, bytes.NewReader(m)); err == nil {
-				opts.Incremental = true
-				start, err := pglogrepl.StartBaseBackup(ctx, *pc, opts)
-				if err == nil {
-					return start, nil
-				}
-				if !uploadFailed(err) {
-					return start, fmt.Errorf("starting the incremental base backup: %w", err)
-				}
-				opts.Incremental = false
-			} else if !uploadFailed(err) {
-				return pglogrepl.BaseBackupResult{}, fmt.Errorf("uploading the manifest of run %s: %w", p.RunID, err)
+		if err != nil {
+			*chain = chainPlan{why: fmt.Sprintf("run %s cannot be built on: %v", p.RunID, err)}
+		} else {
+			start, err := s.incremental(ctx, *pc, m, opts)
+			if err == nil {
+				return start, nil
 			}
-			// The server refused: a full, on a connection of its own.
+			*chain = chainPlan{why: fmt.Sprintf("the server cannot build on run %s: %s", p.RunID, scrub(serverWords(err), s.conn.password))}
 			(*pc).Close(context.Background())
 			next, cerr := s.conn.connectReplication(ctx, s.dial)
 			if cerr != nil {
@@ -614,13 +614,36 @@ func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chain
 			}
 			*pc = next
 		}
-		*chain = chainPlan{why: fmt.Sprintf("the server cannot build on run %s: %v", p.RunID, err)}
 	}
 	start, err := pglogrepl.StartBaseBackup(ctx, *pc, opts)
 	if err != nil {
 		return start, fmt.Errorf("starting the base backup: %w", err)
 	}
 	return start, nil
+}
+
+// serverMessage is the server's message in the error pglogrepl makes of
+// an ErrorResponse to BASE_BACKUP.
+var serverMessage = regexp.MustCompile(`message="((?:[^"\\]|\\.)*)"`)
+
+// serverWords is the server's own message in err, or err.
+func serverWords(err error) string {
+	if m := serverMessage.FindStringSubmatch(err.Error()); m != nil {
+		if s, uerr := strconv.Unquote(`"` + m[1] + `"`); uerr == nil {
+			return s
+		}
+	}
+	return err.Error()
+}
+
+// incremental uploads the parent's manifest m and starts an incremental
+// BASE_BACKUP.
+func (s *BaseSource) incremental(ctx context.Context, pc *pgconn.PgConn, m []byte, opts pglogrepl.BaseBackupOptions) (pglogrepl.BaseBackupResult, error) {
+	if err := pglogrepl.UploadManifest(ctx, pc, bytes.NewReader(m)); err != nil {
+		return pglogrepl.BaseBackupResult{}, err
+	}
+	opts.Incremental = true
+	return pglogrepl.StartBaseBackup(ctx, pc, opts)
 }
 
 // fail ends the copy with err: every stream's reader gets it, and so

@@ -645,6 +645,12 @@ func (s *BaseSink) Flush(ctx context.Context) error {
 		}
 	}
 	dd := s.c.DataDirectory
+	if s.chain == nil {
+		// An incremental run restored alone: PostgreSQL would refuse it.
+		if b, err := os.ReadFile(filepath.Join(dd, "backup_label")); err == nil && strings.Contains(string(b), incrementalLabelLines[0]) {
+			return errors.New("the run is an incremental backup restored without the runs it builds on: restore it through pipe's catalog (a source with the pipeline's prefix), which composes its chain")
+		}
+	}
 	if _, err := os.Stat(filepath.Join(dd, heldControl)); err != nil {
 		return fmt.Errorf("the restored base.tar has no %s: %w", pgControl, err)
 	}

@@ -49,9 +49,29 @@ func (h incrementalHeader) length() uint32 {
 	return n
 }
 
-// readIncrementalHeader reads the header of an incremental file, and its
-// padding, from r.
-func readIncrementalHeader(r io.Reader) (incrementalHeader, error) {
+// size is the bytes of the incremental file the header heads.
+func (h incrementalHeader) size() int64 {
+	n := 12 + 4*int64(len(h.blocks))
+	if len(h.blocks) > 0 && n%blockSize != 0 {
+		n += blockSize - n%blockSize
+	}
+	return n + int64(len(h.blocks))*blockSize
+}
+
+// readIncrementalHeader reads the header of an incremental file of size
+// bytes, and its padding, from r: the file must hold its blocks, of
+// blockSize each, and nothing else (a server of another block size does
+// not match).
+func readIncrementalHeader(r io.Reader, size int64) (incrementalHeader, error) {
+	h, err := readIncrementalHead(r)
+	if err == nil && h.size() != size {
+		err = fmt.Errorf("it holds %d bytes, not the %d its %d blocks of %d bytes take: a server of another block size, or a damaged file", size, h.size(), len(h.blocks), blockSize)
+	}
+	return h, err
+}
+
+// readIncrementalHead reads the header itself.
+func readIncrementalHead(r io.Reader) (incrementalHeader, error) {
 	var fixed [12]byte
 	if _, err := io.ReadFull(r, fixed[:]); err != nil {
 		return incrementalHeader{}, fmt.Errorf("reading its header: %w", err)
@@ -166,7 +186,7 @@ func (c *composer) hook(dir, prefix string) func(root *os.Root, name string, h *
 		}
 		f.seen = true
 		if incremental {
-			return true, c.fill(root, abs, target, f, r)
+			return true, c.fill(root, abs, target, f, h.Size, r)
 		}
 		return true, c.fillFull(root, abs, target, f, h.Size, r)
 	}
@@ -175,7 +195,7 @@ func (c *composer) hook(dir, prefix string) func(root *os.Root, name string, h *
 // start writes the newest run's incremental file as the file it stands
 // for: its blocks in place, the rest to come from older runs.
 func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header, r io.Reader) error {
-	hd, err := readIncrementalHeader(r)
+	hd, err := readIncrementalHeader(r, h.Size)
 	if err != nil {
 		return err
 	}
@@ -212,8 +232,8 @@ func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header,
 
 // fill takes from an older run's incremental file the blocks the file
 // still lacks.
-func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, r io.Reader) error {
-	hd, err := readIncrementalHeader(r)
+func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, size int64, r io.Reader) error {
+	hd, err := readIncrementalHeader(r, size)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -323,4 +324,45 @@ func TestComposeChainRefusesABrokenChain(t *testing.T) {
 
 func jsonUnmarshalLine(line string, e *manifestEntry) error {
 	return json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(line), ",")), e)
+}
+
+// TestIncrementalHeaderSize: an incremental file whose size is not what
+// its header's blocks of 8 KiB take (a server of another block size, a
+// damaged file) is refused.
+func TestIncrementalHeaderSize(t *testing.T) {
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, []uint32{incrementalMagic, 1, 4, 2})
+	b.Write(make([]byte, blockSize-b.Len()))
+	b.Write(make([]byte, blockSize))
+	if h, err := readIncrementalHeader(bytes.NewReader(b.Bytes()), int64(b.Len())); err != nil || h.length() != 4 || len(h.blocks) != 1 {
+		t.Fatalf("a well-formed file: %+v, %v", h, err)
+	}
+	if _, err := readIncrementalHeader(bytes.NewReader(b.Bytes()), 2*16384); err == nil || !strings.Contains(err.Error(), "another block size") {
+		t.Errorf("a file of 16 KiB blocks: %v", err)
+	}
+}
+
+// TestIncrementalRunAloneIsRefused: a postgres_basebackup sink that is
+// not composing a chain does not finish a data directory whose
+// backup_label says it is incremental.
+func TestIncrementalRunAloneIsRefused(t *testing.T) {
+	m := newChainModel(2)
+	m.backup(t, false)
+	m.change()
+	incr, man := m.backup(t, true)
+	ctx := context.Background()
+	dd := filepath.Join(t.TempDir(), "data")
+	s := baseSink(t, map[string]any{"data_directory": dd, "restore_command": "pipe wal fetch /etc/pipe/pg.hcl %f %p"})
+	if err := s.Prepare(ctx, []sdk.Object{{Key: "base.tar", Stream: "base.tar"}, {Key: "backup_manifest", Stream: "backup_manifest"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(put(t, s, "base.tar", incr), put(t, s, "backup_manifest", man)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err == nil || !strings.Contains(err.Error(), "incremental backup restored without the runs it builds on") {
+		t.Errorf("Flush of an incremental run alone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dd, pgControl)); err == nil {
+		t.Error("pg_control is in place")
+	}
 }

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -90,6 +88,9 @@ func (c chainConfig) decide(parent *sdk.Parent, why string, settings map[string]
 	if n, _ := strconv.Atoi(settings["server_version_num"]); n < incrementalVersion {
 		return full("the server runs PostgreSQL %s, and incremental backups need 17 or later", settings["server_version"])
 	}
+	if !layoutKnown(settings) {
+		return full("the server's block_size is %s and segment_size %s: pipe composes incremental backups of the default layout only (8192 and 1GB)", settings["block_size"], settings["segment_size"])
+	}
 	if settings["summarize_wal"] != "on" {
 		return full("summarize_wal is off: incremental backups need the server's WAL summaries (set summarize_wal = on and reload the server; the next run after that is a full, and those after it incremental)")
 	}
@@ -125,6 +126,20 @@ func (c chainConfig) decide(parent *sdk.Parent, why string, settings map[string]
 		}
 	}
 	return chainPlan{parent: parent}
+}
+
+// layoutKnown reports whether the server's blocks and relation segments
+// are those a restore composes (BLCKSZ 8192, RELSEG_SIZE 1 GiB).
+func layoutKnown(settings map[string]string) bool {
+	return settings["block_size"] == "8192" && settings["segment_size"] == "1GB"
+}
+
+// canIncrement reports whether a later run could build on this server's
+// backup: it is 17 or later, with the default layout. Only then does the
+// run keep its listing.
+func canIncrement(settings map[string]string) bool {
+	n, _ := strconv.Atoi(settings["server_version_num"])
+	return n >= incrementalVersion && layoutKnown(settings)
 }
 
 // facts are the facts the run records about its place in a chain.
@@ -280,14 +295,6 @@ func (l *lister) listing() []byte {
 		return nil
 	}
 	return bytes.Clone(l.out.Bytes())
-}
-
-// uploadFailed says whether err is the server's refusal of an
-// incremental backup (a manifest it cannot use, summaries it lacks),
-// after which the run takes a full, rather than a failure of the run.
-func uploadFailed(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe)
 }
 
 // followed is what Follow was told, kept for Streams.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func parentRun(end time.Time, more map[string]string) *sdk.Parent {
 // is named, and a parent that passes every check is built on.
 func TestChainDecides(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	v17 := map[string]string{"server_version_num": "170004", "server_version": "17.4", "summarize_wal": "on"}
+	v17 := map[string]string{"server_version_num": "170004", "server_version": "17.4", "summarize_wal": "on", "block_size": "8192", "segment_size": "1GB"}
 	c := chainConfig{Incremental: true, FullEvery: 3, FullAfter: "2d"}
 	for _, tc := range []struct {
 		name     string
@@ -39,7 +40,8 @@ func TestChainDecides(t *testing.T) {
 		{"builds on the parent", c, parentRun(now.Add(-time.Hour), nil), v17, 1, ""},
 		{"not asked", chainConfig{FullEvery: 3}, parentRun(now, nil), v17, 1, "-"},
 		{"16", c, parentRun(now, nil), map[string]string{"server_version_num": "160004", "server_version": "16.4"}, 1, "need 17 or later"},
-		{"summaries off", c, parentRun(now, nil), map[string]string{"server_version_num": "170004", "summarize_wal": "off"}, 1, "summarize_wal is off"},
+		{"summaries off", c, parentRun(now, nil), map[string]string{"server_version_num": "170004", "summarize_wal": "off", "block_size": "8192", "segment_size": "1GB"}, 1, "summarize_wal is off"},
+		{"16 KiB blocks", c, parentRun(now, nil), map[string]string{"server_version_num": "170004", "summarize_wal": "on", "block_size": "16384", "segment_size": "1GB"}, 1, "block_size is 16384"},
 		{"no parent", c, nil, v17, 1, "there is no run to build on: sink s3: it holds no earlier run"},
 		{"another cluster", c, parentRun(now, map[string]string{sdk.FactSystemID: "8"}), v17, 1, "of another cluster"},
 		{"a new timeline", c, parentRun(now, nil), v17, 2, "moved to timeline 2"},
@@ -129,5 +131,17 @@ func TestListingRoundTrip(t *testing.T) {
 	l.Write([]byte("{ \"Path\": \"x\" },\n"))
 	if l.listing() != nil {
 		t.Error("a file without a size gave a listing")
+	}
+}
+
+// TestServerWords: the server's refusal of an incremental, as pglogrepl
+// reports it, becomes the server's own words.
+func TestServerWords(t *testing.T) {
+	err := errors.New(`error response sev="ERROR" code="55000" message="manifest requires WAL from final timeline 1 ending at FF/0, but this backup starts at 0/7000028" detail="" position=0`)
+	if got := serverWords(err); got != "manifest requires WAL from final timeline 1 ending at FF/0, but this backup starts at 0/7000028" {
+		t.Errorf("got %q", got)
+	}
+	if got := serverWords(errors.New("connection reset")); got != "connection reset" {
+		t.Errorf("got %q", got)
 	}
 }
