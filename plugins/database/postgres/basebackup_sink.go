@@ -594,6 +594,9 @@ func (s *BaseSink) empty() error { return emptyDir(s.c.DataDirectory) }
 // committed (another archive, or the flush, failed): the restore leaves
 // nothing behind.
 func (s *BaseSink) Remove(ctx context.Context, key string) error {
+	if s.chain != nil {
+		s.chain.closeAll() // a chain's restore failed: it is over
+	}
 	switch key {
 	case streamBase:
 		return s.empty()
@@ -635,6 +638,7 @@ func (w *manifestWriter) Abort(ctx context.Context) error {
 func (s *BaseSink) Flush(ctx context.Context) error {
 	if s.chain != nil {
 		if err := s.chain.endRun(); err != nil {
+			s.chain.closeAll()
 			return err
 		}
 		if !s.chain.last() {

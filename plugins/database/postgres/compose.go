@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/pipebackup/pipe/plugins/internal/untar"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -111,6 +112,7 @@ type rebuilt struct {
 	have   []uint64 // a bit per block in place
 	left   uint32   // blocks below limit not yet in place
 	seen   bool     // met in the run being restored
+	file   *os.File // open since start, for the older runs (see keep)
 }
 
 func (f *rebuilt) has(b uint32) bool { return f.have != nil && f.have[b/64]&(1<<(b%64)) != 0 }
@@ -148,8 +150,11 @@ type composer struct {
 
 	mu      sync.Mutex
 	pending map[string]*rebuilt
-	rebuilt map[string]string  // manifest path → path on disk
-	sums    map[string]fileSum // manifest path → checksum, taken on the way
+	rebuilt map[string]string   // manifest path → path on disk
+	sums    map[string]fileSum  // manifest path → checksum, taken on the way
+	roots   map[string]*os.Root // folder on disk → its root (see open)
+	kept    int                 // rebuilt files open (see keep)
+	keepMax int
 }
 
 // newest reports whether the run being restored is the chain's newest:
@@ -202,7 +207,7 @@ func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header,
 	if err := mkdirParent(root, name); err != nil {
 		return err
 	}
-	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, os.FileMode(h.Mode).Perm()|0o600)
+	out, err := c.open(root, abs, name, os.O_RDWR|os.O_CREATE|os.O_EXCL, os.FileMode(h.Mode).Perm()|0o600)
 	if err != nil {
 		return err
 	}
@@ -215,19 +220,69 @@ func (c *composer) start(root *os.Root, abs, name, prefix string, h *tar.Header,
 	if err == nil && f.left == 0 {
 		err = f.zeroFill(out)
 	}
-	if cerr := out.Close(); err == nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && f.left > 0 && c.kept < c.keep() {
+		// The older runs write it too: it stays open for them.
+		f.file = out
+		c.kept++
+	} else if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.rebuilt[f.name] = abs
 	if f.left > 0 {
 		c.pending[abs] = f
 	}
 	return nil
+}
+
+// keep is how many files rebuilt stay open between runs: opening one
+// again costs a system call per file (and on a container's overlay file
+// system, more), but file descriptors are not unlimited. A quarter of the
+// process's limit, at most 4096.
+func (c *composer) keep() int {
+	if c.keepMax == 0 {
+		c.keepMax = 256
+		var lim syscall.Rlimit
+		if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+			c.keepMax = int(min(4096, lim.Cur/4))
+		}
+	}
+	return c.keepMax
+}
+
+// reopen is the file f (name, abs on disk) as start left it open, or
+// opened again; keep says it stays open.
+func (c *composer) reopen(root *os.Root, abs, name string, f *rebuilt) (out *os.File, keep bool, err error) {
+	c.mu.Lock()
+	kept := f.file
+	c.mu.Unlock()
+	if kept != nil {
+		return kept, true, nil
+	}
+	out, err = c.open(root, abs, name, os.O_RDWR, 0)
+	return out, false, err
+}
+
+// release closes a file reopen opened, or the file f kept when it is
+// done; what failed first stays the error.
+func (c *composer) release(out *os.File, keep bool, f *rebuilt, err error) error {
+	if keep && f.left > 0 && err == nil {
+		return nil
+	}
+	if keep {
+		c.mu.Lock()
+		f.file = nil
+		c.kept--
+		c.mu.Unlock()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // fill takes from an older run's incremental file the blocks the file
@@ -240,7 +295,7 @@ func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, size int64,
 	if !slices.ContainsFunc(hd.blocks, f.wants) {
 		return nil // nothing the file lacks: its data goes unread
 	}
-	out, err := root.OpenFile(name, os.O_WRONLY, 0)
+	out, keep, err := c.reopen(root, abs, name, f)
 	if err != nil {
 		return err
 	}
@@ -248,9 +303,7 @@ func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, size int64,
 	if err == nil && f.left == 0 {
 		err = f.zeroFill(out)
 	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	err = c.release(out, keep, f, err)
 	if err == nil && f.left == 0 {
 		c.done(abs)
 	}
@@ -264,7 +317,7 @@ func (c *composer) fill(root *os.Root, abs, name string, f *rebuilt, size int64,
 // of the stream's blocks as they go by, of the few that newer runs wrote
 // read back, and of the zeros.
 func (c *composer) fillFull(root *os.Root, abs, name string, f *rebuilt, size int64, r io.Reader) error {
-	out, err := root.OpenFile(name, os.O_RDWR, 0)
+	out, keep, err := c.reopen(root, abs, name, f)
 	if err != nil {
 		return err
 	}
@@ -302,9 +355,8 @@ func (c *composer) fillFull(root *os.Root, abs, name string, f *rebuilt, size in
 	if err == nil {
 		err = f.zeroFill(out)
 	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	f.left = 0 // the chain ends here for it, whatever happened
+	err = c.release(out, keep, f, err)
 	if err == nil {
 		c.done(abs)
 		if sum != nil {
@@ -444,6 +496,46 @@ func (c *composer) endRun() error {
 	return nil
 }
 
+// open opens the file name (abs on disk) of the archive extracted into
+// root, through a root of its folder kept for the chain's restore: one
+// openat per file instead of one per folder of its path, which os.Root
+// walks without following a link out of it. A relation's files share a
+// handful of folders (base/<database>, a tablespace's).
+func (c *composer) open(root *os.Root, abs, name string, flag int, perm os.FileMode) (*os.File, error) {
+	dir := filepath.Dir(abs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.roots[dir]
+	if !ok {
+		var err error
+		if r, err = root.OpenRoot(filepath.Dir(name)); err != nil {
+			return nil, err
+		}
+		if c.roots == nil {
+			c.roots = map[string]*os.Root{}
+		}
+		c.roots[dir] = r
+	}
+	return r.OpenFile(filepath.Base(name), flag, perm)
+}
+
+// closeAll closes the folders' roots open kept, and the files.
+func (c *composer) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir, r := range c.roots {
+		r.Close()
+		delete(c.roots, dir)
+	}
+	for _, f := range c.pending {
+		if f.file != nil {
+			f.file.Close()
+			f.file = nil
+			c.kept--
+		}
+	}
+}
+
 // mkdirParent creates the folders name is in.
 func mkdirParent(root *os.Root, name string) error {
 	if dir := filepath.Dir(name); dir != "." {
@@ -456,6 +548,7 @@ func mkdirParent(root *os.Root, name string) error {
 // without its incremental lines, the newest run's manifest rewritten for
 // the files rebuilt, and everything synced.
 func (s *BaseSink) finishChain() error {
+	s.chain.closeAll()
 	dd := s.c.DataDirectory
 	label := filepath.Join(dd, "backup_label")
 	changed, err := stripLabel(label)
