@@ -45,19 +45,18 @@ var incrTools = []string{"pipe", "pg_basebackup --incremental, zstd -T2, mc pipe
 
 // incrResult is the scenario's outcome.
 type incrResult struct {
-	scale         int
-	clusterSize   int64
-	versions      []string
-	full, incr    *race
-	restore       *race
-	stored        map[string][]int64 // tool → bytes of each backup, in order (the full first)
-	pipePeak      map[string]int64   // phase → pipe's peak RSS, every pipe process summed
-	pipeBudget    map[string]int64   // phase → the budget pipe plan prints
-	restoreDisk   map[string]int64   // tool → bytes on disk at the end of the restore, staging included
-	combineAlone  []time.Duration    // pg_combinebackup's own wall, of each restore run
-	notes         []string
-	pipeRuns      map[string][]pipelineRun
-	backupsToDate int
+	scale        int
+	clusterSize  int64
+	versions     []string
+	full, incr   *race
+	restore      *race
+	stored       map[string][]int64 // tool → bytes of each backup, in order (the full first)
+	pipePeak     map[string]int64   // phase → pipe's peak RSS, every pipe process summed
+	pipeBudget   map[string]int64   // phase → the budget pipe plan prints
+	restoreDisk  map[string]int64   // tool → bytes on disk at the end of the restore, staging included
+	combineAlone []time.Duration    // pg_combinebackup's own wall, of each restore run
+	notes        []string
+	pipeRuns     map[string][]pipelineRun
 }
 
 // incrBench is the scenario's containers and files.
@@ -66,8 +65,7 @@ type incrBench struct {
 	pg      testcontainers.Container
 	minio   *tlsMinIO
 	res     *incrResult
-	fullRun string // pipe's full's run id
-	rounds  int
+	changes int // rounds of changes made so far
 	rssPeak int64
 	rssStop chan struct{}
 	rssDone chan struct{}
@@ -93,7 +91,7 @@ func (b *bench) incrementalScenario(ctx context.Context) (*incrResult, error) {
 		return nil, err
 	}
 	defer m.stop()
-	ib := &incrBench{b: b, minio: m, rounds: rounds, res: &incrResult{scale: scale, stored: map[string][]int64{}, pipePeak: map[string]int64{}, pipeBudget: map[string]int64{},
+	ib := &incrBench{b: b, minio: m, res: &incrResult{scale: scale, stored: map[string][]int64{}, pipePeak: map[string]int64{}, pipeBudget: map[string]int64{},
 		restoreDisk: map[string]int64{}, pipeRuns: map[string][]pipelineRun{}}}
 	ib.envFile = filepath.Join(dir, "env")
 	env := []string{"PGPASSWORD=" + pgPassword, "SSL_CERT_FILE=/certs/public.crt", "PIPE_VAR_secret=" + minioSecret,
@@ -137,7 +135,7 @@ func (b *bench) incrementalScenario(ctx context.Context) (*incrResult, error) {
 	restore.pipe = &contender{label: fmt.Sprintf("pipe, full + %d (composed)", rounds), clean: ib.clearRestores(ctx), run: ib.restoreRun("chain")}
 	restore.refs = []*contender{
 		{label: "pipe, the full alone", clean: ib.clearRestores(ctx), run: ib.restoreRun("full")},
-		{label: "mc cat, zstd -d, tar -x each run, then pg_combinebackup", clean: ib.clearRestores(ctx), run: ib.restoreRun("pgc")},
+		{label: "mc cat, zstd -d, tar -x each run (2 at once), then pg_combinebackup --copy-file-range", clean: ib.clearRestores(ctx), run: ib.restoreRun("pgc")},
 	}
 	reps := max(1, min(b.cfg.reps, 3))
 	if err := restore.run(ctx, reps); err != nil {
@@ -152,10 +150,10 @@ func (b *bench) incrementalScenario(ctx context.Context) (*incrResult, error) {
 // pgBackRest (whose backups check the archive; pipe's and pg_basebackup's
 // need only that the server archives), with the tools copied in.
 func (ib *incrBench) startPG(ctx context.Context, dir string) error {
-	zstd, err := lookTool("zstd")
-	if err != nil {
+	if err := needTools(exec.LookPath, "Debian: zstd (copied into the container)", "zstd"); err != nil {
 		return err
 	}
+	zstd, _ := exec.LookPath("zstd")
 	conf := fmt.Sprintf(`[global]
 repo1-type=s3
 repo1-path=/repo
@@ -313,12 +311,12 @@ func (ib *incrBench) put(ctx context.Context, path, text string) error {
 // change updates the next 2% of pgbench_accounts, in one key range, and
 // checkpoints: what each tool's next incremental holds.
 func (ib *incrBench) change(ctx context.Context) {
-	k := ib.res.backupsToDate
+	k := ib.changes
 	sql := fmt.Sprintf("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid BETWEEN %d AND %d", k*incrRange+1, (k+1)*incrRange)
 	if ib.res.scale < 100 {
 		sql = fmt.Sprintf("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid %% 50 = 0 AND aid BETWEEN %d AND %d", 1, ib.res.scale*100000)
 	}
-	ib.res.backupsToDate++
+	ib.changes++
 	if _, err := ib.psql(ctx, sql); err != nil {
 		logf("  warning: %v", err)
 	}
@@ -375,8 +373,8 @@ mv /tmp/pgbb/manifest.next /tmp/pgbb/manifest`, incrPort, incrUser, inc, mcAlias
 			if err != nil {
 				return m, err
 			}
-			ib.fullRun = strings.TrimSpace(string(id.stdout))
-			if err := ib.put(ctx, "/tmp/pipe-restore-full.hcl", ib.restoreText("full", fmt.Sprintf("    run               = %q\n", ib.fullRun))); err != nil {
+			fullRun := strings.TrimSpace(string(id.stdout))
+			if err := ib.put(ctx, "/tmp/pipe-restore-full.hcl", ib.restoreText("full", fmt.Sprintf("    run               = %q\n", fullRun))); err != nil {
 				return m, err
 			}
 		}
@@ -430,9 +428,12 @@ func (ib *incrBench) restoreRun(what string) runFunc {
 			for i := range n {
 				dirs = append(dirs, fmt.Sprintf("/tmp/pgc/%d", i))
 			}
-			m, err = ib.sh(ctx, fmt.Sprintf(`for i in $(seq 0 %d); do mkdir -p /tmp/pgc/$i && mc cat %s/pgbb/$i.tar.zst | zstd -d -q | tar -x -C /tmp/pgc/$i; done
+			// As an operator tunes it: two runs fetched at once (two
+			// CPUs), and copy_file_range, which copies without passing
+			// the blocks through pg_combinebackup.
+			m, err = ib.sh(ctx, fmt.Sprintf(`seq 0 %d | xargs -P 2 -I{} bash -o pipefail -ec 'mkdir -p /tmp/pgc/{} && mc cat %s/pgbb/{}.tar.zst | zstd -d -q | tar -x -C /tmp/pgc/{}'
 s=$EPOCHREALTIME
-pg_combinebackup -o /tmp/restore-pgc %s
+pg_combinebackup --copy-file-range -o /tmp/restore-pgc %s
 sync
 e=$EPOCHREALTIME
 echo "combine $s $e"`, n-1, mcAlias, strings.Join(dirs, " ")))
@@ -681,13 +682,4 @@ func startTLSMinIO(ctx context.Context, dir, mc string, buckets []string) (*tlsM
 		}
 	}
 	return m, nil
-}
-
-// lookTool finds a program on PATH, saying how to install it.
-func lookTool(name string) (string, error) {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s is not installed here (Debian: apt-get install %s)", name, name)
-	}
-	return p, nil
 }

@@ -71,12 +71,18 @@ func (c *Catalog) Dependents(id string) []*Run {
 	return out
 }
 
-// RunIDs names runs in a message: "a, b and c".
-func RunIDs(runs []*Run) string {
+// IDs are the runs' ids, in order.
+func IDs(runs []*Run) []string {
 	ids := make([]string, len(runs))
 	for i, r := range runs {
 		ids[i] = r.Manifest.RunID
 	}
+	return ids
+}
+
+// RunIDs names runs in a message: "a, b and c".
+func RunIDs(runs []*Run) string {
+	ids := IDs(runs)
 	if len(ids) <= 1 {
 		return strings.Join(ids, "")
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -76,6 +77,39 @@ type Result struct {
 	// PeakBuffers is the largest number of chunk buffers in use at once.
 	PeakBuffers int
 	Layout      Layout
+}
+
+// Join makes one result of results of runs made one after the other
+// (a chain's restore, run by run): every stream, the meters' bytes and
+// times added up, from the first start to the last finish. Meters join
+// only when every run has the same positions.
+func Join(rs []*Result) *Result {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := *rs[0]
+	out.Streams = nil
+	out.Meters = slices.Clone(rs[0].Meters)
+	for i, res := range rs {
+		out.Streams = append(out.Streams, res.Streams...)
+		out.Finished = res.Finished
+		out.PeakBuffers = max(out.PeakBuffers, res.PeakBuffers)
+		if i == 0 || len(res.Meters) != len(out.Meters) {
+			continue
+		}
+		for j, m := range res.Meters {
+			o := &out.Meters[j]
+			o.BytesIn += m.BytesIn
+			o.BytesOut += m.BytesOut
+			o.Busy += m.Busy
+			o.WaitIn += m.WaitIn
+			o.BlockedOut += m.BlockedOut
+		}
+	}
+	for j := range out.Meters {
+		out.Meters[j].rate(out.Finished.Sub(out.Started))
+	}
+	return &out
 }
 
 // StreamResult describes one stream of a finished run.

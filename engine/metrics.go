@@ -91,15 +91,21 @@ func (m *Meter) report(wall time.Duration) MeterReport {
 		Busy: time.Duration(m.busy.Load()), WaitIn: time.Duration(m.waitIn.Load()),
 		BlockedOut: time.Duration(m.blockedOut.Load()),
 	}
-	if wall > 0 {
-		r.Utilization = float64(r.Busy) / (float64(wall) * float64(max(1, m.Workers)))
-		n := r.BytesIn
-		if n == 0 {
-			n = r.BytesOut
-		}
-		r.Throughput = float64(n) / wall.Seconds()
-	}
+	r.rate(wall)
 	return r
+}
+
+// rate works out the report's utilization and throughput over wall.
+func (r *MeterReport) rate(wall time.Duration) {
+	if wall <= 0 {
+		return
+	}
+	r.Utilization = float64(r.Busy) / (float64(wall) * float64(max(1, r.Workers)))
+	n := r.BytesIn
+	if n == 0 {
+		n = r.BytesOut
+	}
+	r.Throughput = float64(n) / wall.Seconds()
 }
 
 // bottleneck names the position with the highest utilization.

@@ -154,8 +154,8 @@ func (r *run) restoreChain(ctx context.Context, chain []*catalog.Run) error {
 			return err
 		}
 	}
-	r.rep.Result = joinResults(results)
-	r.rep.Chain = catalogIDs(chain)
+	r.rep.Result = engine.Join(results)
+	r.rep.Chain = catalog.IDs(chain)
 	return nil
 }
 
@@ -179,14 +179,7 @@ func (r *run) restoreLink(ctx context.Context, composers []sdk.Composer, chain [
 			return err
 		}
 	}
-	if err := r.newJob(); err != nil {
-		return err
-	}
-	if err := r.prepareSinks(ctx, nil); err != nil {
-		return err
-	}
-	r.job.Finish = func(_ context.Context, res *engine.Result) error { return r.checkFailed(res) }
-	err := r.execute(ctx)
+	err := r.restoreRun(ctx)
 	if r.rep.Result != nil {
 		*results = append(*results, r.rep.Result)
 	}
@@ -209,56 +202,6 @@ func (r *run) takeBackNewest(ctx context.Context, streams []engine.Stream) error
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// catalogIDs are the runs' ids, in order.
-func catalogIDs(runs []*catalog.Run) []string {
-	ids := make([]string, len(runs))
-	for i, c := range runs {
-		ids[i] = c.Manifest.RunID
-	}
-	return ids
-}
-
-// joinResults makes one result of the engine runs of a chain's restore:
-// every stream, the meters' bytes and times added up, from the first
-// start to the last finish.
-func joinResults(rs []*engine.Result) *engine.Result {
-	if len(rs) == 0 {
-		return nil
-	}
-	out := *rs[0]
-	out.Streams = nil
-	out.Meters = append([]engine.MeterReport(nil), rs[0].Meters...)
-	for i, res := range rs {
-		out.Streams = append(out.Streams, res.Streams...)
-		out.Finished = res.Finished
-		out.PeakBuffers = max(out.PeakBuffers, res.PeakBuffers)
-		if i == 0 || len(res.Meters) != len(out.Meters) {
-			continue
-		}
-		for j, m := range res.Meters {
-			o := &out.Meters[j]
-			o.BytesIn += m.BytesIn
-			o.BytesOut += m.BytesOut
-			o.Busy += m.Busy
-			o.WaitIn += m.WaitIn
-			o.BlockedOut += m.BlockedOut
-		}
-	}
-	wall := out.Finished.Sub(out.Started)
-	if wall > 0 {
-		for j := range out.Meters {
-			o := &out.Meters[j]
-			n := o.BytesIn // as the engine's meters count
-			if n == 0 {
-				n = o.BytesOut
-			}
-			o.Throughput = float64(n) / wall.Seconds()
-			o.Utilization = float64(o.Busy) / (float64(wall) * float64(max(1, o.Workers)))
-		}
-	}
-	return &out
 }
 
 // chain returns the runs a restore reads, newest first: the run chosen

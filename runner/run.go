@@ -261,7 +261,8 @@ func (r *run) copy(ctx context.Context) error {
 // restore takes a restore's path (see kind). Of a run whose streams
 // stand alone (a cluster's databases), it leaves out each group of
 // which a stream failed in the backup (see skipIncomplete), and fails,
-// once the rest is restored, for the failed streams a sink asked for.
+// once the rest is restored, for the failed streams a sink asked for. A
+// run that builds on others restores with them (see restoreChain).
 func (r *run) restore(ctx context.Context) error {
 	if chain, err := r.chain(); err != nil || len(chain) > 1 {
 		if err != nil {
@@ -269,6 +270,12 @@ func (r *run) restore(ctx context.Context) error {
 		}
 		return r.restoreChain(ctx, chain)
 	}
+	return r.restoreRun(ctx)
+}
+
+// restoreRun restores the run the streams plan reads (one run of a chain,
+// or a run alone).
+func (r *run) restoreRun(ctx context.Context) error {
 	if err := r.newJob(); err != nil {
 		return err
 	}

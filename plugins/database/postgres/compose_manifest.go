@@ -81,10 +81,25 @@ func replaceFile(p string, b []byte) error {
 type manifestEntry struct {
 	Path         *string `json:"Path,omitempty"`
 	EncodedPath  *string `json:"Encoded-Path,omitempty"`
-	Size         uint64  `json:"Size"`
+	Size         *uint64 `json:"Size"`
 	LastModified string  `json:"Last-Modified,omitempty"`
 	Algorithm    string  `json:"Checksum-Algorithm,omitempty"`
 	Checksum     string  `json:"Checksum,omitempty"`
+}
+
+// fileLine reads line of a server's backup manifest: a file's entry
+// ('{ "Path": … },', the manifest writes one to a line), or, ok false,
+// any other line. An entry without its path or its size is an error.
+func fileLine(line string) (e manifestEntry, ok bool, err error) {
+	t := strings.TrimSpace(line)
+	if !strings.HasPrefix(t, `{ "Path"`) && !strings.HasPrefix(t, `{ "Encoded-Path"`) {
+		return e, false, nil
+	}
+	err = json.Unmarshal([]byte(strings.TrimSuffix(t, ",")), &e)
+	if err == nil && (e.Size == nil || (e.Path == nil) == (e.EncodedPath == nil)) {
+		err = errors.New("a file needs a path and a size")
+	}
+	return e, true, err
 }
 
 // name is the entry's path.
@@ -108,7 +123,7 @@ func (e manifestEntry) line(name string, encoded bool) string {
 		p, _ := json.Marshal(name)
 		fmt.Fprintf(&b, `{ "Path": %s`, p)
 	}
-	fmt.Fprintf(&b, `, "Size": %d`, e.Size)
+	fmt.Fprintf(&b, `, "Size": %d`, *e.Size)
 	if e.LastModified != "" {
 		fmt.Fprintf(&b, `, "Last-Modified": %q`, e.LastModified)
 	}
@@ -223,13 +238,14 @@ func rewriteManifest(p string, rebuilt map[string]string, sums map[string]fileSu
 			end = i
 			break
 		}
-		if !strings.HasPrefix(t, `{ "Path"`) && !strings.HasPrefix(t, `{ "Encoded-Path"`) {
-			continue
-		}
-		j := &job{i: i, comma: strings.HasSuffix(t, ",")}
-		if err := json.Unmarshal([]byte(strings.TrimSuffix(t, ",")), &j.entry); err != nil {
+		entry, ok, err := fileLine(t)
+		if err != nil {
 			return fmt.Errorf("the backup manifest's line %d: %w", i+1, err)
 		}
+		if !ok {
+			continue
+		}
+		j := &job{i: i, comma: strings.HasSuffix(t, ","), entry: entry}
 		name, err := j.entry.name()
 		if err != nil {
 			return fmt.Errorf("the backup manifest's line %d: %w", i+1, err)
@@ -256,7 +272,7 @@ func rewriteManifest(p string, rebuilt map[string]string, sums map[string]fileSu
 	g.SetLimit(4)
 	for _, j := range jobs {
 		if s, ok := sums[j.name]; ok && j.name != "backup_label" && strings.EqualFold(j.entry.Algorithm, sumAlgorithm) {
-			j.entry.Checksum, j.entry.Size = s.sum, s.size
+			j.entry.Checksum, j.entry.Size = s.sum, &s.size
 			continue
 		}
 		g.Go(func() error {
@@ -264,7 +280,7 @@ func rewriteManifest(p string, rebuilt map[string]string, sums map[string]fileSu
 			if err != nil {
 				return fmt.Errorf("checksum of %s: %w", j.disk, sdk.ExplainIO(err))
 			}
-			j.entry.Checksum, j.entry.Size = sum, size
+			j.entry.Checksum, j.entry.Size = sum, &size
 			return nil
 		})
 	}
@@ -281,10 +297,5 @@ func rewriteManifest(p string, rebuilt map[string]string, sums map[string]fileSu
 	}
 	body := strings.Join(lines[:end], "")
 	sum := sha256.Sum256([]byte(body))
-	var out bytes.Buffer
-	w := bufio.NewWriter(&out)
-	w.WriteString(body)
-	fmt.Fprintf(w, "\"Manifest-Checksum\": \"%s\"}\n", hex.EncodeToString(sum[:]))
-	w.Flush()
-	return replaceFile(p, out.Bytes())
+	return replaceFile(p, fmt.Appendf([]byte(body), "\"Manifest-Checksum\": \"%s\"}\n", hex.EncodeToString(sum[:])))
 }

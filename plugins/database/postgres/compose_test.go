@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -286,8 +285,8 @@ func checkManifest(t *testing.T, dd, what string) {
 		if !strings.HasPrefix(line, `{ "Path"`) {
 			continue
 		}
-		var e manifestEntry
-		if err := jsonUnmarshalLine(line, &e); err != nil {
+		e, _, err := fileLine(line)
+		if err != nil {
 			t.Fatalf("%s: %q: %v", what, line, err)
 		}
 		if strings.Contains(*e.Path, incrementalPrefix) {
@@ -295,8 +294,8 @@ func checkManifest(t *testing.T, dd, what string) {
 			continue
 		}
 		sum, size, err := fileChecksum(filepath.Join(dd, *e.Path), e.Algorithm)
-		if err != nil || sum != e.Checksum || size != e.Size {
-			t.Errorf("%s: %s: the manifest says %d bytes, %s; the file holds %d, %s (%v)", what, *e.Path, e.Size, e.Checksum, size, sum, err)
+		if err != nil || sum != e.Checksum || size != *e.Size {
+			t.Errorf("%s: %s: the manifest says %d bytes, %s; the file holds %d, %s (%v)", what, *e.Path, *e.Size, e.Checksum, size, sum, err)
 		}
 	}
 }
@@ -320,10 +319,6 @@ func TestComposeChainRefusesABrokenChain(t *testing.T) {
 		t.Errorf("a chain whose full lacks the files: %v", err)
 	}
 	_ = full
-}
-
-func jsonUnmarshalLine(line string, e *manifestEntry) error {
-	return json.Unmarshal([]byte(strings.TrimSuffix(strings.TrimSpace(line), ",")), e)
 }
 
 // TestIncrementalHeaderSize: an incremental file whose size is not what

@@ -253,25 +253,17 @@ func (l *lister) Write(p []byte) (int, error) {
 // most MAXPGPATH, 1024 bytes).
 const maxManifestLine = 64 << 10
 
-// manifestFile is what a file's line of the server's manifest says.
-type manifestFile struct {
-	Path        *string `json:"Path"`
-	EncodedPath *string `json:"Encoded-Path"`
-	Size        *uint64 `json:"Size"`
-}
-
-// line takes one line of the manifest: a file's, '{ "Path": ... },'.
+// line takes one line of the manifest: a file's becomes a line of the
+// listing.
 func (l *lister) line(line []byte) {
-	line = bytes.TrimSpace(line)
-	if !bytes.HasPrefix(line, []byte(`{ "Path"`)) && !bytes.HasPrefix(line, []byte(`{ "Encoded-Path"`)) {
+	f, ok, err := fileLine(string(line))
+	if err != nil {
+		if l.err == nil {
+			l.err = fmt.Errorf("a file of the server's backup manifest reads %.120q: %w", bytes.TrimSpace(line), err)
+		}
 		return
 	}
-	line = bytes.TrimSuffix(line, []byte(","))
-	var f manifestFile
-	if err := json.Unmarshal(line, &f); err != nil || f.Size == nil || (f.Path == nil) == (f.EncodedPath == nil) {
-		if l.err == nil {
-			l.err = fmt.Errorf("a file of the server's backup manifest reads %.120q", line)
-		}
+	if !ok {
 		return
 	}
 	var name string
@@ -299,7 +291,6 @@ func (l *lister) listing() []byte {
 
 // followed is what Follow was told, kept for Streams.
 type followed struct {
-	called bool
 	parent *sdk.Parent
 	why    string
 }
@@ -307,7 +298,7 @@ type followed struct {
 // Follow takes the run the host offers to build on (see sdk.Chainer);
 // Streams decides.
 func (s *BaseSource) Follow(ctx context.Context, parent *sdk.Parent, why string) error {
-	s.follow = followed{called: true, parent: parent, why: why}
+	s.follow = followed{parent: parent, why: why}
 	return nil
 }
 

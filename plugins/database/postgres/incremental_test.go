@@ -123,8 +123,8 @@ func TestListingRoundTrip(t *testing.T) {
 		if m.Version != 2 || m.System != 7 || len(m.Files) != 4 || len(m.Ranges) != 1 || m.Checksum != hex.EncodeToString(sum[:]) {
 			t.Fatalf("uploaded manifest %+v\n%s", m, up)
 		}
-		if n, _ := m.Files[2].name(); n != "bad/\xff" || *m.Files[3].Path != `we"ird` || m.Files[1].Size != 8204 {
-			t.Errorf("files %q, %q, %d", n, *m.Files[3].Path, m.Files[1].Size)
+		if n, _ := m.Files[2].name(); n != "bad/\xff" || *m.Files[3].Path != `we"ird` || *m.Files[1].Size != 8204 {
+			t.Errorf("files %q, %q, %d", n, *m.Files[3].Path, *m.Files[1].Size)
 		}
 	}
 	l := newLister()
