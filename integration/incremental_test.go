@@ -350,4 +350,42 @@ func testIncremental(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 	if m := promoted(); m.Source["backup_type"] != "incremental" || m.Source["timeline"] == "1" {
 		t.Errorf("the second run of the promoted server: backup_type %q on timeline %s (%s)", m.Source["backup_type"], m.Source["timeline"], m.Source["full_reason"])
 	}
+
+	// Prune with keep_last = 3 where the cut falls inside a chain: the
+	// oldest kept run is an incremental, so its full stays with it, and
+	// every other run goes, the chain whose run lost an object with it.
+	runs = baseRuns(t, b, bucket)
+	last := runs[len(runs)-3:]
+	parent := runs[len(runs)-4]
+	if last[0].Source["backup_type"] != "incremental" || last[0].Source["parent_run"] != parent.RunID {
+		t.Fatalf("the third newest run %s: backup_type %q on %q, want an incremental on %s", last[0].RunID, last[0].Source["backup_type"], last[0].Source["parent_run"], parent.RunID)
+	}
+	env3 := append(append([]string(nil), env...), "PIPE_VAR_keep=3")
+	dry := mustPipe(t, host, env3, "backups", "prune", "base.hcl", "--pipeline", "base", "--dry-run").Stdout
+	if !strings.Contains(dry, "keep run "+parent.RunID) || !strings.Contains(dry, "run "+last[0].RunID+" builds on it") {
+		t.Errorf("prune --dry-run does not keep %s for %s:\n%s", parent.RunID, last[0].RunID, dry)
+	}
+	done := mustPipe(t, host, env3, "backups", "prune", "base.hcl", "--pipeline", "base").Stdout
+	would := strings.ReplaceAll(strings.Join(lines(dry, "would delete run "), "\n"), "would delete", "deleted")
+	if did := strings.Join(lines(done, "deleted run "), "\n"); did != would || strings.Count(did, "\n")+1 != len(runs)-4 {
+		t.Errorf("prune of %d runs with keep_last = 3 deleted\n%s\nits dry run said\n%s", len(runs), done, dry)
+	}
+	var left, want4 []string
+	for _, m := range baseRuns(t, b, bucket) {
+		left = append(left, m.RunID)
+	}
+	for _, m := range append([]*manifest.Manifest{parent}, last...) {
+		want4 = append(want4, m.RunID)
+	}
+	if strings.Join(left, " ") != strings.Join(want4, " ") {
+		t.Errorf("after prune the store holds runs %v, want %v", left, want4)
+	}
+	if r := runPipe(t, host, env, "verify", "base.hcl", "--pipeline", "base", "--all"); r.Err != nil {
+		t.Errorf("verify after prune: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	// The kept parent composes with its incremental.
+	dir = restoreChain("pruned", fmt.Sprintf("run = %q", last[0].RunID), "")
+	if code, out := pg.sh(t, "pg_verifybackup --no-parse-wal --ignore=tablespace_map "+dir); code != 0 || !strings.Contains(out, "successfully verified") {
+		t.Errorf("pg_verifybackup of the chain kept by prune: exit %d\n%s", code, out)
+	}
 }
