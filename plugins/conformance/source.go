@@ -68,6 +68,7 @@ func RunSource(t *testing.T, s Source) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { sourceOneStream(t, s, tc.data) })
 	}
+	t.Run("ranges", func(t *testing.T) { sourceRanges(t, s) })
 	t.Run("many streams at once", func(t *testing.T) { sourceManyStreams(t, s) })
 	t.Run("missing stream", func(t *testing.T) { sourceMissing(t, s) })
 	t.Run("cancellation", func(t *testing.T) { sourceCancellation(t, s) })
@@ -90,6 +91,34 @@ func sourceOneStream(t *testing.T, s Source, b []byte) {
 	}
 	if got := readAll(t, src, "stream-1"); !bytes.Equal(got, b) {
 		t.Fatalf("read %d bytes, want %d", len(got), len(b))
+	}
+}
+
+// sourceRanges reads parts of a stream with sdk.OpenRange (the source's
+// own OpenRange, or skipping to the part): exactly the bytes asked, and
+// io.ErrUnexpectedEOF for a part past the end.
+func sourceRanges(t *testing.T, s Source) {
+	b := data(2, 3<<20+5)
+	src := s.New(t, map[string][]byte{"stream-1": b})
+	if _, err := src.Streams(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	read := func(off, n int64) ([]byte, error) {
+		rc, err := sdk.OpenRange(context.Background(), src, "stream-1", off, n)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		return io.ReadAll(rc)
+	}
+	for _, r := range [][2]int64{{0, 1}, {1000, 70_000}, {2 << 20, 1 << 20}, {int64(len(b)) - 5, 5}} {
+		got, err := read(r[0], r[1])
+		if err != nil || !bytes.Equal(got, b[r[0]:r[0]+r[1]]) {
+			t.Errorf("%d bytes at %d: %d bytes back, %v", r[1], r[0], len(got), err)
+		}
+	}
+	if got, err := read(int64(len(b))-5, 10); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("10 bytes at 5 before the end: %d bytes back, %v, want io.ErrUnexpectedEOF", len(got), err)
 	}
 }
 

@@ -250,11 +250,21 @@ func (s *remoteSource) Open(ctx context.Context, name string) (io.ReadCloser, er
 	return s.remote.open(ctx, name)
 }
 
+// OpenRange reads part of a stream (see sdk.RangeOpener); the plugin reads
+// it with its own OpenRange, or skips to it.
+func (s *remote) OpenRange(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	return s.read(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, Offset: offset, Length: length})
+}
+
 // open reads a stream of the instance: a source's stream or a storage
 // sink's object.
 func (s *remote) open(ctx context.Context, name string) (io.ReadCloser, error) {
+	return s.read(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, AcceptFd: s.proc.fds != nil})
+}
+
+func (s *remote) read(ctx context.Context, req *pb.ReadStream_Request) (io.ReadCloser, error) {
 	ctx, cancel := s.proc.whileAlive(ctx)
-	st, err := s.proc.rpc.ReadStream(ctx, &pb.ReadStream_Request{Handle: s.handle, Name: name, AcceptFd: s.proc.fds != nil})
+	st, err := s.proc.rpc.ReadStream(ctx, req)
 	if err != nil {
 		cancel()
 		return nil, s.proc.wrap(ctx, err)

@@ -2229,10 +2229,14 @@ func (x *ListStreams_Response) GetIndependent() bool {
 }
 
 type ReadStream_Request struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handle        uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	AcceptFd      bool                   `protobuf:"varint,3,opt,name=accept_fd,json=acceptFd,proto3" json:"accept_fd,omitempty"` // the host reads file descriptors it is sent
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Handle   uint64                 `protobuf:"varint,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	AcceptFd bool                   `protobuf:"varint,3,opt,name=accept_fd,json=acceptFd,proto3" json:"accept_fd,omitempty"` // the host reads file descriptors it is sent
+	// A range of the object (length > 0): its bytes from offset on, length
+	// of them, sent as data (never a file). Fewer bytes are an error.
+	Offset        int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        int64 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2286,6 +2290,20 @@ func (x *ReadStream_Request) GetAcceptFd() bool {
 		return x.AcceptFd
 	}
 	return false
+}
+
+func (x *ReadStream_Request) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadStream_Request) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
 }
 
 type ReadStream_Response struct {
@@ -4554,13 +4572,15 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"FactsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbb\x02\n" +
 	"\n" +
-	"ReadStream\x1aR\n" +
+	"ReadStream\x1a\x82\x01\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\taccept_fd\x18\x03 \x01(\bR\bacceptFd\x1a\x8a\x01\n" +
+	"\taccept_fd\x18\x03 \x01(\bR\bacceptFd\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06length\x18\x05 \x01(\x03R\x06length\x1a\x8a\x01\n" +
 	"\bResponse\x12\x14\n" +
 	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x122\n" +
 	"\x03end\x18\x02 \x01(\v2\x1e.pipe.plugin.v1.ReadStream.EndH\x00R\x03end\x12-\n" +

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"time"
 
@@ -262,6 +263,8 @@ func ToStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, sdk.ErrExists):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return status.Error(codes.OutOfRange, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -281,6 +284,13 @@ type exists struct{ msg string }
 
 func (e exists) Error() string        { return e.msg }
 func (e exists) Is(target error) bool { return target == sdk.ErrExists }
+
+// short keeps a plugin's message while matching io.ErrUnexpectedEOF: an
+// object that ended before the range asked of it.
+type short struct{ msg string }
+
+func (e short) Error() string        { return e.msg }
+func (e short) Is(target error) bool { return target == io.ErrUnexpectedEOF }
 
 // kept is a plugin's error that matches a context error (a timeout of the
 // plugin's own, say) with the plugin's message as it was: the message
@@ -308,6 +318,8 @@ func FromStatus(ctx context.Context, err error) error {
 		return notFound{st.Message()}
 	case codes.AlreadyExists:
 		return exists{st.Message()}
+	case codes.OutOfRange:
+		return short{st.Message()}
 	case codes.Canceled:
 		if ctx.Err() != nil {
 			return context.Cause(ctx)

@@ -262,11 +262,16 @@ func (s *server) ReadStream(req *pb.ReadStream_Request, out pb.Plugin_ReadStream
 	ctx, cancel := context.WithCancel(out.Context())
 	defer cancel()
 	h := req.GetHandle()
-	rc, err := src.Open(ctx, req.GetName())
+	var rc io.ReadCloser
+	if req.GetLength() > 0 {
+		rc, err = sdk.OpenRange(ctx, src, req.GetName(), req.GetOffset(), req.GetLength())
+	} else {
+		rc, err = src.Open(ctx, req.GetName())
+	}
 	if err != nil {
 		return s.status(h, err)
 	}
-	if req.GetAcceptFd() && s.fds != nil {
+	if req.GetAcceptFd() && s.fds != nil && req.GetLength() == 0 {
 		fr, ok := rc.(sdk.FileReader)
 		if !ok {
 			// No file: pipe reads the stream through a pipe instead.

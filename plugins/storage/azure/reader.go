@@ -83,3 +83,17 @@ func openBlob(ctx context.Context, cl *client, key string) (io.ReadCloser, error
 		},
 	})
 }
+
+// openBlobRange reads length bytes of the blob at key from offset on, in
+// one request (a deduplicated chunk's blob; see sdk.RangeOpener).
+func openBlobRange(ctx context.Context, cl *client, key string, offset, length int64) (io.ReadCloser, error) {
+	where := cl.where + "/" + key
+	if err := checkBlobName(key); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", where, err)
+	}
+	resp, err := cl.c.NewBlobClient(key).DownloadStream(ctx, &blob.DownloadStreamOptions{Range: blob.HTTPRange{Offset: offset, Count: length}})
+	if err != nil {
+		return nil, explain("reading", where, err)
+	}
+	return resp.Body, nil
+}

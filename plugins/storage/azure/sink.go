@@ -231,6 +231,11 @@ func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return openBlob(ctx, s.client, key)
 }
 
+// OpenRange reads part of a committed blob (see sdk.RangeOpener).
+func (s *Sink) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return openBlobRange(ctx, s.client, key, offset, length)
+}
+
 var _ sdk.Locker = (*Sink)(nil)
 
 // ObjectLock says how the blob at key is protected: its immutability

@@ -141,6 +141,15 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	return openBlob(ctx, s.client, s.root+name)
 }
 
+// OpenRange reads part of a blob below the source's folder (see
+// sdk.RangeOpener).
+func (s *Source) OpenRange(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if name == "" || strings.HasPrefix(name, "/") {
+		return nil, fmt.Errorf("%q is not a blob name below %s/%s", name, s.where, s.root)
+	}
+	return openBlobRange(ctx, s.client, s.root+name, offset, length)
+}
+
 var _ sdk.Selection = (*Source)(nil)
 
 // Single reports whether key names one blob (see sdk.Selection).

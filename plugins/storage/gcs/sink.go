@@ -482,6 +482,21 @@ func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return &explainedReader{r: r, explain: func(err error) error { return s.c.explain("reading", key, err) }}, nil
 }
 
+// OpenRange reads part of a committed object (see sdk.RangeOpener).
+func (s *Sink) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return s.c.openRange(ctx, key, offset, length)
+}
+
+// openRange reads length bytes of the object at key from offset on, in
+// one request (a deduplicated chunk's blob).
+func (c *client) openRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	r, err := c.bkt.Object(key).ReadCompressed(c.compressed).NewRangeReader(ctx, offset, length)
+	if err != nil {
+		return nil, c.explain("reading", key, err)
+	}
+	return &explainedReader{r: r, explain: func(err error) error { return c.explain("reading", key, err) }}, nil
+}
+
 type explainedReader struct {
 	r       io.ReadCloser
 	explain func(error) error

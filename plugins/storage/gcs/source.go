@@ -240,6 +240,15 @@ func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
 	})
 }
 
+// OpenRange reads part of an object below the source's folder (see
+// sdk.RangeOpener).
+func (s *Source) OpenRange(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if name == "" {
+		return nil, fmt.Errorf("an empty stream name: %w", sdk.ErrNotFound)
+	}
+	return s.c.openRange(ctx, s.root+name, offset, length)
+}
+
 // Close releases the connections.
 func (s *Source) Close() error { return s.c.close() }
 

@@ -81,3 +81,25 @@ func (s *store) open(ctx context.Context, key string) (io.ReadCloser, error) {
 		},
 	})
 }
+
+// openRange reads length bytes of the object at key from offset on, in
+// one GET (a deduplicated chunk's blob; see sdk.RangeOpener).
+func (s *store) openRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	vid, err := s.version(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))}
+	if vid != "" {
+		in.VersionId = aws.String(vid)
+		s.versions.forget(key)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		return nil, s.fail("reading", key, err)
+	}
+	if out.Body == nil {
+		return nil, s.fail("reading", key, errors.New("the store answered without a body"))
+	}
+	return out.Body, nil
+}

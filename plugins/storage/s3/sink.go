@@ -160,6 +160,11 @@ func (s *Sink) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.st.open(ctx, key)
 }
 
+// OpenRange reads part of a committed object (see sdk.RangeOpener).
+func (s *Sink) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return s.st.openRange(ctx, key, offset, length)
+}
+
 // Remove deletes an object; a missing object is no error. In a
 // versioned store it deletes every version of it.
 func (s *Sink) Remove(ctx context.Context, key string) error {

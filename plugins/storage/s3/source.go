@@ -144,15 +144,32 @@ func (s *Source) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 
 // Open reads a stream, or any object under the prefix.
 func (s *Source) Open(ctx context.Context, name string) (io.ReadCloser, error) {
+	if err := s.checkName(name); err != nil {
+		return nil, err
+	}
+	return s.st.open(ctx, s.root+name)
+}
+
+// OpenRange reads part of an object under the source's folder (see
+// sdk.RangeOpener).
+func (s *Source) OpenRange(ctx context.Context, name string, offset, length int64) (io.ReadCloser, error) {
+	if err := s.checkName(name); err != nil {
+		return nil, err
+	}
+	return s.st.openRange(ctx, s.root+name, offset, length)
+}
+
+// checkName says why name is no object name under the source's folder.
+func (s *Source) checkName(name string) error {
 	if name == "" || strings.HasPrefix(name, "/") {
-		return nil, fmt.Errorf("%q is not an object name under s3://%s/%s", name, s.st.bucket, s.root)
+		return fmt.Errorf("%q is not an object name under s3://%s/%s", name, s.st.bucket, s.root)
 	}
 	for _, seg := range strings.Split(name, "/") {
 		if seg == ".." {
-			return nil, fmt.Errorf("%q points outside s3://%s/%s", name, s.st.bucket, s.root)
+			return fmt.Errorf("%q points outside s3://%s/%s", name, s.st.bucket, s.root)
 		}
 	}
-	return s.st.open(ctx, s.root+name)
+	return nil
 }
 
 var _ sdk.Selection = (*Source)(nil)
