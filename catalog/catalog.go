@@ -103,6 +103,9 @@ type Catalog struct {
 	Incomplete []*Incomplete
 	// Invalid are manifests that were refused, with why.
 	Invalid []Invalid
+	// Packs are the objects of a deduplicating store's folder (see
+	// manifest.PacksDir): packs of chunks the runs' lists name.
+	Packs []sdk.ObjectInfo
 	// Objects is every object listed.
 	Objects []sdk.ObjectInfo
 }
@@ -183,6 +186,10 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 	groups := map[string]*Incomplete{}
 	for _, o := range objs {
 		if named[o.Key] {
+			continue
+		}
+		if manifest.InPacks(o.Key) {
+			c.Packs = append(c.Packs, o)
 			continue
 		}
 		id, t, _ := RunTime(o.Key)

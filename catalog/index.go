@@ -78,6 +78,16 @@ func Summarize(m *manifest.Manifest) Summary {
 	if m.RunKey != nil {
 		s.Stored += m.RunKey.Size
 	}
+	if d := m.Dedup; d != nil {
+		// The lists, and what the run added to the packs; how its chunks
+		// are sealed.
+		s.Stored += d.StoredBytes
+		codecs = map[string]bool{"dedup+" + d.Codec: true}
+		s.Encryption = d.Encryption
+		for _, r := range d.Recipients {
+			recips[r] = true
+		}
+	}
 	s.Codec = strings.Join(slices.Sorted(maps.Keys(codecs)), ",")
 	s.Recipients = slices.Sorted(maps.Keys(recips))
 	if s.Passphrase || (len(s.Recipients) == 1 && s.Recipients[0] == "scrypt") {
@@ -311,7 +321,7 @@ func leftovers(objs []sdk.ObjectInfo, runs []Entry, invalid []Invalid) []*Incomp
 	groups := map[string]*Incomplete{}
 	var out []*Incomplete
 	for _, o := range objs {
-		if named[o.Key] || inFolders(o.Key, dirs) {
+		if named[o.Key] || inFolders(o.Key, dirs) || manifest.InPacks(o.Key) {
 			continue
 		}
 		id, t, _ := RunTime(o.Key)

@@ -42,6 +42,7 @@ func (j *Job) Layout() (Layout, error) {
 	l.Positions = append(l.Positions, Position{Name: "source", Buffers: p*(d+1) + nextWorkers, BufferSize: j.ChunkSize, unit: j.ChunkSize})
 	cur := j.ChunkSize // the largest payload arriving at the next position
 	for _, s := range j.Stages {
+		l.State += s.Shared
 		bound := s.Bound
 		if bound == nil {
 			bound = func(n int) int { return n }

@@ -27,6 +27,9 @@ type Stage struct {
 	// Memory is the state one worker (Mapper) or one stream (Streamer)
 	// keeps besides chunk buffers, for the memory budget.
 	Memory int64
+	// Shared is the state the stage keeps once per run besides (an
+	// index, workers of its own), for the memory budget.
+	Shared int64
 }
 
 // Mapper is a stage whose units are independent of each other, so several

@@ -81,6 +81,9 @@ type Manifest struct {
 	// server's file names and sizes, never their contents. Opaque to
 	// pipe; valid UTF-8.
 	Listing string `json:"listing,omitempty"`
+	// Dedup, in a deduplicated run, says how its chunks are stored: its
+	// objects are chunk lists (codec ChunksCodec).
+	Dedup *Dedup `json:"dedup,omitempty"`
 	// Signature, in a signed manifest, is its last member: the signature
 	// of the bytes before it, as package signing writes and checks it
 	// (the bytes as read, never the manifest encoded again). Marshal
@@ -221,6 +224,11 @@ func (m *Manifest) check() error {
 			return err
 		}
 	}
+	if d := m.Dedup; d != nil {
+		if err := d.check(); err != nil {
+			return err
+		}
+	}
 	if s := m.Signature; s != nil {
 		if err := s.check(); err != nil {
 			return err
@@ -305,6 +313,9 @@ func (m *Manifest) checkStreams() error {
 		if err := o.check(); err != nil {
 			return fmt.Errorf("object %d: %w", i, err)
 		}
+		if (o.Codec == ChunksCodec) != (m.Dedup != nil) {
+			return fmt.Errorf("object %d: codec %s in a run that is %sdeduplicated", i, o.Codec, map[bool]string{true: "", false: "not "}[m.Dedup != nil])
+		}
 		if m.RunKey != nil && o.Encryption != "age" {
 			return fmt.Errorf("object %d: a run key but %s is not encrypted", i, o.Key)
 		}
@@ -348,28 +359,33 @@ func (o *Object) check() error {
 		return fmt.Errorf("%s has no digest: nothing could verify it", o.Key)
 	case !validDigest(o.Digest):
 		return fmt.Errorf("digest %q of %s is not sha256:<64 hex digits>", o.Digest, o.Key)
-	case !slices.Contains(Codecs, o.Codec):
+	case !slices.Contains(Codecs, o.Codec) && o.Codec != ChunksCodec:
 		return fmt.Errorf("codec %q of %s is not one of %s", o.Codec, o.Key, strings.Join(Codecs, ", "))
 	}
-	switch o.Encryption {
+	return checkEncryption(o.Key, o.Encryption, o.Recipients)
+}
+
+// checkEncryption checks what says how something (what) is encrypted.
+func checkEncryption(what, encryption string, recipients []string) error {
+	switch encryption {
 	case "":
-		if len(o.Recipients) > 0 {
-			return fmt.Errorf("%s names recipients but no encryption", o.Key)
+		if len(recipients) > 0 {
+			return fmt.Errorf("%s names recipients but no encryption", what)
 		}
 	case "age":
-		if len(o.Recipients) == 0 {
-			return fmt.Errorf("%s is encrypted to no recipient", o.Key)
+		if len(recipients) == 0 {
+			return fmt.Errorf("%s is encrypted to no recipient", what)
 		}
-		for _, r := range o.Recipients {
+		for _, r := range recipients {
 			if r == "" {
-				return fmt.Errorf("%s: an empty recipient", o.Key)
+				return fmt.Errorf("%s: an empty recipient", what)
 			}
 			if err := printable("recipient", r); err != nil {
 				return err
 			}
 		}
 	default:
-		return fmt.Errorf("encryption %q of %s is not age", o.Encryption, o.Key)
+		return fmt.Errorf("encryption %q of %s is not age", encryption, what)
 	}
 	return nil
 }

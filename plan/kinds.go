@@ -43,6 +43,7 @@ type ops struct {
 }
 
 var kindOps = map[*stagekind.Kind]ops{
+	stagekind.Dedup: dedupOps,
 	stagekind.Compress: {
 		resolve: func(s *Stage, b *pipefile.Block, p *Pipeline) (bool, hcl.Diagnostics) {
 			s.Codec = b.String("codec")
@@ -249,7 +250,7 @@ func (s *Stage) Decodes() bool { return s.Kind().Decodes() }
 
 // Idle reports whether the stage leaves the bytes as they are and runs
 // nothing (compress or decompress with codec "none").
-func (s *Stage) Idle() bool { return s.ops().idle != nil && s.ops().idle(s) }
+func (s *Stage) Idle() bool { return s.absorbed || s.ops().idle != nil && s.ops().idle(s) }
 
 // Ext is the extension an encoding stage adds to stream names.
 func (s *Stage) Ext() string {
@@ -286,7 +287,12 @@ func (s *Stage) Strip(name, stream string) (rest, codec string, err error) {
 }
 
 // describe says what the stage does, for plans.
-func (s *Stage) describe() string { return s.ops().describe(s) }
+func (s *Stage) describe() string {
+	if s.absorbed {
+		return s.ops().describe(s) + ": each chunk dedup stores"
+	}
+	return s.ops().describe(s)
+}
 
 // fromProfile marks a setting the profile gave.
 func (s *Stage) fromProfile(attr string) string {

@@ -100,6 +100,12 @@ type Stage struct {
 	// writesRunKey: a passphrase encrypt stage whose every sink stores,
 	// so the run encrypts to a run key (see runner).
 	writesRunKey bool
+	// Dedup is the dedup stage's settings.
+	Dedup *Dedup
+	// absorbed: a compress or encrypt stage of a pipeline with a dedup
+	// stage, which seals each chunk with their settings; they do not run
+	// on the stream.
+	absorbed bool
 }
 
 // Restores reports whether the pipeline's last transforming stage decodes:
@@ -234,6 +240,7 @@ func resolve(def *pipefile.Pipeline, o Options) (*Pipeline, hcl.Diagnostics) {
 		}
 	}
 	diags = append(diags, checkOrder(p)...)
+	diags = append(diags, checkDedup(p)...)
 	diags = append(diags, p.resolveSigning()...)
 	if diags.HasErrors() {
 		return p, diags

@@ -52,6 +52,8 @@ func ReadRun(ctx context.Context, s *Store, id string) (*catalog.Run, *catalog.C
 type Deletion struct {
 	Runs    []string `json:"deleted_runs"`
 	Objects int      `json:"deleted_leftover_objects,omitempty"`
+	// Packs counts the packs of chunks no run names any more, deleted.
+	Packs int `json:"deleted_packs,omitempty"`
 	// Last are the runs deleted (or refused) that were the last complete
 	// base backup of their cluster in the store.
 	Last []LastBaseBackup `json:"last_base_backups,omitempty"`
@@ -261,6 +263,9 @@ func PruneStore(ctx context.Context, s *Store, now time.Time, dryRun bool) (*Ret
 		return nil, nil, err
 	}
 	if err := rp.HoldLocked(ctx, s, now); err != nil {
+		return nil, nil, err
+	}
+	if err := rp.planPacks(ctx, s, now, s.Grace); err != nil {
 		return nil, nil, err
 	}
 	if dryRun {

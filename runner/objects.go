@@ -117,6 +117,7 @@ type outcome struct {
 	independent bool
 	damage      string
 	listing     string // see sdk.Chainer
+	dedup       *manifest.Dedup
 }
 
 // writeManifests writes the run's manifest to each storage sink, last.
@@ -143,6 +144,11 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 		if runKey != nil {
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}
+		if out.dedup != nil {
+			d := *out.dedup
+			d.Packs = strings.TrimSuffix(manifest.Rel(mkey, d.Packs+"x"), "x")
+			m.Dedup, m.FrameSize = &d, 0
+		}
 		for k, r := range res.Streams {
 			if !r.Committed {
 				continue // failed, in an isolated run
@@ -151,6 +157,9 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 				OriginalSize: r.Read, Digest: r.Observed[stagekind.Checksum.Name], Codec: codec, Encryption: encryption, Recipients: recipients}
 			if decodes {
 				o.OriginalSize = -1
+			}
+			if m.Dedup != nil {
+				o.Codec, o.Encryption, o.Recipients = manifest.ChunksCodec, "", nil
 			}
 			m.Objects = append(m.Objects, o)
 		}

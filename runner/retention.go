@@ -23,7 +23,9 @@ type RetentionReport struct {
 	// locks: they wait for the next run or prune after their lock ends.
 	Locked  []Locked `json:"locked_runs,omitempty"`
 	Garbage int      `json:"garbage_objects_deleted,omitempty"`
-	Error   string   `json:"error,omitempty"`
+	// Packs counts the packs of chunks no run names any more, deleted.
+	Packs int    `json:"packs_deleted,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // garbageAge is how old an object that no manifest names must be before
@@ -37,7 +39,7 @@ const garbageAge = 24 * time.Hour
 // problem does not undo the run: it is reported, and warned of.
 func (r *run) retainRuns(ctx context.Context, pipeline, runID string) {
 	var kept []*catalog.Run
-	r.rep.Retention, kept = applyRetention(ctx, pipeline, runID, r.started, r.sinks, r.manifests, r.o.Warn)
+	r.rep.Retention, kept = applyRetention(ctx, pipeline, runID, r.started, r.sinks, r.manifests, graceOf(r.p), r.o.Warn)
 	a := r.o.WALArchive
 	if a == nil || len(r.rep.Retention) == 0 || failedRetention(r.rep.Retention) {
 		return
@@ -59,7 +61,7 @@ func (r *run) retainRuns(ctx context.Context, pipeline, runID string) {
 // nor among the newest keep_last, nor finished within keep_within; then the
 // objects of failed runs that no manifest names once they are old. A run's
 // manifest goes first, so a half-deleted run never looks restorable.
-func applyRetention(ctx context.Context, pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, warn func(string)) ([]RetentionReport, []*catalog.Run) {
+func applyRetention(ctx context.Context, pipeline, runID string, started time.Time, sinks []*endpoint, manifests map[int]string, grace time.Duration, warn func(string)) ([]RetentionReport, []*catalog.Run) {
 	var out []RetentionReport
 	var kept []*catalog.Run
 	for i, s := range sinks {
@@ -68,7 +70,7 @@ func applyRetention(ctx context.Context, pipeline, runID string, started time.Ti
 			continue
 		}
 		rep := RetentionReport{Sink: s.name}
-		k, err := retain(ctx, pipeline, runID, started, s.def, s.sink.(sdk.Storage), mkey, &rep)
+		k, err := retain(ctx, pipeline, runID, started, s.def, s.sink.(sdk.Storage), mkey, grace, &rep)
 		if err != nil {
 			rep.Error = err.Error()
 			warn(fmt.Sprintf("sink %s: retention: %v; the backup itself is complete", s.name, err))
@@ -115,7 +117,7 @@ func (s sinkStore) Put(ctx context.Context, key string, b []byte) error {
 
 // retain applies one sink's retention and returns the runs it kept (none
 // when it failed: nothing then may go with the runs it would drop).
-func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, rep *RetentionReport) ([]*catalog.Run, error) {
+func retain(ctx context.Context, pipeline, runID string, started time.Time, def *pipefile.Endpoint, st sdk.Storage, mkey string, grace time.Duration, rep *RetentionReport) ([]*catalog.Run, error) {
 	i := strings.Index(mkey, runID)
 	if i < 0 {
 		return nil, fmt.Errorf("the manifest key %s does not hold the run id", mkey)
@@ -135,8 +137,11 @@ func retain(ctx context.Context, pipeline, runID string, started time.Time, def 
 	if err := rp.HoldLocked(ctx, store, started); err != nil {
 		return nil, err
 	}
+	if err := rp.planPacks(ctx, store, started, grace); err != nil {
+		return nil, err
+	}
 	d, err := ApplyRetention(ctx, store, rp)
-	rep.DeletedRuns, rep.Locked, rep.Garbage = d.Runs, rp.Locked, d.Objects
+	rep.DeletedRuns, rep.Locked, rep.Garbage, rep.Packs = d.Runs, rp.Locked, d.Objects, d.Packs
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +176,23 @@ type RetentionPlan struct {
 	Held []*catalog.Run
 	// Why says, by manifest key, which rules keep each run of Keep.
 	Why map[string][]string
+	// Packs is what becomes of a deduplicating store's packs: those no
+	// run left names go (see packs.go).
+	Packs *PacksPlan
 	// cat is what the plan was made from: objects other runs name are not
 	// deleted with a dropped run.
 	cat *catalog.Catalog
+}
+
+// planPacks works out, once the runs to delete are known, which packs
+// go with them, those the store locks kept.
+func (rp *RetentionPlan) planPacks(ctx context.Context, w catalog.Writer, now time.Time, grace time.Duration) error {
+	pp, err := planPacks(ctx, w, rp.cat, rp.Drop, now, grace)
+	if err != nil {
+		return fmt.Errorf("working out the packs no run names: %w; nothing was deleted", err)
+	}
+	rp.Packs = pp
+	return rp.holdLockedPacks(ctx, w, now)
 }
 
 // PlanRetention decides what the rule k deletes from the store cat lists,
@@ -281,7 +300,12 @@ func (rp *RetentionPlan) keepParents(runs []*catalog.Run) {
 // run names, then the garbage; and keeps the store's index current. What
 // the store locks must have been taken out of the plan first (HoldLocked).
 func ApplyRetention(ctx context.Context, w catalog.Writer, rp *RetentionPlan) (*Deletion, error) {
-	return deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage)
+	d, err := deleteRuns(ctx, w, rp.cat, rp.Drop, rp.Garbage)
+	if err != nil {
+		return d, err
+	}
+	d.Packs, err = applyPacks(ctx, w, rp.Packs, time.Now())
+	return d, err
 }
 
 // deleteRuns deletes runs and leftover objects from a store cat lists.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -31,7 +32,10 @@ type Store struct {
 	Root string
 	// Def is the endpoint as the file declares it.
 	Def *pipefile.Endpoint
-	ep  *endpoint
+	// Grace is how old a pack of chunks no run names must be before prune
+	// deletes it (the pipeline's dedup { grace }).
+	Grace time.Duration
+	ep    *endpoint
 }
 
 var _ catalog.Writer = (*Store)(nil)
@@ -75,6 +79,14 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return s.ep.source.Open(ctx, key)
 }
 
+// OpenRange reads part of the object at key (see sdk.OpenRange).
+func (s *Store) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if s.ep.sink != nil {
+		return sdk.OpenRange(ctx, s.ep.sink.(sdk.Storage), s.Root+key, offset, length)
+	}
+	return sdk.OpenRange(ctx, s.ep.source, key, offset, length)
+}
+
 // Put replaces a small object (the index) at key.
 func (s *Store) Put(ctx context.Context, key string, b []byte) error {
 	if s.ep.sink == nil {
@@ -99,6 +111,10 @@ type storeSource struct{ s *Store }
 func (r storeSource) Streams(context.Context) ([]sdk.StreamInfo, error) { return nil, nil }
 func (r storeSource) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	return r.s.Open(ctx, key)
+}
+
+func (r storeSource) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	return r.s.OpenRange(ctx, key, offset, length)
 }
 
 // Close lets go of the endpoint.
@@ -144,7 +160,7 @@ func OpenStores(ctx context.Context, p *plan.Pipeline, reg *host.Registry) ([]*S
 				closeOut()
 				return nil, fmt.Errorf("sink %s cannot list or read back its objects", name)
 			}
-			out = append(out, &Store{Pipeline: p.Name, Kind: "sink", Type: def.Type, Root: root, Def: def, ep: ep})
+			out = append(out, &Store{Pipeline: p.Name, Kind: "sink", Type: def.Type, Root: root, Def: def, Grace: graceOf(p), ep: ep})
 		}
 	}
 	if len(out) == 0 && p.Source != nil && p.Source.Schema.Storage {

@@ -269,6 +269,9 @@ func fromManifest(ctx context.Context, p *plan.Pipeline, src *endpoint, r *catal
 		}
 	}
 	dec, decomp := p.Stage(stagekind.Decrypt.Name), p.Stage(stagekind.Decompress.Name)
+	if m.Dedup != nil {
+		return fromDedupManifest(p, r, sp, copying, dec, decomp)
+	}
 	codecs := map[string]bool{}
 	for _, o := range m.Objects {
 		codecs[o.Codec] = true

@@ -17,6 +17,7 @@ import (
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/checksum"
+	"github.com/pipebackup/pipe/stages/dedup"
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
 	"github.com/pipebackup/pipe/wal"
@@ -53,7 +54,14 @@ type VerifyOptions struct {
 	// keys they are, in messages.
 	Trust signing.Trust
 	Who   string
+	// seen are the chunks of deduplicated runs checked already: the runs
+	// of a store share them, and each is read once.
+	seen *dedup.Seen
 }
+
+// seenChunks bounds the chunks verify remembers it checked (about 100
+// bytes each).
+const seenChunks = 1 << 20
 
 // VerifyReport is what pipe verify found.
 type VerifyReport struct {
@@ -168,6 +176,7 @@ type ObjectVerify struct {
 // decodes it), naming every bad object. Objects are checked independently:
 // one bad object stops none of the others.
 func Verify(ctx context.Context, s *Store, o VerifyOptions) (*VerifyReport, error) {
+	o.seen = dedup.NewSeen(seenChunks)
 	rep := &VerifyReport{Store: s.Where(), Started: time.Now().UTC(), Decoded: o.Decode != nil, Signatures: o.Trust != nil}
 	defer func() { rep.Finished = time.Now().UTC() }()
 	runs, cat, err := chooseRuns(ctx, s, o)
@@ -294,15 +303,14 @@ func verifyRun(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions) (
 	p := o.Plan
 	job := &engine.Job{Source: s.Source(), ChunkSize: p.ChunkSize, Parallel: p.Streams, Depth: p.Depth, Isolate: true,
 		Sinks: []engine.Sink{{Name: "discard", Sink: discard{}}}}
-	if o.Decode != nil {
+	if m.Dedup != nil {
+		if err := dedupVerify(ctx, s, r, o, job); err != nil {
+			return failedRun(rv, r, objs, err), nil
+		}
+	} else if o.Decode != nil {
 		d, err := decodeJob(ctx, s, r, o.Decode)
 		if err != nil {
-			rv.Error = err.Error()
-			rv.Bad = len(objs)
-			for _, ob := range objs {
-				rv.Objects = append(rv.Objects, ObjectVerify{Key: r.ObjectKey(ob), Stream: ob.Stream, Size: ob.Size, Error: err.Error()})
-			}
-			return rv, nil
+			return failedRun(rv, r, objs, err), nil
 		}
 		job.Stages, job.ChunkSize, job.Parallel, job.Depth = d.Stages, d.ChunkSize, d.Parallel, d.Depth
 	}
@@ -366,6 +374,43 @@ func verifyRun(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions) (
 		rv.Bad++
 	}
 	return rv, nil
+}
+
+// failedRun is rv with objs bad for err: the run could not be checked.
+func failedRun(rv *RunVerify, r *catalog.Run, objs []manifest.Object, err error) *RunVerify {
+	rv.Error = err.Error()
+	rv.Bad = len(objs)
+	for _, ob := range objs {
+		rv.Objects = append(rv.Objects, ObjectVerify{Key: r.ObjectKey(ob), Stream: ob.Stream, Size: ob.Size, Error: err.Error()})
+	}
+	return rv
+}
+
+// dedupVerify gives job, which checks a deduplicated run's chunk lists,
+// the stage that checks the chunks they name: every blob's digest, or
+// with --decrypt every chunk opened, with the restore pipeline's keys.
+func dedupVerify(ctx context.Context, s *Store, r *catalog.Run, o VerifyOptions, job *engine.Job) error {
+	m := r.Manifest
+	if o.Decode == nil {
+		st, err := dedupStage(r, s.Source(), nil, o.seen)
+		job.Stages = []engine.Stage{st}
+		return err
+	}
+	dec := o.Decode.Stage(stagekind.Decrypt.Name)
+	var keys encrypt.Keys
+	switch d := m.Dedup; {
+	case d.Encryption != "" && dec == nil:
+		return fmt.Errorf("run %s's chunks are encrypted (to %s), and pipeline %q, which --decrypt decodes with, has no decrypt stage: add decrypt { identities = [file(\"keys/backup.key\")] } with the key of one of those recipients", m.RunID, strings.Join(d.Recipients, ", "), o.Decode.Name)
+	case d.Encryption == "" && dec != nil:
+		return fmt.Errorf("run %s's chunks are not encrypted, and pipeline %q decrypts: verify it without --decrypt", m.RunID, o.Decode.Name)
+	case dec != nil && !anyShared(dec.Keys.Fingerprints, d.Recipients):
+		return fmt.Errorf("wrong key: run %s's chunks were encrypted to %s, and pipeline %q decrypts with %s", m.RunID, strings.Join(d.Recipients, ", "), o.Decode.Name, strings.Join(dec.Keys.Fingerprints, ", "))
+	case dec != nil:
+		keys = dec.Keys
+	}
+	st, err := dedupStage(r, s.Source(), &keys, nil)
+	job.Stages = []engine.Stage{st}
+	return err
 }
 
 // decodeJob is the restore pipeline's job for a run: its decrypt (with the

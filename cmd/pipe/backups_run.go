@@ -99,7 +99,13 @@ func printRun(w interface{ Write([]byte) (int, error) }, s *runner.Store, r *cat
 	if m.PipeVersion != "" {
 		fmt.Fprintf(w, "  written by  pipe %s\n", m.PipeVersion)
 	}
-	fmt.Fprintf(w, "  objects     %s, %s stored\n", plan.Plural(len(m.Objects), "object"), pipefile.HumanSize(sum.Stored))
+	if d := m.Dedup; d != nil {
+		fmt.Fprintf(w, "  objects     %s (chunk lists), %s stored with the chunks the run added\n", plan.Plural(len(m.Objects), "object"), pipefile.HumanSize(sum.Stored))
+		fmt.Fprintf(w, "  dedup       %s (%s), %d new (%s, %s stored), the rest in the store already; chunks %s, %s, key check %s\n",
+			plan.Plural(int(d.Chunks), "chunk"), pipefile.HumanSize(d.Bytes), d.NewChunks, pipefile.HumanSize(d.NewBytes), pipefile.HumanSize(d.StoredBytes), d.Chunker, d.Codec, d.KeyCheck)
+	} else {
+		fmt.Fprintf(w, "  objects     %s, %s stored\n", plan.Plural(len(m.Objects), "object"), pipefile.HumanSize(sum.Stored))
+	}
 	for _, f := range m.Failed {
 		fmt.Fprintf(w, "  failed      %s: %s\n", f.Stream, f.Error)
 	}
@@ -305,6 +311,17 @@ func (a *app) printPrune(s *runner.Store, rp *runner.RetentionPlan, walPrune *ru
 	for _, l := range rp.Locked {
 		fmt.Fprintf(a.stdout, "wait: %s: the store locks it; a prune after that deletes it\n", l)
 	}
+	if pp := rp.Packs; pp != nil {
+		switch {
+		case pp.Held != "":
+			fmt.Fprintf(a.stdout, "keep the packs of chunks no run names: %s\n", pp.Held)
+		case len(pp.Delete) > 0:
+			fmt.Fprintf(a.stdout, "%s %s of chunks no run names (%s)\n", verb, plan.Plural(len(pp.Delete), "pack"), pipefile.HumanSize(pp.Bytes))
+		}
+		if pp.Young > 0 {
+			fmt.Fprintf(a.stdout, "keep %s no run names yet, younger than the grace period\n", plan.Plural(pp.Young, "pack"))
+		}
+	}
 	if w := walPrune; w != nil && len(w.Kept) > 0 {
 		if w.Removed > 0 {
 			fmt.Fprintf(a.stdout, "%s %s\n", verb, w.Describe(dryRun))
@@ -312,7 +329,7 @@ func (a *app) printPrune(s *runner.Store, rp *runner.RetentionPlan, walPrune *ru
 			fmt.Fprintln(a.stdout, w.Describe(dryRun))
 		}
 	}
-	if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) {
+	if len(rp.Drop)+len(rp.Garbage) == 0 && (walPrune == nil || walPrune.Removed == 0) && (rp.Packs == nil || rp.Packs.Held != "" || len(rp.Packs.Delete) == 0) {
 		fmt.Fprintln(a.stdout, "nothing to delete")
 	}
 }

@@ -12,14 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/signing"
+	"github.com/pipebackup/pipe/stages/dedup"
 )
 
 func (a *app) keygenCmd() *cobra.Command {
 	var out string
-	var ifMissing, force, sign bool
+	var ifMissing, force, sign, dd bool
 	cmd := &cobra.Command{
 		Use:   "keygen",
-		Short: "Create an age key pair for encrypt/decrypt, or with --signing an ed25519 pair for sign/trust",
+		Short: "Create an age key pair for encrypt/decrypt, an ed25519 pair for sign/trust (--signing), or a dedup key (--dedup)",
 		Long: `keygen writes an X25519 key pair in age's format: PATH.key (the identity,
 mode 0600: keep it safe and apart from the backups, it is the only way to
 restore them) and PATH.pub (the recipient, for encrypt { recipients }).
@@ -29,11 +30,21 @@ openssl reads (default PATH keys/signing): PATH.key (PKCS#8, mode 0600,
 for sign { key }: it stays with whatever writes the backups) and PATH.pub
 (PKIX, for trust { keys } where backups are restored and verified).
 
+With --dedup it writes a deduplication key (default PATH keys/dedup):
+PATH.key, mode 0600, for dedup { key }. It stays with whatever writes the
+backups; restores do not need it. Runs share chunks only under one key.
+
 It never overwrites a private key unless --force.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if sign && dd {
+				return fmt.Errorf("--signing and --dedup write different keys: give one")
+			}
 			if sign && !cmd.Flags().Changed("out") {
 				out = "keys/signing"
+			}
+			if dd && !cmd.Flags().Changed("out") {
+				out = "keys/dedup"
 			}
 			keyPath, pubPath := out+".key", out+".pub"
 			if _, err := os.Stat(keyPath); err == nil {
@@ -46,6 +57,9 @@ It never overwrites a private key unless --force.`,
 					if sign {
 						why = "Restores trust what it signed by its public key, and a new key's runs need the new public key in their trust { keys }"
 					}
+					if dd {
+						why = "Runs under a new key share no chunk with the runs before it"
+					}
 					fmt.Fprintf(a.stderr, "Error: %s exists. %s: keep it, or pass --force to replace it.\n", keyPath, why)
 					return &exitError{exitFailed}
 				}
@@ -54,6 +68,9 @@ It never overwrites a private key unless --force.`,
 			}
 			if sign {
 				return a.signingKeygen(keyPath, pubPath)
+			}
+			if dd {
+				return a.dedupKeygen(keyPath)
 			}
 			id, err := age.GenerateX25519Identity()
 			if err != nil {
@@ -77,6 +94,7 @@ It never overwrites a private key unless --force.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "keys/backup", "path prefix: writes PATH.key and PATH.pub")
 	cmd.Flags().BoolVar(&ifMissing, "if-missing", false, "do nothing if PATH.key exists")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing key pair")
+	cmd.Flags().BoolVar(&dd, "dedup", false, "write a deduplication key for dedup { key }; PATH defaults to keys/dedup")
 	cmd.Flags().BoolVar(&sign, "signing", false, "write an ed25519 signing key pair (PEM) for sign { key } and trust { keys }; PATH defaults to keys/signing")
 	return cmd
 }
@@ -102,6 +120,26 @@ func (a *app) signingKeygen(keyPath, pubPath string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "wrote %s (secret, for sign { key }: keep it only where backups are written) and %s (for trust { keys } where they are restored)\nfingerprint: %s\n", keyPath, pubPath, k.Fingerprint())
+	return nil
+}
+
+// dedupKeygen writes a deduplication key at keyPath (mode 0600).
+func (a *app) dedupKeygen(keyPath string) error {
+	text, err := dedup.NewKeyFile()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(keyPath), 0o700); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(keyPath, []byte(text), 0o600); err != nil {
+		return err
+	}
+	k, err := dedup.ParseKey(text)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote %s (secret, for dedup { key }: keep it where backups are written, and a copy)\ncheck: %s\n", keyPath, k.Check())
 	return nil
 }
 

@@ -340,6 +340,9 @@ func scratch(t *testing.T, where string, body *hclsyntax.Body) []string {
 			if strings.HasPrefix(filepath.Base(prefix), "signing") {
 				args = append(args, "--signing") // keys/signing.key: sign { key }, trust { keys }
 			}
+			if strings.HasPrefix(filepath.Base(prefix), "dedup") {
+				args = append(args, "--dedup") // keys/dedup.key: dedup { key }
+			}
 			var out, errb bytes.Buffer
 			if code := execute(&out, &errb, args); code != 0 {
 				t.Fatalf("%s: pipe keygen -o %s: exit %d\n%s", where, prefix, code, errb.String())

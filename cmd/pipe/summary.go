@@ -196,6 +196,9 @@ func (a *app) printRetention(s runSummary) {
 		}
 		fmt.Fprintf(a.stderr, "  %-14s sink %s: kept %s, deleted %s and %d leftover object(s) of failed runs\n", "retention", r.Sink,
 			plan.Plural(len(r.Kept), "run"), plan.Plural(len(r.DeletedRuns), "run"), r.Garbage)
+		if r.Packs > 0 {
+			fmt.Fprintf(a.stderr, "  %-14s sink %s: deleted %s of chunks no run names\n", "retention", r.Sink, plan.Plural(r.Packs, "pack"))
+		}
 		for _, l := range r.Locked {
 			fmt.Fprintf(a.stderr, "  %-14s sink %s: %s waits: the store locks it\n", "retention", r.Sink, l)
 		}

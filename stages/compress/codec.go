@@ -139,3 +139,23 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 	w.b = append(w.b, p...)
 	return len(p), nil
 }
+
+// Encoder returns one encoder at level: Map compresses a unit into one
+// frame (a deduplicated chunk, say).
+func (c *Codec) Encoder(level int) (engine.Worker, error) {
+	if err := c.CheckLevel(level); err != nil {
+		return nil, err
+	}
+	return c.newEncoder(level)
+}
+
+// FrameDecoder returns one decoder whose Map decodes one whole frame into
+// dst's capacity, or false for a codec that decodes streams only.
+func (c *Codec) FrameDecoder() (engine.Worker, bool, error) {
+	m, ok := c.decoder(1).(engine.Mapper)
+	if !ok {
+		return nil, false, nil
+	}
+	w, err := m.NewWorker()
+	return w, true, err
+}

@@ -271,18 +271,9 @@ type decrypter struct {
 }
 
 func (d decrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
-	r, err := age.Decrypt(src, d.identities...)
+	r, err := open(src, d.identities, d.passphrase)
 	if err != nil {
-		switch {
-		case d.passphrase && wrongKey(err):
-			return errors.New("wrong passphrase: it does not open this stream (or the stream was encrypted to keys, not to a passphrase)")
-		case wrongKey(err):
-			return errors.New("none of the identities opens this stream: it was encrypted to other keys (the manifest lists their fingerprints); use the matching identity file")
-		}
-		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
-			return err
-		}
-		return fmt.Errorf("not a valid age file: %w", err)
+		return err
 	}
 	if _, err := io.Copy(dst, r); err != nil {
 		if ctx.Err() != nil {
@@ -291,4 +282,29 @@ func (d decrypter) Stream(ctx context.Context, dst io.Writer, src io.Reader) err
 		return fmt.Errorf("decryption failed, the data is truncated or was tampered with: %w", err)
 	}
 	return nil
+}
+
+// Open returns the plaintext of the age file src, decrypted with the keys'
+// identities, and says in its error why it cannot: other keys, a wrong
+// passphrase, not an age file. A read of the result fails when the data
+// was truncated or tampered with.
+func (k Keys) Open(src io.Reader) (io.Reader, error) {
+	return open(src, k.Identities, k.scrypt)
+}
+
+func open(src io.Reader, identities []age.Identity, passphrase bool) (io.Reader, error) {
+	r, err := age.Decrypt(src, identities...)
+	if err != nil {
+		switch {
+		case passphrase && wrongKey(err):
+			return nil, errors.New("wrong passphrase: it does not open this stream (or the stream was encrypted to keys, not to a passphrase)")
+		case wrongKey(err):
+			return nil, errors.New("none of the identities opens this stream: it was encrypted to other keys (the manifest lists their fingerprints); use the matching identity file")
+		}
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, err // the reader's context ended: not the data's fault
+		}
+		return nil, fmt.Errorf("not a valid age file: %w", err)
+	}
+	return r, nil
 }

@@ -67,6 +67,14 @@ var (
 		{Name: "identities", Type: sdk.StringList, Secret: true, Description: `Contents of age identity files: [file("keys/backup.key")].`},
 		{Name: "passphrase", Type: sdk.String, Secret: true, Description: "The passphrase the backup was encrypted with."},
 	}}
+	Dedup = &Kind{Name: "dedup", Direction: Encodes, ChunkParallel: true, Attributes: []sdk.Attribute{
+		{Name: "key", Type: sdk.String, Secret: true, Required: true, Description: `The store's deduplication key: file("keys/dedup.key"), which pipe keygen --dedup writes. Runs share chunks only under the same key.`},
+		{Name: "chunk_size", Type: sdk.Size, Default: int64(1 << 20), Description: "Average chunk size, a power of two; chunks run from a quarter of it to four times it."},
+		{Name: "pack_size", Type: sdk.Size, Default: int64(16 << 20), Description: "Size at which a pack (an object of many chunks) is closed."},
+		{Name: "index_memory", Type: sdk.Size, Default: int64(64 << 20), Description: "Memory for the index of chunks the store holds (about 200 bytes a chunk); chunks of older runs beyond it are stored again."},
+		{Name: "workers", Type: sdk.Number, Description: "Chunks compressed and encrypted at once, shared by all streams (default from the profile)."},
+		{Name: "grace", Type: sdk.String, Default: "24h", Description: `Prune deletes a pack no run names only once it is this old, and not while a backup that started within it is unfinished: longer than any backup takes ("24h", "2d").`},
+	}}
 	Checksum = &Kind{Name: "checksum", Direction: Observes, Attributes: []sdk.Attribute{
 		{Name: "algorithm", Type: sdk.String, Default: "sha256", Description: "Digest of the stored bytes; sha256."},
 	}}
@@ -74,7 +82,7 @@ var (
 
 // All lists every kind, in the order a pipeline file's schema lists their
 // blocks.
-var All = []*Kind{Compress, Decompress, Encrypt, Decrypt, Checksum}
+var All = []*Kind{Dedup, Compress, Decompress, Encrypt, Decrypt, Checksum}
 
 // Lookup returns the kind called name, or nil.
 func Lookup(name string) *Kind {

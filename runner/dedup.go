@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/engine"
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/plan"
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/dedup"
+	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/stages/stagekind"
+)
+
+// dedupBackup is a backup's dedup stage bound to its store: the index of
+// the chunks the store holds, loaded from the lists of the pipeline's
+// newest runs under the same key, the packer writing the run's new chunks
+// beside the runs, and the workers.
+type dedupBackup struct {
+	b      *dedup.Backup
+	sink   *endpoint
+	folder string // the packs' folder, from the store's root
+	check  string
+	chunks string
+	format dedup.Format
+}
+
+// bindDedup binds the job's dedup stage, if the pipeline has one (see
+// dedupBackup).
+func (r *run) bindDedup(ctx context.Context) (*dedupBackup, error) {
+	st := r.p.Dedup()
+	if st == nil {
+		return nil, nil
+	}
+	d := st.Dedup
+	if d.Key == nil {
+		return nil, fmt.Errorf("dedup: the key is not known")
+	}
+	snk := r.sinks[0]
+	storage, ok := snk.sink.(sdk.Storage)
+	if !ok {
+		return nil, fmt.Errorf("dedup: sink %s cannot list and read its objects, which dedup needs to know the chunks it holds", snk.name)
+	}
+	root, err := RunsRoot(snk.def.Key)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
+	}
+	db := &dedupBackup{sink: snk, folder: root + manifest.PacksDir, check: d.Key.Check(), chunks: d.Sizes.String(), format: r.p.Format()}
+	// Announced before the index is read: see packs.go.
+	if err := db.announce(ctx, r.o.RunID); err != nil {
+		return nil, err
+	}
+	ix := dedup.NewIndex(d.IndexMemory)
+	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, d.Key.Check()); err != nil {
+		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
+	}
+	packer := dedup.NewPacker(packSink{db}, r.o.RunID, d.PackSize)
+	db.b, err = dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead})
+	if err != nil {
+		return nil, fmt.Errorf("dedup: %w", err)
+	}
+	for i := range r.job.Stages {
+		if r.job.Stages[i].Name == stagekind.Dedup.Name {
+			r.job.Stages[i].Proc = db.b
+		}
+	}
+	return db, nil
+}
+
+// loadIndex fills ix with the chunks of the pipeline's runs in the
+// store, newest first, while it has room: a run stored under another key
+// shares no chunk, and is said so.
+func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, check string) error {
+	cat, err := catalog.Read(ctx, store)
+	if err != nil {
+		return fmt.Errorf("reading its runs: %w", err)
+	}
+	for _, run := range cat.Runs {
+		m := run.Manifest
+		if m.Pipeline != r.p.Name || m.Dedup == nil {
+			continue
+		}
+		if m.Dedup.KeyCheck != check {
+			r.o.Warn(fmt.Sprintf("dedup: run %s was stored under another key (check %s, this one's %s): the run shares none of its chunks", m.RunID, m.Dedup.KeyCheck, check))
+			continue
+		}
+		for _, o := range m.Objects {
+			left, err := loadList(ctx, ix, store, run.ObjectKey(o))
+			if err != nil {
+				return fmt.Errorf("run %s, %s: %w", m.RunID, o.Key, err)
+			}
+			if left > 0 {
+				r.o.Warn(fmt.Sprintf("dedup: the index is full (%d chunks, index_memory): chunks of run %s and older are stored again; raise index_memory to share them", ix.Len(), m.RunID))
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func loadList(ctx context.Context, ix *dedup.Index, store sinkStore, key string) (int64, error) {
+	rc, err := store.Open(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	return ix.Load(rc)
+}
+
+// packSink creates packs in the store's packs folder.
+type packSink struct{ d *dedupBackup }
+
+func (p packSink) Create(ctx context.Context, name string) (sdk.ObjectWriter, error) {
+	s := p.d.sink
+	return s.sink.Create(ctx, sdk.Object{Key: p.d.folder + name, Stream: name, Size: -1, MaxSize: -1, Exclusive: s.def.Schema.ExclusiveCreate})
+}
+
+// close commits the run's last pack and makes its packs durable: every
+// chunk its lists name is then in the store.
+func (d *dedupBackup) close(ctx context.Context) error {
+	if _, err := d.b.Close(ctx); err != nil {
+		return fmt.Errorf("dedup: %w", err)
+	}
+	if f, ok := d.sink.sink.(sdk.Flusher); ok {
+		if err := f.Flush(ctx); err != nil {
+			return fmt.Errorf("dedup: sink %s: making the packs durable: %w", d.sink.name, err)
+		}
+	}
+	return d.checkPacks(ctx)
+}
+
+// abort stops the workers and drops the open pack; the packs committed
+// stay, named by no run, for prune.
+func (d *dedupBackup) abort(ctx context.Context) { d.b.Abort(ctx) }
+
+// manifest is what the run's manifest says of its chunks; the packs'
+// folder is made relative to each manifest by writeManifests.
+func (d *dedupBackup) manifest() *manifest.Dedup {
+	if d == nil {
+		return nil
+	}
+	st := d.b.Stats()
+	m := &manifest.Dedup{Format: manifest.ChunksFormat, Packs: d.folder, Chunker: d.chunks, KeyCheck: d.check, Codec: "none",
+		Chunks: st.Chunks.Load(), Bytes: st.PlainBytes.Load(), NewChunks: st.New.Load(), NewBytes: st.NewBytes.Load(), StoredBytes: st.StoredBytes.Load()}
+	if d.format.Codec != nil {
+		m.Codec = d.format.Codec.Name
+	}
+	if fp := d.format.Keys.Fingerprints; len(fp) > 0 {
+		m.Encryption, m.Recipients = "age", fp
+	}
+	return m
+}
+
+// fromDedupManifest plans the streams of a deduplicated run r: each
+// object is a stream's chunk list, which the dedup restore stage turns
+// back into the stream (see dedupRestore). The pipeline must decode what
+// sealed the chunks: decrypt for encrypted ones, decompress for
+// compressed ones.
+func fromDedupManifest(p *plan.Pipeline, r *catalog.Run, sp *streamsPlan, copying bool, dec, decomp *plan.Stage) error {
+	m := r.Manifest
+	d := m.Dedup
+	if copying {
+		return fmt.Errorf("run %s is deduplicated: copying it to another store is not supported yet; back up to that store instead", m.RunID)
+	}
+	if _, err := m.PacksFolder(r.Key); err != nil {
+		return fmt.Errorf("manifest %s: %w", r.Key, err)
+	}
+	if err := checkDecrypt(p, r.Key, manifest.Object{Key: "each chunk", Encryption: d.Encryption, Recipients: d.Recipients}, dec, false); err != nil {
+		return err
+	}
+	if d.Codec != "none" && decomp == nil {
+		return fmt.Errorf("the chunks of the deduplicated run in %s are compressed with %s: add decompress {} to pipeline %q", r.Key, d.Codec, p.Name)
+	}
+	if decomp != nil && decomp.Codec != "auto" && decomp.Codec != d.Codec {
+		return fmt.Errorf("decompress { codec = %q } but the chunks of the run in %s are %s: drop codec to take it from the manifest", decomp.Codec, r.Key, d.Codec)
+	}
+	sp.codec, sp.frame = d.Codec, 0
+	for _, o := range m.Objects {
+		key := r.ObjectKey(o)
+		if key == ".." || strings.HasPrefix(key, "../") {
+			return fmt.Errorf("manifest %s: object %q lies outside the source", r.Key, o.Key)
+		}
+		sp.streams = append(sp.streams, stream{source: key, name: o.Stream, ext: p.Ext(), size: o.Size, outSize: o.OriginalSize, maxSize: o.OriginalSize, digest: o.Digest})
+	}
+	return nil
+}
+
+// dedupRestore puts, in a restore of a deduplicated run, the dedup
+// restore stage in place of the decrypt and decompress stages: it reads
+// each chunk from its pack in the source, checks it and opens it with
+// their keys and codec.
+func (r *run) dedupRestore() error {
+	if r.sp.from == nil || r.sp.from.Manifest.Dedup == nil || r.kind != restore {
+		return nil
+	}
+	var keys encrypt.Keys
+	if dec := r.p.Stage(stagekind.Decrypt.Name); dec != nil {
+		keys = dec.Keys
+	}
+	st, err := dedupStage(r.sp.from, r.src.source, &keys, nil)
+	if err != nil {
+		return err
+	}
+	stages := []engine.Stage{st}
+	for _, s := range r.job.Stages {
+		if s.Name != stagekind.Decrypt.Name && s.Name != stagekind.Decompress.Name {
+			stages = append(stages, s)
+		}
+	}
+	r.job.Stages = stages
+	return nil
+}
+
+// dedupStage is the stage that turns the chunk lists of deduplicated run r
+// back into its streams, reading the chunks from src and opening them
+// with keys; with keys nil, the stage checks every chunk's blob without a
+// key and writes nothing, skipping blobs seen holds.
+func dedupStage(r *catalog.Run, src sdk.Source, keys *encrypt.Keys, seen *dedup.Seen) (engine.Stage, error) {
+	m := r.Manifest
+	folder, err := m.PacksFolder(r.Key)
+	if err != nil {
+		return engine.Stage{}, fmt.Errorf("manifest %s: %w", r.Key, err)
+	}
+	sizes, err := dedup.ParseSizes(m.Dedup.Chunker)
+	if err != nil {
+		return engine.Stage{}, fmt.Errorf("manifest %s: %w", r.Key, err)
+	}
+	packs := packReader{src: src, folder: folder}
+	if keys == nil {
+		rs := dedup.NewChecker(packs, plan.DedupReadAhead, seen)
+		return engine.Stage{Name: stagekind.Dedup.Name, Label: "every chunk's digest, in " + folder, Proc: rs, Memory: rs.StreamMemory(sizes.Max)}, nil
+	}
+	f := dedup.Format{Keys: *keys}
+	if m.Dedup.Codec != "none" {
+		f.Codec, _ = compress.Lookup(m.Dedup.Codec)
+	}
+	rs, err := dedup.NewRestore(packs, f, plan.DedupReadAhead)
+	if err != nil {
+		return engine.Stage{}, err
+	}
+	return engine.Stage{Name: stagekind.Dedup.Name, Label: "chunks in " + folder + ", " + f.String(), Proc: rs, Memory: rs.StreamMemory(sizes.Max)}, nil
+}
+
+// packReader reads chunks' blobs from the packs in a source.
+type packReader struct {
+	src    sdk.Source
+	folder string
+}
+
+func (p packReader) ReadRange(ctx context.Context, pack string, offset int64, b []byte) error {
+	rc, err := sdk.OpenRange(ctx, p.src, p.folder+pack, offset, int64(len(b)))
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = io.ReadFull(rc, b)
+	return err
+}

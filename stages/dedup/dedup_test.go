@@ -1,0 +1,428 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+
+	"filippo.io/age"
+
+	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/stages/compress"
+	"github.com/pipebackup/pipe/stages/encrypt"
+)
+
+func testKey(t testing.TB) Key {
+	t.Helper()
+	text, err := NewKeyFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParseKey(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// chunks cuts data and returns its chunks' IDs.
+func chunks(t testing.TB, k Key, s Sizes, data []byte) []ID {
+	t.Helper()
+	c, err := NewChunker(k, s, bytes.NewReader(data), make([]byte, 2*s.Max))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := k.Hasher()
+	var ids []ID
+	total := 0
+	for {
+		b, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > s.Max || (len(b) < s.Min && total+len(b) != len(data)) {
+			t.Fatalf("chunk %d of %d bytes at %d, outside %d..%d", len(ids), len(b), total, s.Min, s.Max)
+		}
+		total += len(b)
+		ids = append(ids, h.Sum(b))
+	}
+	if total != len(data) {
+		t.Fatalf("the chunks hold %d bytes of %d", total, len(data))
+	}
+	return ids
+}
+
+func randomBytes(seed int64, n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+// An insertion and a deletion change the chunks around them only; under
+// another key the boundaries differ.
+func TestChunkerStable(t *testing.T) {
+	k := testKey(t)
+	s := Sizes{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}
+	data := randomBytes(1, 16<<20)
+	before := chunks(t, k, s, data)
+	if n := len(before); n < 16<<20/(128<<10) || n > 16<<20/(32<<10) {
+		t.Errorf("%d chunks of 16 MiB at an average of 64 KiB", n)
+	}
+	edited := append(append(append([]byte(nil), data[:5<<20]...), "an insertion"...), data[5<<20:]...)
+	edited = append(edited[:11<<20], edited[11<<20+1000:]...)
+	after := chunks(t, k, s, edited)
+	have := map[ID]bool{}
+	for _, id := range before {
+		have[id] = true
+	}
+	var changed int
+	for _, id := range after {
+		if !have[id] {
+			changed++
+		}
+	}
+	if changed == 0 || changed > 4 {
+		t.Errorf("an insertion and a deletion changed %d of %d chunks, want 1 to 4", changed, len(after))
+	}
+	other := chunks(t, testKey(t), s, data)
+	same := 0
+	for _, id := range other {
+		if have[id] {
+			same++
+		}
+	}
+	if same != 0 {
+		t.Errorf("under another key %d chunks have the same ID", same)
+	}
+	if empty := chunks(t, k, s, nil); len(empty) != 0 {
+		t.Errorf("an empty stream has %d chunks", len(empty))
+	}
+}
+
+func TestKeyFile(t *testing.T) {
+	text, err := NewKeyFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, _ := ParseKey(text)
+	k2, _ := ParseKey("\n" + text + "\n# again\n")
+	if k1.Check() != k2.Check() || k1.Hasher().Sum([]byte("x")) != k2.Hasher().Sum([]byte("x")) {
+		t.Error("the same key file parsed twice gives two keys")
+	}
+	if testKey(t).Check() == k1.Check() {
+		t.Error("two keys have one check")
+	}
+	secret := strings.TrimPrefix(strings.TrimSpace(text[strings.LastIndex(strings.TrimSpace(text), "\n"):]), keyPrefix)
+	for _, bad := range []string{"", "# only a comment\n", keyPrefix + secret[:20], secret, text + text, keyPrefix + secret + "x"} {
+		_, err := ParseKey(bad)
+		if err == nil {
+			t.Errorf("ParseKey(%q) accepted it", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), secret[:12]) {
+			t.Errorf("ParseKey's error quotes the key: %v", err)
+		}
+	}
+}
+
+// memStore is a store of packs in memory.
+type memStore struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+	reads   int
+}
+
+func newMemStore() *memStore { return &memStore{objects: map[string][]byte{}} }
+
+type memWriter struct {
+	s    *memStore
+	name string
+	b    bytes.Buffer
+}
+
+func (s *memStore) Create(ctx context.Context, name string) (sdk.ObjectWriter, error) {
+	return &memWriter{s: s, name: name}, nil
+}
+
+func (w *memWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+func (w *memWriter) Commit(ctx context.Context) error {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if _, ok := w.s.objects[w.name]; ok {
+		return fmt.Errorf("%s exists", w.name)
+	}
+	w.s.objects[w.name] = bytes.Clone(w.b.Bytes())
+	return nil
+}
+func (w *memWriter) Abort(ctx context.Context) error { return nil }
+
+func (s *memStore) ReadRange(ctx context.Context, pack string, off int64, p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	b, ok := s.objects[pack]
+	if !ok {
+		return fmt.Errorf("pack %s: %w", pack, sdk.ErrNotFound)
+	}
+	if off+int64(len(p)) > int64(len(b)) {
+		return io.ErrUnexpectedEOF
+	}
+	copy(p, b[off:])
+	return nil
+}
+
+func (s *memStore) size() (n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.objects {
+		n += int64(len(b))
+	}
+	return n
+}
+
+func testFormat(t testing.TB) (seal, open Format) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := encrypt.ParseRecipients([]string{id.Recipient().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := encrypt.ParseIdentities([]string{id.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, _ := compress.Lookup("zstd")
+	return Format{Codec: z, Level: 3, Keys: rs}, Format{Codec: z, Keys: is}
+}
+
+var testSizes = Sizes{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}
+
+// backupRun backs up streams into store as one run, with an index of
+// memory bytes loaded from the lists given, and returns the run's lists.
+func backupRun(t *testing.T, k Key, f Format, store *memStore, run string, streams [][]byte, memory int64, earlier [][]byte) ([][]byte, *Backup) {
+	t.Helper()
+	ctx := context.Background()
+	ix := NewIndex(memory)
+	for _, l := range earlier {
+		if _, err := ix.Load(bytes.NewReader(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := NewBackup(ctx, BackupConfig{Key: k, Sizes: testSizes, Format: f, Index: ix, Packer: NewPacker(store, run, 1<<20), Workers: 2, Ahead: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := make([][]byte, len(streams))
+	var g sync.WaitGroup
+	errs := make([]error, len(streams))
+	for i, s := range streams {
+		g.Add(1)
+		go func() {
+			defer g.Done()
+			var out bytes.Buffer
+			errs[i] = b.Stream(ctx, &out, bytes.NewReader(s))
+			lists[i] = out.Bytes()
+		}()
+	}
+	g.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Abort(ctx)
+		t.Fatal(err)
+	}
+	if _, err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return lists, b
+}
+
+func restoreList(t *testing.T, f Format, store *memStore, list []byte) ([]byte, error) {
+	t.Helper()
+	r, err := NewRestore(store, f, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = r.Stream(context.Background(), &out, bytes.NewReader(list))
+	return out.Bytes(), err
+}
+
+// Runs round-trip; a second run of slightly changed streams stores only
+// what changed; a chunk that occurs twice is stored once.
+func TestRoundTrip(t *testing.T) {
+	k := testKey(t)
+	seal, open := testFormat(t)
+	store := newMemStore()
+	text := func(seed int64, n int) []byte {
+		r := rand.New(rand.NewSource(seed))
+		var b bytes.Buffer
+		for b.Len() < n {
+			fmt.Fprintf(&b, "%d\t%d\t%s\n", r.Intn(1e7), r.Intn(1e4), strings.Repeat("x", r.Intn(80)))
+		}
+		return b.Bytes()
+	}
+	a, bb := text(1, 6<<20), randomBytes(2, 4<<20)
+	twice := append(append([]byte(nil), bb...), bb...)
+	streams := [][]byte{a, twice, {}, []byte("short")}
+	lists, b1 := backupRun(t, k, seal, store, "run1", streams, 64<<20, nil)
+	for i, l := range lists {
+		got, err := restoreList(t, open, store, l)
+		if err != nil || !bytes.Equal(got, streams[i]) {
+			t.Fatalf("stream %d: %d bytes back of %d, %v", i, len(got), len(streams[i]), err)
+		}
+	}
+	// The random 4 MiB stored once although the stream holds it twice.
+	if st := b1.Stats(); st.NewBytes.Load() > int64(len(a)+len(bb)+len(bb)/8) {
+		t.Errorf("the first run stored %d new bytes of %d+%d+%d", st.NewBytes.Load(), len(a), len(bb), len(bb))
+	}
+	first := store.size()
+
+	// Night two: a few rows of a changed, one inserted.
+	a2 := bytes.Clone(a)
+	copy(a2[3<<20:], bytes.ToUpper(a2[3<<20:3<<20+2000]))
+	a2 = append(a2[:1<<20], append([]byte("inserted row\n"), a2[1<<20:]...)...)
+	streams2 := [][]byte{a2, twice, {}, []byte("short")}
+	lists2, b2 := backupRun(t, k, seal, store, "run2", streams2, 64<<20, lists)
+	for i, l := range lists2 {
+		got, err := restoreList(t, open, store, l)
+		if err != nil || !bytes.Equal(got, streams2[i]) {
+			t.Fatalf("run 2 stream %d: %d bytes back of %d, %v", i, len(got), len(streams2[i]), err)
+		}
+	}
+	st := b2.Stats()
+	t.Logf("run 2: %d new chunks of %d, %d bytes added to %d", st.New.Load(), st.Chunks.Load(), store.size()-first, first)
+	if added := store.size() - first; added > first/10 || st.New.Load() > 8 {
+		t.Errorf("the second run added %d bytes to %d (%d new chunks of %d)", added, first, st.New.Load(), st.Chunks.Load())
+	}
+	// Run 1 still restores: nothing of it was touched.
+	if got, err := restoreList(t, open, store, lists[0]); err != nil || !bytes.Equal(got, a) {
+		t.Errorf("run 1 after run 2: %v", err)
+	}
+
+	// An index with room for 3 chunks stores most chunks again, and the
+	// run is as good.
+	ix := NewIndex(3 * EntryMemory)
+	left, err := ix.Load(bytes.NewReader(lists[0]))
+	if err != nil || ix.Len() != 3 || left == 0 {
+		t.Errorf("an index of 3 entries loaded %d and left %d (%v)", ix.Len(), left, err)
+	}
+	lists3, b3 := backupRun(t, k, seal, store, "run3", streams2[:1], 3*EntryMemory, lists)
+	if got, err := restoreList(t, open, store, lists3[0]); err != nil || !bytes.Equal(got, a2) {
+		t.Errorf("a run with a small index: %v", err)
+	}
+	if b3.Stats().New.Load() < b3.Stats().Chunks.Load()/2 {
+		t.Errorf("a run with an index of 3 entries stored %d new chunks of %d", b3.Stats().New.Load(), b3.Stats().Chunks.Load())
+	}
+}
+
+// A damaged pack fails the restore naming the chunk and the pack; a list
+// that names a missing pack names it.
+func TestDamage(t *testing.T) {
+	k := testKey(t)
+	seal, open := testFormat(t)
+	store := newMemStore()
+	data := randomBytes(3, 2<<20)
+	lists, _ := backupRun(t, k, seal, store, "run1", [][]byte{data}, 64<<20, nil)
+	l := NewListReader(bytes.NewReader(lists[0]))
+	if _, err := l.Next(); err != nil {
+		t.Fatal(err)
+	}
+	second, err := l.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.objects[second.Pack][second.Offset+second.Size/2] ^= 1
+	_, err = restoreList(t, open, store, lists[0])
+	if err == nil || !strings.Contains(err.Error(), "chunk 2 of the stream") || !strings.Contains(err.Error(), second.Pack) || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a damaged blob: %v", err)
+	}
+	delete(store.objects, second.Pack)
+	if _, err = restoreList(t, open, store, lists[0]); err == nil || !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("a missing pack: %v", err)
+	}
+	// Another identity opens nothing.
+	_, other := testFormat(t)
+	store2 := newMemStore()
+	lists2, _ := backupRun(t, k, seal, store2, "run1", [][]byte{data}, 64<<20, nil)
+	if _, err := restoreList(t, other, store2, lists2[0]); err == nil || !strings.Contains(err.Error(), "none of the identities") {
+		t.Errorf("another identity: %v", err)
+	}
+}
+
+func TestListErrors(t *testing.T) {
+	var b bytes.Buffer
+	w := NewListWriter(&b)
+	ref := Ref{Plain: 10, Loc: Loc{Pack: "r-00001.pack", Offset: 5, Size: 300}}
+	ref.ID[0], ref.Sum[1] = 1, 2
+	if err := w.Add(ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good := b.String()
+	line := strings.Split(good, "\n")[1]
+	r := NewListReader(strings.NewReader(good))
+	if got, err := r.Next(); err != nil || got != ref {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last: %v", err)
+	}
+	for _, c := range []struct{ list, want string }{
+		{"", "empty"},
+		{"pipe-chunks/v2\n", "not a chunk list"},
+		{ListHeader + "\n" + line + "\n", "cut short"},
+		{ListHeader + "\n" + line + "\nend 2 10\n", "damaged"},
+		{ListHeader + "\n" + strings.Replace(line, "r-00001.pack", "../x.pack", 1) + "\n", "not a pack name"},
+		{ListHeader + "\n" + strings.Replace(line, " 10 ", " 0 ", 1) + "\n", "chunk size"},
+		{ListHeader + "\n" + strings.Replace(line, " 5 ", " -5 ", 1) + "\n", "offset"},
+		{ListHeader + "\n" + line[2:] + "\n", "chunk id"},
+		{ListHeader + "\n" + line + " extra\n", "fields"},
+		{good + "more\n", "after the end"},
+	} {
+		r := NewListReader(strings.NewReader(c.list))
+		var err error
+		for err == nil {
+			_, err = r.Next()
+		}
+		if errors.Is(err, io.EOF) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("list %q: %v, want %q", c.list, err, c.want)
+		}
+	}
+}
+
+func TestFormatCheck(t *testing.T) {
+	gz, _ := compress.Lookup("gzip")
+	if err := (Format{Codec: gz}).Check(); err == nil {
+		t.Error("gzip chunks accepted")
+	}
+	pp, err := encrypt.Passphrase("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Format{Keys: pp}).Check(); err == nil {
+		t.Error("passphrase chunks accepted")
+	}
+	// Neither compressed nor encrypted: blobs are the chunks.
+	store := newMemStore()
+	data := randomBytes(4, 1<<20)
+	lists, _ := backupRun(t, testKey(t), Format{}, store, "plain", [][]byte{data}, 1<<20, nil)
+	if got, err := restoreList(t, Format{}, store, lists[0]); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("plain chunks: %v", err)
+	}
+	if store.size() != int64(len(data)) {
+		t.Errorf("plain chunks take %d bytes for %d", store.size(), len(data))
+	}
+}

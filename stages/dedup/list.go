@@ -1,0 +1,201 @@
+package dedup
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// ListHeader is the first line of a chunk list; a list's format.
+const ListHeader = "pipe-chunks/v1"
+
+// Loc is where a chunk's blob lies: in which pack, from which byte, how
+// many bytes, and their SHA-256.
+type Loc struct {
+	Pack   string
+	Offset int64
+	Size   int64
+	Sum    [sha256.Size]byte
+}
+
+// Ref is one line of a chunk list: a chunk of the stream and where it
+// lies.
+type Ref struct {
+	ID    ID
+	Plain int // the chunk's size
+	Loc
+}
+
+// maxPlain bounds a chunk's size as a list may say it: the largest chunk
+// any Sizes allows.
+const maxPlain = 256 << 20
+
+// appendRef appends r's line to b.
+func appendRef(b []byte, r Ref) []byte {
+	b = hex.AppendEncode(b, r.ID[:])
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.Plain), 10)
+	b = append(b, ' ')
+	b = append(b, r.Pack...)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.Offset, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.Size, 10)
+	b = append(b, ' ')
+	b = hex.AppendEncode(b, r.Sum[:])
+	return append(b, '\n')
+}
+
+// ListWriter writes a chunk list.
+type ListWriter struct {
+	w      io.Writer
+	buf    []byte
+	chunks int64
+	plain  int64
+}
+
+// NewListWriter starts a list on w.
+func NewListWriter(w io.Writer) *ListWriter {
+	return &ListWriter{w: w, buf: append(make([]byte, 0, 64<<10), ListHeader+"\n"...)}
+}
+
+// Add appends one chunk.
+func (l *ListWriter) Add(r Ref) error {
+	l.buf = appendRef(l.buf, r)
+	l.chunks++
+	l.plain += int64(r.Plain)
+	if len(l.buf) >= 60<<10 {
+		return l.flush()
+	}
+	return nil
+}
+
+func (l *ListWriter) flush() error {
+	_, err := l.w.Write(l.buf)
+	l.buf = l.buf[:0]
+	return err
+}
+
+// Close ends the list with its count.
+func (l *ListWriter) Close() error {
+	l.buf = fmt.Appendf(l.buf, "end %d %d\n", l.chunks, l.plain)
+	return l.flush()
+}
+
+// ListReader reads a chunk list line by line.
+type ListReader struct {
+	s      *bufio.Scanner
+	line   int
+	chunks int64
+	plain  int64
+	packs  map[string]string // one string per pack name
+	done   bool
+}
+
+// NewListReader reads the list r.
+func NewListReader(r io.Reader) *ListReader {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 0, 4096), 4096)
+	return &ListReader{s: s, packs: map[string]string{}}
+}
+
+// Next returns the list's next chunk, or io.EOF after its end line. A
+// list that ends before that line, or says anything else, is an error
+// naming the line.
+func (l *ListReader) Next() (Ref, error) {
+	if l.done {
+		return Ref{}, io.EOF
+	}
+	for l.s.Scan() {
+		l.line++
+		text := l.s.Text()
+		if l.line == 1 {
+			if text != ListHeader {
+				return Ref{}, fmt.Errorf("not a chunk list (its first line is not %q)", ListHeader)
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(text, "end "); ok {
+			var n, p int64
+			if _, err := fmt.Sscanf(rest, "%d %d", &n, &p); err != nil || n != l.chunks || p != l.plain {
+				return Ref{}, fmt.Errorf("chunk list line %d: it ends with %q after %d chunks of %d bytes: the list is damaged", l.line, text, l.chunks, l.plain)
+			}
+			if l.s.Scan() {
+				return Ref{}, fmt.Errorf("chunk list line %d: text after the end line", l.line+1)
+			}
+			l.done = true
+			return Ref{}, io.EOF
+		}
+		r, err := l.parse(text)
+		if err != nil {
+			return Ref{}, fmt.Errorf("chunk list line %d: %w", l.line, err)
+		}
+		l.chunks++
+		l.plain += int64(r.Plain)
+		return r, nil
+	}
+	if err := l.s.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return Ref{}, fmt.Errorf("chunk list line %d is too long: the list is damaged", l.line+1)
+		}
+		return Ref{}, err
+	}
+	if l.line == 0 {
+		return Ref{}, errors.New("the chunk list is empty")
+	}
+	return Ref{}, fmt.Errorf("chunk list: it stops after line %d, without its end line: the list is cut short", l.line)
+}
+
+func (l *ListReader) parse(text string) (Ref, error) {
+	f := strings.Split(text, " ")
+	if len(f) != 6 {
+		return Ref{}, fmt.Errorf("%d fields, want 6 (id, size, pack, offset, stored size, sha256)", len(f))
+	}
+	var r Ref
+	if n, err := hex.Decode(r.ID[:], []byte(f[0])); err != nil || n != len(r.ID) || len(f[0]) != 2*len(r.ID) {
+		return Ref{}, errors.New("the chunk id is not 64 hex digits")
+	}
+	plain, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || plain <= 0 || plain > maxPlain {
+		return Ref{}, fmt.Errorf("the chunk size %q is not between 1 and %d", f[1], maxPlain)
+	}
+	r.Plain = int(plain)
+	if !validPack(f[2]) {
+		return Ref{}, fmt.Errorf("%q is not a pack name", f[2])
+	}
+	p, ok := l.packs[f[2]]
+	if !ok {
+		p = strings.Clone(f[2])
+		l.packs[p] = p
+	}
+	r.Pack = p
+	if r.Offset, err = strconv.ParseInt(f[3], 10, 64); err != nil || r.Offset < 0 {
+		return Ref{}, fmt.Errorf("the offset %q is not a byte offset", f[3])
+	}
+	if r.Size, err = strconv.ParseInt(f[4], 10, 64); err != nil || r.Size <= 0 || r.Size > 2*maxPlain {
+		return Ref{}, fmt.Errorf("the stored size %q is out of range", f[4])
+	}
+	if n, err := hex.Decode(r.Sum[:], []byte(f[5])); err != nil || n != len(r.Sum) || len(f[5]) != 2*len(r.Sum) {
+		return Ref{}, errors.New("the blob's sha256 is not 64 hex digits")
+	}
+	return r, nil
+}
+
+// validPack reports whether name can be a pack's name: a plain file name
+// (no folder, nothing hidden), so a list cannot point a restore elsewhere.
+func validPack(name string) bool {
+	if name == "" || len(name) > 200 || name[0] == '.' || !strings.HasSuffix(name, PackExt) {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,188 @@
+package dedup
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// RangeReader reads a byte range of a pack.
+type RangeReader interface {
+	// ReadRange fills p with the bytes of the pack from offset on.
+	ReadRange(ctx context.Context, pack string, offset int64, p []byte) error
+}
+
+// Restore is a run's stage that turns chunk lists back into streams: an
+// engine Streamer that reads a list and writes the stream, its chunks
+// read, checked and opened ahead on several goroutines.
+type Restore struct {
+	packs  RangeReader
+	format Format
+	ahead  int
+	// check: read and check each blob, open none, write nothing.
+	check bool
+	seen  *Seen
+}
+
+// NewChecker returns a stage that checks, for each chunk list it reads,
+// that every blob it names is in its pack with the SHA-256 the list
+// records, without a key; it writes nothing. Blobs seen holds (checked
+// by an earlier stream) are not read again.
+func NewChecker(packs RangeReader, ahead int, seen *Seen) *Restore {
+	return &Restore{packs: packs, ahead: max(ahead, 1), check: true, seen: seen}
+}
+
+// Seen is a bounded set of blobs checked already.
+type Seen struct {
+	mu  sync.Mutex
+	m   map[Loc]bool
+	max int
+}
+
+// NewSeen returns a set of at most n blobs.
+func NewSeen(n int) *Seen { return &Seen{m: map[Loc]bool{}, max: n} }
+
+func (s *Seen) has(l Loc) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[l]
+}
+
+func (s *Seen) add(l Loc) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) < s.max {
+		s.m[l] = true
+	}
+}
+
+// NewRestore returns the stage; ahead chunks of a stream are read at
+// once.
+func NewRestore(packs RangeReader, f Format, ahead int) (*Restore, error) {
+	if err := f.Check(); err != nil {
+		return nil, err
+	}
+	return &Restore{packs: packs, format: f, ahead: max(ahead, 1)}, nil
+}
+
+// StreamMemory is what a stream keeps when its chunks are at most max
+// bytes: a blob per reader, and the chunks read ahead, being read and
+// being written.
+func (r *Restore) StreamMemory(max int) int64 {
+	return int64(r.ahead)*(int64(max)+4096) + int64(2*r.ahead+1)*int64(max)
+}
+
+type slot struct {
+	n     int // the chunk's place in the stream, from 1
+	ref   Ref
+	plain []byte
+	err   error
+	done  chan struct{}
+}
+
+// Stream reads the chunk list src and writes the stream it lists to dst.
+func (r *Restore) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
+	g, gctx := errgroup.WithContext(ctx)
+	order := make(chan *slot, r.ahead)
+	fetch := make(chan *slot, r.ahead)
+	g.Go(func() error {
+		defer close(order)
+		defer close(fetch)
+		l := NewListReader(src)
+		for n := 1; ; n++ {
+			ref, err := l.Next()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			s := &slot{n: n, ref: ref, done: make(chan struct{})}
+			for _, c := range []chan *slot{order, fetch} {
+				select {
+				case c <- s:
+				case <-gctx.Done():
+					return context.Cause(gctx)
+				}
+			}
+		}
+	})
+	for range r.ahead {
+		g.Go(func() error {
+			var o *Opener
+			if !r.check {
+				var err error
+				if o, err = r.format.NewOpener(); err != nil {
+					return err
+				}
+			}
+			var blob []byte
+			for s := range fetch {
+				if cap(blob) < int(s.ref.Size) {
+					blob = make([]byte, s.ref.Size)
+				}
+				s.err = r.read(gctx, o, s, blob[:s.ref.Size])
+				close(s.done)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		for s := range order {
+			select {
+			case <-s.done:
+			case <-gctx.Done():
+				return context.Cause(gctx)
+			}
+			if s.err != nil {
+				return s.err
+			}
+			if r.check {
+				continue
+			}
+			if _, err := dst.Write(s.plain); err != nil {
+				return err
+			}
+			s.plain = nil
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// read reads, checks and opens the chunk of s into s.plain.
+func (r *Restore) read(ctx context.Context, o *Opener, s *slot, blob []byte) error {
+	where := func() string {
+		return fmt.Sprintf("chunk %d of the stream (%s, in pack %s at byte %d)", s.n, s.ref.ID, s.ref.Pack, s.ref.Offset)
+	}
+	if r.check && r.seen.has(s.ref.Loc) {
+		return nil
+	}
+	if err := r.packs.ReadRange(ctx, s.ref.Pack, s.ref.Offset, blob); err != nil {
+		return fmt.Errorf("%s: %w", where(), err)
+	}
+	if sha256.Sum256(blob) != s.ref.Sum {
+		return fmt.Errorf("%s: its bytes do not have the SHA-256 its list records: the pack is damaged", where())
+	}
+	if r.check {
+		r.seen.add(s.ref.Loc)
+		return nil
+	}
+	plain, err := o.Open(make([]byte, 0, s.ref.Plain), blob)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where(), err)
+	}
+	s.plain = plain
+	return nil
+}
