@@ -61,8 +61,8 @@ var dedupOps = ops{
 			diags = append(diags, errAt(b.AttrRange("index_memory"), "Invalid index memory", fmt.Sprintf("index_memory = %s: give at least 1 MiB.", pipefile.HumanSize(d.IndexMemory))))
 		}
 		g, err := pipefile.ParseAge(b.String("grace"))
-		if err != nil || g < time.Minute {
-			diags = append(diags, errAt(b.AttrRange("grace"), "Invalid grace", fmt.Sprintf("grace = %q: give a duration of a minute or more, such as \"24h\" or \"2d\".", b.String("grace"))))
+		if err != nil || g < time.Second {
+			diags = append(diags, errAt(b.AttrRange("grace"), "Invalid grace", fmt.Sprintf("grace = %q: give a duration longer than any backup takes, such as \"24h\" or \"2d\".", b.String("grace"))))
 		}
 		d.Grace = g
 		if !b.Unknown["key"] {
