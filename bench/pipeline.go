@@ -109,7 +109,13 @@ func runPipeWith(ctx context.Context, measure func(context.Context, []string, ..
 // planBudget returns the memory budget `pipe plan --json` gives the file's
 // only pipeline.
 func planBudget(ctx context.Context, pipe, file string) (int64, error) {
-	m, err := timeCommand(ctx, []string{pipe, "plan", file, "--json"})
+	return planBudgetIn(ctx, "", pipe, file)
+}
+
+// planBudgetIn is planBudget with pipe plan run in dir, where the
+// file's relative paths start.
+func planBudgetIn(ctx context.Context, dir, pipe, file string) (int64, error) {
+	m, err := runCommandIn(ctx, dir, []string{pipe, "plan", file, "--json"}, false)
 	if err != nil {
 		return 0, err
 	}

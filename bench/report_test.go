@@ -252,6 +252,20 @@ func fakeReport() *report {
 		notes:        []string{"a note on incrementals"},
 	}
 	r.add("incremental", incr)
+	dd := &dedupResult{scale: 100, versions: []string{"restic 0.14.0", "pg_dump (PostgreSQL) 15.18"}, variants: []*dedupVariant{{
+		name: "2% in one key range", nights: 3, dumpSize: 1300 << 20,
+		backup: fakeRace("backup of one night's dump", "", 1300<<20,
+			fakeContender(dedupTools[0], 0, []int{6000, 2000, 2100}, []int{9000, 3000, 3000}, 0),
+			fakeContender(dedupTools[1], 0, []int{5000, 5000, 5100}, []int{9000, 9000, 9000}, 0),
+			fakeContender(dedupTools[2], 0, []int{15000, 6000, 6000}, []int{20000, 8000, 8000}, 0)),
+		restore: fakeRace("restore of the newest night", "", 1300<<20,
+			fakeContender(dedupTools[0], 0, []int{4000}, []int{6000}, 0),
+			fakeContender("restic dump, then sync", 0, []int{9000}, []int{9000}, 0),
+			fakeContender("pipe, no dedup", 0, []int{3800}, []int{6000}, 0)),
+		stored: map[string][]int64{dedupTools[0]: {200 << 20, 215 << 20, 230 << 20}, dedupTools[1]: {200 << 20, 400 << 20, 600 << 20}, dedupTools[2]: {230 << 20, 330 << 20, 430 << 20}},
+		budget: 300 << 20, peak: 120 << 20, runs: []pipelineRun{fakeSummary("dedup", 1.3)},
+	}}}
+	r.add("dedup", dd)
 	r.add("memory", memory)
 	return r
 }

@@ -37,6 +37,7 @@ var scenarios = []scenario{
 	own("wal", (*bench).walScenario),
 	own("basebackup", (*bench).baseBackupScenario),
 	own("incremental", (*bench).incrementalScenario),
+	own("dedup", (*bench).dedupScenario),
 	own("memory", (*bench).memoryScenario),
 }
 

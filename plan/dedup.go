@@ -93,14 +93,52 @@ var dedupOps = ops{
 // dedupConfig is the stage's backup configuration, without what only the
 // run knows (the key, the index, the packer).
 func dedupConfig(s *Stage, p *Pipeline) dedup.BackupConfig {
-	return dedup.BackupConfig{Sizes: s.Dedup.Sizes, Format: p.Format(), Workers: s.Workers, Ahead: DedupAhead}
+	return dedup.BackupConfig{Sizes: s.Dedup.Sizes, Format: p.Format(), Workers: s.Workers, Ahead: DedupAhead(s.Workers)}
 }
 
-// DedupAhead is how many new chunks of a stream wait for a worker.
-const DedupAhead = 2
+// DedupAhead is how many chunks of a stream may be cut and not yet named
+// and stored, with workers: enough to keep them all busy on one stream.
+func DedupAhead(workers int) int { return 2*workers + 2 }
 
 // DedupReadAhead is how many chunks of a stream a restore reads at once.
-const DedupReadAhead = 4
+const DedupReadAhead = 3
+
+// dedupRestoreMemory is what restoring a deduplicated run may take beyond
+// the layout of the pipeline's own stages: a pipeline that decodes what a
+// storage source holds may find a deduplicated run there, whose restore
+// stage takes the place of decrypt and decompress (with chunks of the
+// default sizes; a run's larger chunks are read fewer at a time, see
+// DedupReadAheadFor).
+func (p *Pipeline) dedupRestoreMemory(j *engine.Job, l engine.Layout) int64 {
+	if !p.Restores() || p.Def.Source == nil || !p.Def.Source.Schema.Storage {
+		return 0
+	}
+	alt := *j
+	alt.Stages = []engine.Stage{{Name: stagekind.Dedup.Name, Proc: dedup.Unbound{}, Memory: dedup.RestoreMemory(DedupReadAhead, dedup.DefaultSizes.Max)}}
+	for _, s := range j.Stages {
+		if s.Name != stagekind.Decrypt.Name && s.Name != stagekind.Decompress.Name {
+			alt.Stages = append(alt.Stages, s)
+		}
+	}
+	al, err := alt.Layout()
+	if err != nil {
+		return 0
+	}
+	return max(0, al.Total-l.Total)
+}
+
+// DedupReadAheadFor is how many chunks of at most max bytes a restore
+// reads at once within the memory the plan gives it: DedupReadAhead for
+// the default sizes, fewer for larger chunks, at least one.
+func DedupReadAheadFor(max int) int {
+	allowed := dedup.RestoreMemory(DedupReadAhead, dedup.DefaultSizes.Max)
+	for a := DedupReadAhead; a > 1; a-- {
+		if dedup.RestoreMemory(a, max) <= allowed {
+			return a
+		}
+	}
+	return 1
+}
 
 func describeDedup(s *Stage, p *Pipeline) string {
 	d := s.Dedup

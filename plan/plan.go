@@ -70,6 +70,9 @@ type Pipeline struct {
 	Layout engine.Layout
 	// EndpointMemory is what the source and sinks buffer on their own.
 	EndpointMemory int64
+	// DedupRestoreMemory is what restoring a deduplicated run takes beyond
+	// Layout (see dedupRestoreMemory); 0 for a pipeline that cannot.
+	DedupRestoreMemory int64
 	// FromProfile lists, by endpoint, the attributes the profile set.
 	FromProfile map[*pipefile.Endpoint][]string
 	// Sign is the key the run's manifests are signed with (nil: not
@@ -334,11 +337,17 @@ func (p *Pipeline) resolveMemory(o Options) hcl.Diagnostics {
 		diags = append(diags, errAt(p.Def.Attrs.AttrRange("buffers"), "Too few buffers", err.Error()+"."))
 	}
 	p.Layout = l
+	p.DedupRestoreMemory = p.dedupRestoreMemory(job, l)
 	if o.Memory != nil {
 		for _, e := range append([]*pipefile.Endpoint{p.Def.Source}, p.Def.Sinks...) {
-			if e != nil {
-				p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), p.Streams)
+			if e == nil {
+				continue
 			}
+			streams := p.Streams
+			if e.Kind == "sink" && p.Dedup() != nil {
+				streams++ // the open pack, beside the streams' lists
+			}
+			p.EndpointMemory += o.Memory(e.Kind, e.Type, sdk.NewConfig(e.Values), streams)
 		}
 	}
 	return diags

@@ -41,7 +41,7 @@ func (p *Pipeline) Processes() []string {
 // Budget is the run's memory budget: the layout, what the endpoints buffer
 // on their own, pipe's runtime and its plugin processes.
 func (p *Pipeline) Budget() int64 {
-	return p.Layout.Total + p.EndpointMemory + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
+	return p.Layout.Total + p.DedupRestoreMemory + p.EndpointMemory + RuntimeMemory + int64(len(p.Processes()))*PluginMemory
 }
 
 var size = pipefile.HumanSize
@@ -122,8 +122,12 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	if n := len(p.Processes()); n > 0 {
 		plugins = fmt.Sprintf(" + %s for %s", size(int64(n)*PluginMemory), Plural(n, "plugin process"))
 	}
-	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s + endpoints %s + runtime %s%s), whatever the input size\n",
-		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), size(p.EndpointMemory), size(RuntimeMemory), plugins)
+	dd := ""
+	if p.DedupRestoreMemory > 0 {
+		dd = " + " + size(p.DedupRestoreMemory) + " more to restore a deduplicated run"
+	}
+	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s%s + endpoints %s + runtime %s%s), whatever the input size\n",
+		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), dd, size(p.EndpointMemory), size(RuntimeMemory), plugins)
 }
 
 func objectsLine(p *Pipeline, k *pipefile.Endpoint) string {
@@ -297,7 +301,7 @@ func (pl *Plan) JSON() JSON {
 	for _, p := range pl.Pipelines {
 		pj := PipelineJSON{Name: p.Name, Profile: p.Profile.Name, ProfileFrom: p.ProfileFrom, ProfileRule: p.Profile.Rule, ChunkSize: p.ChunkSize,
 			Streams: p.Streams, Buffers: p.Layout.Buffers, RateLimit: p.Def.RateLimit, Source: endpointJSON(p.Source),
-			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "endpoints": p.EndpointMemory, "runtime": RuntimeMemory,
+			Memory: map[string]int64{"budget": p.Budget(), "chunks": p.Layout.Chunks, "state": p.Layout.State, "endpoints": p.EndpointMemory, "dedup_restore": p.DedupRestoreMemory, "runtime": RuntimeMemory,
 				"plugins": int64(len(p.Processes())) * PluginMemory}}
 		for _, s := range p.Stages {
 			sj := StageJSON{Type: s.Type, Codec: s.Codec, Level: s.Level, Fingerprints: s.Keys.Fingerprints}

@@ -60,7 +60,7 @@ func (r *run) bindDedup(ctx context.Context) (*dedupBackup, error) {
 		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
 	}
 	packer := dedup.NewPacker(packSink{db}, r.o.RunID, d.PackSize)
-	db.b, err = dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead})
+	db.b, err = dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead(st.Workers)})
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
@@ -232,14 +232,14 @@ func dedupStage(r *catalog.Run, src sdk.Source, keys *encrypt.Keys, seen *dedup.
 	}
 	packs := packReader{src: src, folder: folder}
 	if keys == nil {
-		rs := dedup.NewChecker(packs, plan.DedupReadAhead, seen)
+		rs := dedup.NewChecker(packs, plan.DedupReadAheadFor(sizes.Max), seen)
 		return engine.Stage{Name: stagekind.Dedup.Name, Label: "every chunk's digest, in " + folder, Proc: rs, Memory: rs.StreamMemory(sizes.Max)}, nil
 	}
 	f := dedup.Format{Keys: *keys}
 	if m.Dedup.Codec != "none" {
 		f.Codec, _ = compress.Lookup(m.Dedup.Codec)
 	}
-	rs, err := dedup.NewRestore(packs, f, plan.DedupReadAhead)
+	rs, err := dedup.NewRestore(packs, f, plan.DedupReadAheadFor(sizes.Max))
 	if err != nil {
 		return engine.Stage{}, err
 	}

@@ -24,7 +24,7 @@ type Backup struct {
 	index   *Index
 	packer  *Packer
 	ahead   int
-	jobs    chan job
+	jobs    chan *job
 	workers sync.WaitGroup
 	stopped sync.Once
 	stats   Stats
@@ -61,10 +61,13 @@ func (c BackupConfig) StreamMemory() int64 {
 // WorkerMemory is what one worker keeps: a compressed and a sealed chunk.
 func (c BackupConfig) WorkerMemory() int64 { return 2 * int64(compress.Bound(c.Sizes.Max)+4096) }
 
+// job is one chunk of a stream, from its cut until the list names it.
 type job struct {
-	e       *entry
 	plain   []byte
 	release func()
+	// e is the chunk's entry in the index, set before named is closed.
+	e     *entry
+	named chan struct{}
 }
 
 // NewBackup starts the workers of a backup; they stop with ctx or Close.
@@ -75,7 +78,7 @@ func NewBackup(ctx context.Context, c BackupConfig) (*Backup, error) {
 	if err := c.Format.Check(); err != nil {
 		return nil, err
 	}
-	b := &Backup{key: c.Key, sizes: c.Sizes, index: c.Index, packer: c.Packer, ahead: max(c.Ahead, 1), jobs: make(chan job), packs: map[string]bool{}}
+	b := &Backup{key: c.Key, sizes: c.Sizes, index: c.Index, packer: c.Packer, ahead: max(c.Ahead, 1), jobs: make(chan *job), packs: map[string]bool{}}
 	for range max(c.Workers, 1) {
 		s, err := c.Format.NewSealer()
 		if err != nil {
@@ -88,12 +91,21 @@ func NewBackup(ctx context.Context, c BackupConfig) (*Backup, error) {
 	return b, nil
 }
 
-// work seals and packs new chunks. It stores every chunk it is given,
-// even of a stream that failed since: other streams may wait for it.
+// work names chunks, looks each up in the index and seals and packs the
+// new ones. It stores every chunk it is given, even of a stream that
+// failed since: other streams may wait for it.
 func (b *Backup) work(ctx context.Context, s *Sealer) {
 	defer b.workers.Done()
+	h := b.key.Hasher()
 	for j := range b.jobs {
-		ref := Ref{ID: j.e.ref.ID, Plain: len(j.plain)}
+		e, fresh := b.index.reserve(h.Sum(j.plain))
+		j.e = e
+		close(j.named)
+		if !fresh {
+			j.release()
+			continue
+		}
+		ref := Ref{ID: e.ref.ID, Plain: len(j.plain)}
 		blob, err := s.Seal(j.plain)
 		if err == nil {
 			ref.Loc, err = b.packer.Add(ctx, blob, sha256.Sum256(blob))
@@ -104,7 +116,7 @@ func (b *Backup) work(ctx context.Context, s *Sealer) {
 			b.stats.NewBytes.Add(int64(ref.Plain))
 			b.stats.StoredBytes.Add(ref.Size)
 		}
-		b.index.resolve(j.e, ref, err)
+		b.index.resolve(e, ref, err)
 	}
 }
 
@@ -142,22 +154,28 @@ func (b *Backup) Abort(ctx context.Context) {
 }
 
 // Stream stores the chunks of src that the store does not hold and writes
-// the list of all its chunks to dst.
+// the list of all its chunks to dst. The stream's goroutine only cuts;
+// the workers name each chunk, look it up and store the new ones, and the
+// list is written in the stream's order as they finish.
 func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
 	c, err := NewChunker(b.key, b.sizes, src, make([]byte, 2*b.sizes.Max))
 	if err != nil {
 		return err
 	}
-	h := b.key.Hasher()
 	g, gctx := errgroup.WithContext(ctx)
-	order := make(chan *entry, 4*b.ahead)
+	order := make(chan *job, b.ahead)
 	g.Go(func() error {
 		lw := NewListWriter(dst)
 		last := ""
-		for e := range order {
-			ref, err := e.wait(gctx)
+		for j := range order {
+			select {
+			case <-j.named:
+			case <-gctx.Done():
+				return context.Cause(gctx)
+			}
+			ref, err := j.e.wait(gctx)
 			if err != nil {
-				return fmt.Errorf("chunk %s: %w", e.ref.ID, err)
+				return fmt.Errorf("chunk %s: %w", j.e.ref.ID, err)
 			}
 			if err := lw.Add(ref); err != nil {
 				return err
@@ -185,31 +203,40 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 			}
 			b.stats.Chunks.Add(1)
 			b.stats.PlainBytes.Add(int64(len(plain)))
-			e, fresh := b.index.reserve(h.Sum(plain))
-			if fresh {
-				var buf []byte
-				if made < b.ahead {
-					buf, made = make([]byte, b.sizes.Max), made+1
-				} else {
-					select {
-					case buf = <-free:
-					case <-gctx.Done():
-						b.index.resolve(e, Ref{}, context.Cause(gctx))
-						return context.Cause(gctx)
-					}
-				}
-				j := job{e: e, plain: append(buf[:0], plain...), release: func() { free <- buf }}
+			var buf []byte
+			if made < b.ahead {
+				buf, made = make([]byte, b.sizes.Max), made+1
+			} else {
 				select {
-				case b.jobs <- j:
+				case buf = <-free:
 				case <-gctx.Done():
-					b.index.resolve(e, Ref{}, context.Cause(gctx))
 					return context.Cause(gctx)
 				}
 			}
-			select {
-			case order <- e:
-			case <-gctx.Done():
-				return context.Cause(gctx)
+			j := &job{plain: append(buf[:0], plain...), release: func() { free <- buf }, named: make(chan struct{})}
+			// In order first: the job is in the list's queue before any
+			// worker can take it.
+			for _, send := range []func() bool{
+				func() bool {
+					select {
+					case order <- j:
+						return true
+					case <-gctx.Done():
+						return false
+					}
+				},
+				func() bool {
+					select {
+					case b.jobs <- j:
+						return true
+					case <-gctx.Done():
+						return false
+					}
+				},
+			} {
+				if !send() {
+					return context.Cause(gctx)
+				}
 			}
 		}
 	})

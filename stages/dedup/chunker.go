@@ -1,17 +1,14 @@
 package dedup
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-
-	cdc "github.com/PlakarKorp/go-cdc-chunkers"
-	_ "github.com/PlakarKorp/go-cdc-chunkers/chunkers/fastcdc" // registers FastCDC
+	"math/bits"
 )
-
-// algorithm is FastCDC as its paper specifies it (normalized chunking,
-// level 2), with the gear table keyed (cdc's "fastcdc-v1.0.0" with a key).
-const algorithm = "fastcdc-v1.0.0"
 
 // Sizes bound the chunks a stream is cut into.
 type Sizes struct {
@@ -19,7 +16,7 @@ type Sizes struct {
 }
 
 // DefaultSizes are 256 KiB, 1 MiB and 4 MiB: large enough that a run of a
-// terabyte has a million chunks (an index of ~150 MiB), small enough that
+// terabyte has a million chunks (an index of ~200 MiB), small enough that
 // a change costs about a mebibyte around it.
 var DefaultSizes = Sizes{Min: 256 << 10, Avg: 1 << 20, Max: 4 << 20}
 
@@ -39,45 +36,6 @@ func (s Sizes) Check() error {
 // String is how manifests and plans record the sizes.
 func (s Sizes) String() string { return fmt.Sprintf("fastcdc %d/%d/%d", s.Min, s.Avg, s.Max) }
 
-// Chunker cuts a stream into chunks.
-type Chunker struct {
-	c   *cdc.Chunker
-	end bool
-}
-
-// NewChunker returns a chunker of r with the key's gear table. buf, of at
-// least 2 × s.Max bytes, is where it reads ahead; its chunks point into it.
-func NewChunker(k Key, s Sizes, r io.Reader, buf []byte) (*Chunker, error) {
-	if err := s.Check(); err != nil {
-		return nil, err
-	}
-	c, err := cdc.NewChunkerBuffer(algorithm, r, &cdc.ChunkerOpts{MinSize: s.Min, NormalSize: s.Avg, MaxSize: s.Max, Key: k.cut}, buf)
-	if err != nil {
-		return nil, fmt.Errorf("chunker: %w", err)
-	}
-	return &Chunker{c: c}, nil
-}
-
-// Next returns the next chunk, valid until the next call, or io.EOF after
-// the last one. An empty stream has no chunk.
-func (c *Chunker) Next() ([]byte, error) {
-	if c.end {
-		return nil, io.EOF
-	}
-	b, err := c.c.Next()
-	if errors.Is(err, io.EOF) {
-		c.end = true
-		if len(b) == 0 {
-			return nil, io.EOF
-		}
-		return b, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
 // ParseSizes reads sizes as String wrote them.
 func ParseSizes(text string) (Sizes, error) {
 	var s Sizes
@@ -88,4 +46,149 @@ func ParseSizes(text string) (Sizes, error) {
 		return Sizes{}, fmt.Errorf("chunker %q: %w", text, err)
 	}
 	return s, nil
+}
+
+// cutter finds chunk boundaries: FastCDC (Xia et al., 2016) with
+// normalized chunking of level 2, its gear table drawn from the key.
+// Bytes before a chunk's smallest size are skipped; from there the gear
+// hash rolls over each byte, and a boundary follows the first byte at
+// which it has every bit of a mask clear: a harder mask (two bits more
+// than the average's) before the average size, an easier one (two bits
+// fewer) after, and the largest size cuts regardless.
+type cutter struct {
+	gear         [256]uint64
+	maskS, maskL uint64
+	Sizes
+}
+
+func newCutter(k Key, s Sizes) *cutter {
+	c := &cutter{Sizes: s}
+	var block [sha256.Size]byte
+	mac := hmac.New(sha256.New, k.cut)
+	for i := 0; i < len(c.gear); i += 4 {
+		mac.Reset()
+		mac.Write([]byte{byte(i), byte(i >> 8)})
+		mac.Sum(block[:0])
+		for j := range 4 {
+			c.gear[i+j] = binary.LittleEndian.Uint64(block[8*j:])
+		}
+	}
+	b := bits.TrailingZeros(uint(s.Avg))
+	c.maskS, c.maskL = spacedMask(b+2), spacedMask(b-2)
+	return c
+}
+
+// spacedMask is a mask of ones bits spread over the 64: the gear hash's
+// higher bits depend on more of the bytes before.
+func spacedMask(ones int) uint64 {
+	var m uint64
+	step := 64 / ones
+	for i := range ones {
+		m |= 1 << (63 - i*step)
+	}
+	return m
+}
+
+// cut returns the length of the chunk data starts with: all of data when
+// it is the stream's last (final) or reaches no boundary before Max.
+func (c *cutter) cut(data []byte) int {
+	n := len(data)
+	if n <= c.Min {
+		return n
+	}
+	n = min(n, c.Max)
+	normal := min(c.Avg, n)
+	i, fp, ok := roll(data[:normal], c.Min, 0, &c.gear, c.maskS)
+	if ok {
+		return i
+	}
+	if i, _, ok = roll(data[:n], normal, fp, &c.gear, c.maskL); ok {
+		return i
+	}
+	return n
+}
+
+// roll rolls the gear hash fp over d from byte from on and returns the
+// first boundary: the index of the byte at which the hash has every bit
+// of mask clear; or, without one, the hash at the end of d.
+func roll(d []byte, from int, fp uint64, g *[256]uint64, mask uint64) (int, uint64, bool) {
+	i := from
+	for ; i+4 <= len(d); i += 4 {
+		b := d[i : i+4 : i+4]
+		if fp = fp<<1 + g[b[0]]; fp&mask == 0 {
+			return i, fp, true
+		}
+		if fp = fp<<1 + g[b[1]]; fp&mask == 0 {
+			return i + 1, fp, true
+		}
+		if fp = fp<<1 + g[b[2]]; fp&mask == 0 {
+			return i + 2, fp, true
+		}
+		if fp = fp<<1 + g[b[3]]; fp&mask == 0 {
+			return i + 3, fp, true
+		}
+	}
+	for ; i < len(d); i++ {
+		if fp = fp<<1 + g[d[i]]; fp&mask == 0 {
+			return i, fp, true
+		}
+	}
+	return 0, fp, false
+}
+
+// Chunker cuts a stream into chunks.
+type Chunker struct {
+	c          *cutter
+	r          io.Reader
+	buf        []byte
+	start, end int
+	eof        bool
+}
+
+// NewChunker returns a chunker of r with the key's gear table. buf, of at
+// least 2 × s.Max bytes, is where it reads ahead; its chunks point into it.
+func NewChunker(k Key, s Sizes, r io.Reader, buf []byte) (*Chunker, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	if len(buf) < 2*s.Max {
+		return nil, fmt.Errorf("chunker: a buffer of %d bytes, at least %d needed", len(buf), 2*s.Max)
+	}
+	return &Chunker{c: newCutter(k, s), r: r, buf: buf}, nil
+}
+
+// Next returns the next chunk, valid until the next call, or io.EOF after
+// the last one. An empty stream has no chunk.
+func (c *Chunker) Next() ([]byte, error) {
+	if c.end-c.start < c.c.Max && !c.eof {
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+	if c.start == c.end {
+		return nil, io.EOF
+	}
+	n := c.c.cut(c.buf[c.start:c.end])
+	chunk := c.buf[c.start : c.start+n]
+	c.start += n
+	return chunk, nil
+}
+
+// fill moves what is left to the buffer's start and reads until it is
+// full or the stream ends.
+func (c *Chunker) fill() error {
+	c.end = copy(c.buf, c.buf[c.start:c.end])
+	c.start = 0
+	for c.end < len(c.buf) {
+		n, err := c.r.Read(c.buf[c.end:])
+		c.end += n
+		if errors.Is(err, io.EOF) {
+			c.eof = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

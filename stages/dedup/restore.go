@@ -79,8 +79,12 @@ func NewRestore(packs RangeReader, f Format, ahead int) (*Restore, error) {
 // StreamMemory is what a stream keeps when its chunks are at most max
 // bytes: a blob per reader, and the chunks read ahead, being read and
 // being written.
-func (r *Restore) StreamMemory(max int) int64 {
-	return int64(r.ahead)*(int64(max)+4096) + int64(2*r.ahead+1)*int64(max)
+func (r *Restore) StreamMemory(max int) int64 { return RestoreMemory(r.ahead, max) }
+
+// RestoreMemory is what a stream of a restore reading ahead chunks of at
+// most max bytes at once keeps.
+func RestoreMemory(ahead, max int) int64 {
+	return int64(ahead)*(int64(max)+4096) + int64(2*ahead+1)*int64(max)
 }
 
 type slot struct {
