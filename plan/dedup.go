@@ -46,6 +46,12 @@ var dedupOps = ops{
 	resolve: func(s *Stage, b *pipefile.Block, p *Pipeline) (bool, hcl.Diagnostics) {
 		d := &Dedup{}
 		s.Dedup = d
+		if !s.Explicit["workers"] {
+			// The stage does the compress and encrypt stages' work, which
+			// run side by side without it: one worker more than the
+			// profile gives a compress stage.
+			s.Workers = p.Profile.Workers + 1
+		}
 		var diags hcl.Diagnostics
 		avg := s.ChunkSize
 		d.Sizes = dedup.Sizes{Min: avg / 4, Avg: avg, Max: 4 * avg}
@@ -96,9 +102,9 @@ func dedupConfig(s *Stage, p *Pipeline) dedup.BackupConfig {
 	return dedup.BackupConfig{Sizes: s.Dedup.Sizes, Format: p.Format(), Workers: s.Workers, Ahead: DedupAhead(s.Workers)}
 }
 
-// DedupAhead is how many chunks of a stream may be cut and not yet named
-// and stored, with workers: enough to keep them all busy on one stream.
-func DedupAhead(workers int) int { return 2*workers + 2 }
+// DedupAhead is how many new chunks of a stream may be stored at once,
+// with workers: one each, and one more.
+func DedupAhead(workers int) int { return workers + 1 }
 
 // DedupReadAhead is how many chunks of a stream a restore reads at once.
 const DedupReadAhead = 3

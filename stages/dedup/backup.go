@@ -52,10 +52,10 @@ type BackupConfig struct {
 	Ahead int
 }
 
-// StreamMemory is what one stream keeps: the chunker's read-ahead and
-// the new chunks waiting for a worker.
+// StreamMemory is what one stream keeps: the chunker's buffer and the
+// new chunks being stored.
 func (c BackupConfig) StreamMemory() int64 {
-	return int64(2*c.Sizes.Max) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max)
+	return int64(chunkerBuffer*c.Sizes.Max) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max)
 }
 
 // WorkerMemory is what one worker keeps: a compressed and a sealed chunk.
@@ -63,8 +63,11 @@ func (c BackupConfig) WorkerMemory() int64 { return 2 * int64(compress.Bound(c.S
 
 // job is one chunk of a stream, from its cut until the list names it.
 type job struct {
-	plain   []byte
-	release func()
+	// src is the chunk in the chunker's buffer, readable until the job
+	// is done with window.
+	src    []byte
+	window *sync.WaitGroup
+	pool   *bufPool
 	// e is the chunk's entry in the index, set before named is closed.
 	e     *entry
 	named chan struct{}
@@ -98,19 +101,21 @@ func (b *Backup) work(ctx context.Context, s *Sealer) {
 	defer b.workers.Done()
 	h := b.key.Hasher()
 	for j := range b.jobs {
-		e, fresh := b.index.reserve(h.Sum(j.plain))
+		e, fresh := b.index.reserve(h.Sum(j.src))
 		j.e = e
 		close(j.named)
 		if !fresh {
-			j.release()
+			j.window.Done()
 			continue
 		}
-		ref := Ref{ID: e.ref.ID, Plain: len(j.plain)}
-		blob, err := s.Seal(j.plain)
+		plain := append(j.pool.get(), j.src...)
+		j.window.Done()
+		ref := Ref{ID: e.ref.ID, Plain: len(plain)}
+		blob, err := s.Seal(plain)
 		if err == nil {
 			ref.Loc, err = b.packer.Add(ctx, blob, sha256.Sum256(blob))
 		}
-		j.release()
+		j.pool.put(plain)
 		if err == nil {
 			b.stats.New.Add(1)
 			b.stats.NewBytes.Add(int64(ref.Plain))
@@ -155,15 +160,20 @@ func (b *Backup) Abort(ctx context.Context) {
 
 // Stream stores the chunks of src that the store does not hold and writes
 // the list of all its chunks to dst. The stream's goroutine only cuts;
-// the workers name each chunk, look it up and store the new ones, and the
-// list is written in the stream's order as they finish.
+// the workers name each chunk where it was cut, in the chunker's buffer,
+// look it up, and copy out and store the new ones; the chunker refills
+// its buffer once they are done with what it holds. The list is written
+// in the stream's order as they finish.
 func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
-	c, err := NewChunker(b.key, b.sizes, src, make([]byte, 2*b.sizes.Max))
+	c, err := NewChunker(b.key, b.sizes, src, make([]byte, chunkerBuffer*b.sizes.Max))
 	if err != nil {
 		return err
 	}
+	window := &sync.WaitGroup{} // the jobs that read the chunker's buffer
+	c.BeforeFill = window.Wait
+	pool := &bufPool{ch: make(chan []byte, b.ahead), max: int32(b.ahead), size: b.sizes.Max}
 	g, gctx := errgroup.WithContext(ctx)
-	order := make(chan *job, b.ahead)
+	order := make(chan *job, 2*b.ahead)
 	g.Go(func() error {
 		lw := NewListWriter(dst)
 		last := ""
@@ -189,12 +199,11 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 		}
 		return lw.Close()
 	})
-	free := make(chan []byte, b.ahead)
-	made := 0
 	g.Go(func() error {
 		defer close(order)
+		defer window.Wait() // the buffer outlives every read of it
 		for {
-			plain, err := c.Next()
+			chunk, err := c.Next()
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -202,43 +211,55 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 				return err
 			}
 			b.stats.Chunks.Add(1)
-			b.stats.PlainBytes.Add(int64(len(plain)))
-			var buf []byte
-			if made < b.ahead {
-				buf, made = make([]byte, b.sizes.Max), made+1
-			} else {
-				select {
-				case buf = <-free:
-				case <-gctx.Done():
-					return context.Cause(gctx)
-				}
-			}
-			j := &job{plain: append(buf[:0], plain...), release: func() { free <- buf }, named: make(chan struct{})}
+			b.stats.PlainBytes.Add(int64(len(chunk)))
+			window.Add(1)
+			j := &job{src: chunk, window: window, pool: pool, named: make(chan struct{})}
 			// In order first: the job is in the list's queue before any
 			// worker can take it.
-			for _, send := range []func() bool{
-				func() bool {
-					select {
-					case order <- j:
-						return true
-					case <-gctx.Done():
-						return false
-					}
-				},
-				func() bool {
-					select {
-					case b.jobs <- j:
-						return true
-					case <-gctx.Done():
-						return false
-					}
-				},
-			} {
-				if !send() {
-					return context.Cause(gctx)
-				}
+			select {
+			case order <- j:
+			case <-gctx.Done():
+				window.Done()
+				return context.Cause(gctx)
+			}
+			select {
+			case b.jobs <- j:
+			case <-gctx.Done():
+				window.Done()
+				return context.Cause(gctx)
 			}
 		}
 	})
 	return g.Wait()
 }
+
+// chunkerBuffer is the chunker's buffer in largest chunks: it is refilled
+// when less than one is left, so each refill moves at most a quarter of
+// it, and the workers have three chunks' worth to name meanwhile.
+const chunkerBuffer = 4
+
+// bufPool is a stream's buffers for the new chunks being stored, made as
+// needed up to max.
+type bufPool struct {
+	ch   chan []byte
+	made atomic.Int32
+	max  int32
+	size int
+}
+
+// get returns a buffer, waiting for one when max are in use: those are
+// held by workers storing chunks, which give them back.
+func (p *bufPool) get() []byte {
+	select {
+	case b := <-p.ch:
+		return b
+	default:
+	}
+	if p.made.Add(1) <= p.max {
+		return make([]byte, 0, p.size)
+	}
+	p.made.Add(-1)
+	return <-p.ch
+}
+
+func (p *bufPool) put(b []byte) { p.ch <- b[:0] }

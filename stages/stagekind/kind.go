@@ -72,7 +72,7 @@ var (
 		{Name: "chunk_size", Type: sdk.Size, Default: int64(1 << 20), Description: "Average chunk size, a power of two; chunks run from a quarter of it to four times it."},
 		{Name: "pack_size", Type: sdk.Size, Default: int64(16 << 20), Description: "Size at which a pack (an object of many chunks) is closed."},
 		{Name: "index_memory", Type: sdk.Size, Default: int64(64 << 20), Description: "Memory for the index of chunks the store holds (about 200 bytes a chunk); chunks of older runs beyond it are stored again."},
-		{Name: "workers", Type: sdk.Number, Description: "Chunks compressed and encrypted at once, shared by all streams (default from the profile)."},
+		{Name: "workers", Type: sdk.Number, Description: "Chunks named, compressed and encrypted at once, shared by all streams (default: one more than the profile gives compress)."},
 		{Name: "grace", Type: sdk.String, Default: "24h", Description: `Prune deletes a pack no run names only once it is this old, and not while a backup that started within it is unfinished: longer than any backup takes ("24h", "2d").`},
 	}}
 	Checksum = &Kind{Name: "checksum", Direction: Observes, Attributes: []sdk.Attribute{
