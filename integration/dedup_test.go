@@ -243,8 +243,36 @@ func TestDedupConcurrent(t *testing.T) {
 	data := filepath.Join(r.dir, "data")
 	short := []string{"PIPE_VAR_grace=1s", "PIPE_VAR_keep=2"}
 
-	// Backups of changing data while prunes run in a loop.
+	// Two backups of different data into the store at once: each its own
+	// packs; both restore.
 	dedupText(t, filepath.Join(data, "dump.sql"), 8<<20, 4)
+	twin := filepath.Join(r.dir, "twin")
+	writeFile(t, filepath.Join(r.dir, "twin.hcl"), []byte(strings.ReplaceAll(dedupFile(st), `path = "data"`, `path = "twin"`)))
+	randomFile(t, filepath.Join(twin, "other"), 6<<20, 5)
+	wantData, wantTwin := r.snapshot(t, "want-data"), filepath.Join(r.dir, "want-twin")
+	if out, err := exec.Command("cp", "-r", twin, wantTwin).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	other := spawnPipe(t, r.dir, r.env, "run", "twin.hcl", "--pipeline", "backup")
+	mustPipe(t, r.dir, r.env, "run", "p.hcl", "--pipeline", "backup")
+	if err := other.Wait(); err != nil {
+		t.Fatalf("the second of two backups at once: %v", err)
+	}
+	both := r.runs(t)
+	if len(both) != 2 {
+		t.Fatalf("%d runs after two backups at once", len(both))
+	}
+	for _, run := range both {
+		os.RemoveAll(filepath.Join(r.dir, "out"))
+		mustPipe(t, r.dir, r.env, "run", "p.hcl", "--pipeline", "restore", "--run", run.RunID)
+		if _, err := os.Stat(filepath.Join(r.dir, "out", "other")); err == nil {
+			sameTree(t, wantTwin, filepath.Join(r.dir, "out"))
+		} else {
+			sameTree(t, wantData, filepath.Join(r.dir, "out"))
+		}
+	}
+
+	// Backups of changing data while prunes run in a loop.
 	var wants []string
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

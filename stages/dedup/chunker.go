@@ -122,21 +122,29 @@ func (c *cutter) cut(data []byte) int {
 
 // roll rolls the gear hash fp over d from byte from on and returns the
 // first boundary: the index of the byte at which the hash has every bit
-// of mask clear; or, without one, the hash at the end of d.
+// of mask clear; or, without one, the hash at the end of d. Four bytes a
+// step: the hash after each of them is the one before the step shifted
+// and a sum of table entries that does not depend on it, so the chain
+// from step to step is one shift and one add, not four of each.
 func roll(d []byte, from int, fp uint64, g *[256]uint64, mask uint64) (int, uint64, bool) {
 	i := from
 	for ; i+4 <= len(d); i += 4 {
 		b := d[i : i+4 : i+4]
-		if fp = fp<<1 + g[b[0]]; fp&mask == 0 {
-			return i, fp, true
+		t0, t1, t2, t3 := g[b[0]], g[b[1]], g[b[2]], g[b[3]]
+		f0 := fp<<1 + t0
+		f1 := fp<<2 + (t0<<1 + t1)
+		f2 := fp<<3 + (t0<<2 + t1<<1 + t2)
+		fp = fp<<4 + (t0<<3 + t1<<2 + t2<<1 + t3)
+		if f0&mask == 0 {
+			return i, f0, true
 		}
-		if fp = fp<<1 + g[b[1]]; fp&mask == 0 {
-			return i + 1, fp, true
+		if f1&mask == 0 {
+			return i + 1, f1, true
 		}
-		if fp = fp<<1 + g[b[2]]; fp&mask == 0 {
-			return i + 2, fp, true
+		if f2&mask == 0 {
+			return i + 2, f2, true
 		}
-		if fp = fp<<1 + g[b[3]]; fp&mask == 0 {
+		if fp&mask == 0 {
 			return i + 3, fp, true
 		}
 	}

@@ -451,3 +451,25 @@ func TestFormatCheck(t *testing.T) {
 		t.Errorf("plain chunks take %d bytes for %d", store.size(), len(data))
 	}
 }
+
+// roll finds the boundary a byte-at-a-time gear hash finds.
+func TestRoll(t *testing.T) {
+	k := testKey(t)
+	c := newCutter(k, Sizes{Min: 1 << 10, Avg: 4 << 10, Max: 16 << 10})
+	data := randomBytes(5, 1<<20)
+	for _, from := range []int{0, 1, 2, 3, 1000} {
+		for _, mask := range []uint64{c.maskS, c.maskL, spacedMask(3)} {
+			var fp uint64
+			want, ok := -1, false
+			for i := from; i < len(data) && !ok; i++ {
+				if fp = fp<<1 + c.gear[data[i]]; fp&mask == 0 {
+					want, ok = i, true
+				}
+			}
+			got, gfp, gok := roll(data, from, 0, &c.gear, mask)
+			if gok != ok || (ok && (got != want || gfp != fp)) {
+				t.Errorf("from %d, mask %x: roll says %d (%v), one byte at a time %d (%v)", from, mask, got, gok, want, ok)
+			}
+		}
+	}
+}
