@@ -53,6 +53,16 @@ pipeline "restore" {
   decompress {}
   sink "fs" { path = "out/" }
 }
+pipeline "copy" {
+` + st.source + `
+  sink "fs" { path = "copied/${run.id}/" }
+}
+pipeline "restore-copy" {
+  source "fs" { path = "copied/" }
+  decrypt { identities = [file("keys/backup.key")] }
+  decompress {}
+  sink "fs" { path = "out/" }
+}
 `
 }
 
@@ -196,6 +206,13 @@ func testDedupStore(t *testing.T, st dedupStore) {
 	}
 	for i, run := range []dedupRun{first, second, third} {
 		r.restore(t, run.RunID, wants[i])
+	}
+	// Copies to a folder, oldest first: each restores from the copy alone.
+	for i, run := range []dedupRun{first, third} {
+		mustPipe(t, r.dir, r.env, "run", "p.hcl", "--pipeline", "copy", "--run", run.RunID)
+		os.RemoveAll(filepath.Join(r.dir, "out"))
+		mustPipe(t, r.dir, nil, "run", "p.hcl", "--pipeline", "restore-copy", "--run", run.RunID)
+		sameTree(t, wants[2*i], filepath.Join(r.dir, "out"))
 	}
 	for _, args := range [][]string{{"--all"}, {"--all", "--decrypt"}} {
 		res := mustPipe(t, r.dir, r.env, append([]string{"verify", "p.hcl", "--pipeline", "backup"}, args...)...)

@@ -109,15 +109,24 @@ func DedupAhead(workers int) int { return workers + 1 }
 // DedupReadAhead is how many chunks of a stream a restore reads at once.
 const DedupReadAhead = 3
 
-// dedupRestoreMemory is what restoring a deduplicated run may take beyond
+// dedupRestoreMemory is what restoring (or copying) a deduplicated run may
+// take beyond
 // the layout of the pipeline's own stages: a pipeline that decodes what a
 // storage source holds may find a deduplicated run there, whose restore
 // stage takes the place of decrypt and decompress (with chunks of the
 // default sizes; a run's larger chunks are read fewer at a time, see
 // DedupReadAheadFor).
 func (p *Pipeline) dedupRestoreMemory(j *engine.Job, l engine.Layout) int64 {
-	if !p.Restores() || p.Def.Source == nil || !p.Def.Source.Schema.Storage {
+	if p.Def.Source == nil || !p.Def.Source.Schema.Storage {
 		return 0
+	}
+	if !p.Restores() {
+		if p.Ext() != "" || !p.WritesManifest() || p.Dedup() != nil {
+			return 0
+		}
+		// It may copy a deduplicated run: the target's index, and per
+		// stream a chunk on its way, in one pack more.
+		return dedup.DefaultIndexMemory + int64(p.Streams)*int64(dedup.DefaultSizes.Max+4096)
 	}
 	alt := *j
 	alt.Stages = []engine.Stage{{Name: stagekind.Dedup.Name, Proc: dedup.Unbound{}, Memory: dedup.RestoreMemory(DedupReadAhead, dedup.DefaultSizes.Max)}}

@@ -70,8 +70,9 @@ type Pipeline struct {
 	Layout engine.Layout
 	// EndpointMemory is what the source and sinks buffer on their own.
 	EndpointMemory int64
-	// DedupRestoreMemory is what restoring a deduplicated run takes beyond
-	// Layout (see dedupRestoreMemory); 0 for a pipeline that cannot.
+	// DedupRestoreMemory is what restoring or copying a deduplicated run
+	// takes beyond Layout (see dedupRestoreMemory); 0 for a pipeline that
+	// cannot.
 	DedupRestoreMemory int64
 	// FromProfile lists, by endpoint, the attributes the profile set.
 	FromProfile map[*pipefile.Endpoint][]string

@@ -124,7 +124,7 @@ func (p *Pipeline) print(w io.Writer, cpus int) {
 	}
 	dd := ""
 	if p.DedupRestoreMemory > 0 {
-		dd = " + " + size(p.DedupRestoreMemory) + " more to restore a deduplicated run"
+		dd = " + " + size(p.DedupRestoreMemory) + " more for a deduplicated run"
 	}
 	fmt.Fprintf(w, "  memory      %s budget (chunks %s + stage state %s%s + endpoints %s + runtime %s%s), whatever the input size\n",
 		size(p.Budget()), size(p.Layout.Chunks), size(p.Layout.State), dd, size(p.EndpointMemory), size(RuntimeMemory), plugins)

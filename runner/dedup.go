@@ -22,12 +22,23 @@ import (
 // newest runs under the same key, the packer writing the run's new chunks
 // beside the runs, and the workers.
 type dedupBackup struct {
-	b      *dedup.Backup
+	b      dedupWriter
 	sink   *endpoint
 	folder string // the packs' folder, from the store's root
 	check  string
 	chunks string
 	format dedup.Format
+	// copied, in a copy, is the copied run's account of its chunks.
+	copied *manifest.Dedup
+}
+
+// dedupWriter is what writes a run's chunks into a store: a backup's
+// dedup stage, or a copy's.
+type dedupWriter interface {
+	Close(ctx context.Context) ([]string, error)
+	Abort(ctx context.Context)
+	Packs() []string
+	Stats() *dedup.Stats
 }
 
 // bindDedup binds the job's dedup stage, if the pipeline has one (see
@@ -56,33 +67,78 @@ func (r *run) bindDedup(ctx context.Context) (*dedupBackup, error) {
 		return nil, err
 	}
 	ix := dedup.NewIndex(d.IndexMemory)
-	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, d.Key.Check()); err != nil {
+	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, r.p.Name, d.Key.Check()); err != nil {
 		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
 	}
 	packer := dedup.NewPacker(packSink{db}, r.o.RunID, d.PackSize)
-	db.b, err = dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead(st.Workers)})
+	b, err := dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead(st.Workers)})
 	if err != nil {
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
+	db.b = b
 	for i := range r.job.Stages {
 		if r.job.Stages[i].Name == stagekind.Dedup.Name {
-			r.job.Stages[i].Proc = db.b
+			r.job.Stages[i].Proc = b
 		}
 	}
+	return db, nil
+}
+
+// bindDedupCopy gives a copy of a deduplicated run the stage that copies
+// the chunks its one store lacks (see dedup.Copier), and returns what
+// commits them; nil for a run that is not deduplicated.
+func (r *run) bindDedupCopy(ctx context.Context) (*dedupBackup, error) {
+	from := r.sp.from
+	md := from.Manifest.Dedup
+	if md == nil {
+		return nil, nil
+	}
+	if len(r.sinks) != 1 {
+		return nil, fmt.Errorf("run %s is deduplicated: copy it to one store at a time (pipeline %q has %d sinks)", from.Manifest.RunID, r.p.Name, len(r.sinks))
+	}
+	snk := r.sinks[0]
+	storage, ok := snk.sink.(sdk.Storage)
+	if !ok {
+		return nil, fmt.Errorf("run %s is deduplicated: sink %s cannot list and read its objects, which a copy needs to know the chunks it holds", from.Manifest.RunID, snk.name)
+	}
+	root, err := RunsRoot(snk.def.Key)
+	if err != nil {
+		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
+	}
+	source, err := from.Manifest.PacksFolder(from.Key)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", from.Key, err)
+	}
+	sizes, err := dedup.ParseSizes(md.Chunker)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", from.Key, err)
+	}
+	db := &dedupBackup{sink: snk, folder: root + manifest.PacksDir, check: md.KeyCheck, chunks: md.Chunker, copied: md}
+	if err := db.announce(ctx, from.Manifest.RunID); err != nil {
+		return nil, err
+	}
+	ix := dedup.NewIndex(dedup.DefaultIndexMemory)
+	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, from.Manifest.Pipeline, md.KeyCheck); err != nil {
+		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
+	}
+	c := dedup.NewCopier(ctx, packReader{src: r.src.source, folder: source}, ix, dedup.NewPacker(packSink{db}, r.o.RunID, dedup.DefaultPackSize))
+	db.b = c
+	st := engine.Stage{Name: stagekind.Dedup.Name, Label: "the chunks " + snk.name + " lacks, from " + source, Proc: c, Memory: int64(sizes.Max) + 4096}
+	r.job.Stages = append([]engine.Stage{st}, r.job.Stages...)
 	return db, nil
 }
 
 // loadIndex fills ix with the chunks of the pipeline's runs in the
 // store, newest first, while it has room: a run stored under another key
 // shares no chunk, and is said so.
-func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, check string) error {
+func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, pipeline, check string) error {
 	cat, err := catalog.Read(ctx, store)
 	if err != nil {
 		return fmt.Errorf("reading its runs: %w", err)
 	}
 	for _, run := range cat.Runs {
 		m := run.Manifest
-		if m.Pipeline != r.p.Name || m.Dedup == nil {
+		if m.Pipeline != pipeline || m.Dedup == nil {
 			continue
 		}
 		if m.Dedup.KeyCheck != check {
@@ -139,7 +195,8 @@ func (d *dedupBackup) close(ctx context.Context) error {
 func (d *dedupBackup) abort(ctx context.Context) { d.b.Abort(ctx) }
 
 // manifest is what the run's manifest says of its chunks; the packs'
-// folder is made relative to each manifest by writeManifests.
+// folder is made relative to each manifest by writeManifests. A copy's
+// says how the copied run's chunks are sealed, and what the copy added.
 func (d *dedupBackup) manifest() *manifest.Dedup {
 	if d == nil {
 		return nil
@@ -147,13 +204,25 @@ func (d *dedupBackup) manifest() *manifest.Dedup {
 	st := d.b.Stats()
 	m := &manifest.Dedup{Format: manifest.ChunksFormat, Packs: d.folder, Chunker: d.chunks, KeyCheck: d.check, Codec: "none",
 		Chunks: st.Chunks.Load(), Bytes: st.PlainBytes.Load(), NewChunks: st.New.Load(), NewBytes: st.NewBytes.Load(), StoredBytes: st.StoredBytes.Load()}
-	if d.format.Codec != nil {
-		m.Codec = d.format.Codec.Name
-	}
-	if fp := d.format.Keys.Fingerprints; len(fp) > 0 {
-		m.Encryption, m.Recipients = "age", fp
+	switch {
+	case d.copied != nil:
+		m.Codec, m.Encryption, m.Recipients = d.copied.Codec, d.copied.Encryption, d.copied.Recipients
+	default:
+		if d.format.Codec != nil {
+			m.Codec = d.format.Codec.Name
+		}
+		if fp := d.format.Keys.Fingerprints; len(fp) > 0 {
+			m.Encryption, m.Recipients = "age", fp
+		}
 	}
 	return m
+}
+
+// relative is m with its packs' folder relative to the manifest at mkey.
+func relative(m *manifest.Dedup, mkey string) *manifest.Dedup {
+	d := *m
+	d.Packs = strings.TrimSuffix(manifest.Rel(mkey, d.Packs+"x"), "x")
+	return &d
 }
 
 // fromDedupManifest plans the streams of a deduplicated run r: each
@@ -164,11 +233,19 @@ func (d *dedupBackup) manifest() *manifest.Dedup {
 func fromDedupManifest(p *plan.Pipeline, r *catalog.Run, sp *streamsPlan, copying bool, dec, decomp *plan.Stage) error {
 	m := r.Manifest
 	d := m.Dedup
-	if copying {
-		return fmt.Errorf("run %s is deduplicated: copying it to another store is not supported yet; back up to that store instead", m.RunID)
-	}
 	if _, err := m.PacksFolder(r.Key); err != nil {
 		return fmt.Errorf("manifest %s: %w", r.Key, err)
+	}
+	if copying {
+		// The lists, each rewritten for the target by the copy's stage.
+		for _, o := range m.Objects {
+			key := r.ObjectKey(o)
+			if key == ".." || strings.HasPrefix(key, "../") {
+				return fmt.Errorf("manifest %s: object %q lies outside the source", r.Key, o.Key)
+			}
+			sp.streams = append(sp.streams, stream{source: key, name: o.Stream, ext: dedup.ListExt, size: o.Size, outSize: -1, maxSize: -1, digest: o.Digest})
+		}
+		return nil
 	}
 	if err := checkDecrypt(p, r.Key, manifest.Object{Key: "each chunk", Encryption: d.Encryption, Recipients: d.Recipients}, dec, false); err != nil {
 		return err

@@ -145,9 +145,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 			m.RunKey = &manifest.RunKey{Key: manifest.Rel(mkey, runKey.keys[i]), Size: int64(len(runKey.wrapped)), Digest: runKey.digest}
 		}
 		if out.dedup != nil {
-			d := *out.dedup
-			d.Packs = strings.TrimSuffix(manifest.Rel(mkey, d.Packs+"x"), "x")
-			m.Dedup, m.FrameSize = &d, 0
+			m.Dedup, m.FrameSize = relative(out.dedup, mkey), 0
 		}
 		for k, r := range res.Streams {
 			if !r.Committed {
@@ -183,7 +181,7 @@ func writeManifests(ctx context.Context, p *plan.Pipeline, runID string, started
 // objects the copy put where its manifest says keeps its manifest byte for
 // byte, and so its signature (and no copied_at); otherwise the copy is not
 // signed, and warn says so.
-func writeCopies(ctx context.Context, sign *signing.PrivateKey, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, wrote *[]wroteManifest, warn func(string)) ([]string, error) {
+func writeCopies(ctx context.Context, sign *signing.PrivateKey, sinks []*endpoint, keys map[int]string, sp *streamsPlan, res *engine.Result, dd *manifest.Dedup, wrote *[]wroteManifest, warn func(string)) ([]string, error) {
 	orig := sp.from.Manifest
 	byStream := map[string]manifest.Object{}
 	for _, o := range orig.Objects {
@@ -198,6 +196,9 @@ func writeCopies(ctx context.Context, sign *signing.PrivateKey, sinks []*endpoin
 		m := *orig
 		m.Objects, m.RunKey = nil, nil
 		m.CopiedAt = time.Now().UTC()
+		if dd != nil {
+			m.Dedup = relative(dd, mkey) // the lists name the target's packs
+		}
 		for k, r := range res.Streams {
 			st := sp.streams[k]
 			if st.runKey {

@@ -253,9 +253,20 @@ func (r *run) backup(ctx context.Context) (err error) {
 }
 
 // copy takes a copy's path (see kind).
-func (r *run) copy(ctx context.Context) error {
+func (r *run) copy(ctx context.Context) (err error) {
 	if err := r.newJob(); err != nil {
 		return err
+	}
+	dc, err := r.bindDedupCopy(ctx)
+	if err != nil {
+		return err
+	}
+	if dc != nil {
+		defer func() {
+			if err != nil {
+				dc.abort(ctx)
+			}
+		}()
 	}
 	if err := r.prepareSinks(ctx, nil); err != nil {
 		return err
@@ -263,7 +274,12 @@ func (r *run) copy(ctx context.Context) error {
 	r.started = time.Now().UTC()
 	r.job.Finish = func(ctx context.Context, res *engine.Result) error {
 		return r.finishStored(ctx, res, nil, func(ctx context.Context, _ map[string]string, wrote *[]wroteManifest) ([]string, error) {
-			return writeCopies(ctx, r.p.Sign, r.sinks, r.manifests, r.sp, res, wrote, r.o.Warn)
+			if dc != nil {
+				if err := dc.close(ctx); err != nil {
+					return nil, err
+				}
+			}
+			return writeCopies(ctx, r.p.Sign, r.sinks, r.manifests, r.sp, res, dc.manifest(), wrote, r.o.Warn)
 		})
 	}
 	if err := r.execute(ctx); err != nil {

@@ -473,3 +473,52 @@ func TestRoll(t *testing.T) {
 		}
 	}
 }
+
+// A copy moves the chunks the target lacks, sealed as they are, and its
+// lists restore from the target alone; a second run's copy moves only
+// what changed; a damaged blob fails the copy naming it.
+func TestCopy(t *testing.T) {
+	k := testKey(t)
+	seal, open := testFormat(t)
+	from, to := newMemStore(), newMemStore()
+	a := randomBytes(6, 3<<20)
+	l1, _ := backupRun(t, k, seal, from, "run1", [][]byte{a}, 64<<20, nil)
+	a2 := bytes.Clone(a)
+	copy(a2[1<<20:], "changed")
+	l2, _ := backupRun(t, k, seal, from, "run2", [][]byte{a2}, 64<<20, l1)
+	ctx := context.Background()
+	ix := NewIndex(64 << 20)
+	copyList := func(list []byte, run string) ([]byte, *Copier) {
+		t.Helper()
+		c := NewCopier(ctx, from, ix, NewPacker(to, run, 1<<20))
+		var out bytes.Buffer
+		if err := c.Stream(ctx, &out, bytes.NewReader(list)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes(), c
+	}
+	c1, st1 := copyList(l1[0], "copy1")
+	c2, st2 := copyList(l2[0], "copy2")
+	for _, c := range []struct {
+		list []byte
+		want []byte
+	}{{c1, a}, {c2, a2}} {
+		if got, err := restoreList(t, open, to, c.list); err != nil || !bytes.Equal(got, c.want) {
+			t.Errorf("a copied run restored from the target: %d bytes of %d, %v", len(got), len(c.want), err)
+		}
+	}
+	if n, all := st2.Stats().New.Load(), st2.Stats().Chunks.Load(); n == 0 || n > 3 || st1.Stats().New.Load() != st1.Stats().Chunks.Load() {
+		t.Errorf("the first copy moved %d chunks of %d, the second %d of %d", st1.Stats().New.Load(), st1.Stats().Chunks.Load(), n, all)
+	}
+	// A damaged blob in the source.
+	r := NewListReader(bytes.NewReader(l1[0]))
+	ref, _ := r.Next()
+	from.objects[ref.Pack][ref.Offset] ^= 1
+	c := NewCopier(ctx, from, NewIndex(64<<20), NewPacker(newMemStore(), "copy3", 1<<20))
+	if err := c.Stream(ctx, io.Discard, bytes.NewReader(l1[0])); err == nil || !strings.Contains(err.Error(), "chunk 1 of the stream") || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("copying a damaged chunk: %v", err)
+	}
+}

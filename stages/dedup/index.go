@@ -7,6 +7,10 @@ import (
 	"sync"
 )
 
+// DefaultIndexMemory is the index's memory when nothing says otherwise
+// (a copy's).
+const DefaultIndexMemory = 64 << 20
+
 // EntryMemory is what the index keeps per chunk (its key, its location and
 // the map's share), for the memory budget.
 const EntryMemory = 200
