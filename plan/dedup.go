@@ -83,12 +83,18 @@ var dedupOps = ops{
 	},
 	stage: func(s *Stage, p *Pipeline, _ string, _ int) (engine.Stage, bool, error) {
 		c := dedupConfig(s, p)
+		worker := c.WorkerMemory()
+		if f := c.Format; f.Codec != nil {
+			// Each worker's encoder, as a compress stage's worker.
+			if cs, err := f.Codec.Stage(f.Level, 1, s.Dedup.Sizes.Max); err == nil {
+				worker += cs.Memory
+			}
+		}
 		return engine.Stage{
 			Name:   stagekind.Dedup.Name,
-			Label:  describeDedup(s, p),
 			Proc:   dedup.Unbound{},
 			Memory: c.StreamMemory(),
-			Shared: s.Dedup.IndexMemory + int64(s.Workers)*c.WorkerMemory(),
+			Shared: s.Dedup.IndexMemory + int64(s.Workers)*worker,
 		}, true, nil
 	},
 	ext:      func(*Stage) string { return dedup.ListExt },

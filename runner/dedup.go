@@ -2,9 +2,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/pipebackup/pipe/catalog"
 	"github.com/pipebackup/pipe/engine"
@@ -30,6 +34,28 @@ type dedupBackup struct {
 	format dedup.Format
 	// copied, in a copy, is the copied run's account of its chunks.
 	copied *manifest.Dedup
+	// renewing is closed to stop renewing the announcement.
+	renewing chan struct{}
+	stopOnce sync.Once
+}
+
+// announceAndRenew announces the run, and renews the announcement while
+// it runs (see packs.go).
+func (d *dedupBackup) announceAndRenew(ctx context.Context, runID string, grace time.Duration) error {
+	if err := d.announce(ctx, runID); err != nil {
+		return err
+	}
+	d.renewing = make(chan struct{})
+	go d.renew(ctx, runID, grace, d.renewing)
+	return nil
+}
+
+func (d *dedupBackup) stopRenewing() {
+	d.stopOnce.Do(func() {
+		if d.renewing != nil {
+			close(d.renewing)
+		}
+	})
 }
 
 // dedupWriter is what writes a run's chunks into a store: a backup's
@@ -63,16 +89,18 @@ func (r *run) bindDedup(ctx context.Context) (*dedupBackup, error) {
 	}
 	db := &dedupBackup{sink: snk, folder: root + manifest.PacksDir, check: d.Key.Check(), chunks: d.Sizes.String(), format: r.p.Format()}
 	// Announced before the index is read: see packs.go.
-	if err := db.announce(ctx, r.o.RunID); err != nil {
+	if err := db.announceAndRenew(ctx, r.o.RunID, graceOf(r.p)); err != nil {
 		return nil, err
 	}
 	ix := dedup.NewIndex(d.IndexMemory)
-	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, r.p.Name, d.Key.Check()); err != nil {
+	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, r.p.Name, d.Key.Check(), db.sealing()); err != nil {
+		db.stopRenewing()
 		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
 	}
 	packer := dedup.NewPacker(packSink{db}, r.o.RunID, d.PackSize)
 	b, err := dedup.NewBackup(ctx, dedup.BackupConfig{Key: *d.Key, Sizes: d.Sizes, Format: db.format, Index: ix, Packer: packer, Workers: st.Workers, Ahead: plan.DedupAhead(st.Workers)})
 	if err != nil {
+		db.stopRenewing()
 		return nil, fmt.Errorf("dedup: %w", err)
 	}
 	db.b = b
@@ -114,11 +142,12 @@ func (r *run) bindDedupCopy(ctx context.Context) (*dedupBackup, error) {
 		return nil, fmt.Errorf("manifest %s: %w", from.Key, err)
 	}
 	db := &dedupBackup{sink: snk, folder: root + manifest.PacksDir, check: md.KeyCheck, chunks: md.Chunker, copied: md}
-	if err := db.announce(ctx, from.Manifest.RunID); err != nil {
+	if err := db.announceAndRenew(ctx, from.Manifest.RunID, graceOf(r.p)); err != nil {
 		return nil, err
 	}
 	ix := dedup.NewIndex(dedup.DefaultIndexMemory)
-	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, from.Manifest.Pipeline, md.KeyCheck); err != nil {
+	if err := r.loadIndex(ctx, ix, sinkStore{st: storage, sink: snk.sink, root: root}, from.Manifest.Pipeline, md.KeyCheck, db.sealing()); err != nil {
+		db.stopRenewing()
 		return nil, fmt.Errorf("dedup: sink %s: %w", snk.name, err)
 	}
 	c := dedup.NewCopier(ctx, packReader{src: r.src.source, folder: source}, ix, dedup.NewPacker(packSink{db}, r.o.RunID, dedup.DefaultPackSize))
@@ -128,10 +157,25 @@ func (r *run) bindDedupCopy(ctx context.Context) (*dedupBackup, error) {
 	return db, nil
 }
 
+// sealing is how a run's chunks are sealed: only runs sealed alike share
+// chunks (a chunk of a run encrypted to other keys would not open with
+// this run's).
+type sealing struct {
+	folder, codec, encryption string
+	recipients                []string
+}
+
+func (a sealing) same(b sealing) bool {
+	return a.folder == b.folder && a.codec == b.codec && a.encryption == b.encryption && slices.Equal(slices.Sorted(slices.Values(a.recipients)), slices.Sorted(slices.Values(b.recipients)))
+}
+
 // loadIndex fills ix with the chunks of the pipeline's runs in the
-// store, newest first, while it has room: a run stored under another key
-// shares no chunk, and is said so.
-func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, pipeline, check string) error {
+// store, newest first, while it has room. A run stored under another key,
+// or sealed otherwise (other recipients, another codec), or with its
+// packs elsewhere shares no chunk, and is said so. A list whose digest
+// is not its manifest's is not trusted, and a run whose list is gone (a
+// prune at work) is passed over.
+func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, pipeline, check string, want sealing) error {
 	cat, err := catalog.Read(ctx, store)
 	if err != nil {
 		return fmt.Errorf("reading its runs: %w", err)
@@ -141,14 +185,27 @@ func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, p
 		if m.Pipeline != pipeline || m.Dedup == nil {
 			continue
 		}
-		if m.Dedup.KeyCheck != check {
-			r.o.Warn(fmt.Sprintf("dedup: run %s was stored under another key (check %s, this one's %s): the run shares none of its chunks", m.RunID, m.Dedup.KeyCheck, check))
+		d := m.Dedup
+		if d.KeyCheck != check {
+			r.o.Warn(fmt.Sprintf("dedup: run %s was stored under another key (check %s, this one's %s): the run shares none of its chunks", m.RunID, d.KeyCheck, check))
+			continue
+		}
+		folder, err := m.PacksFolder(run.Key)
+		if err != nil {
+			continue
+		}
+		if have := (sealing{folder: store.root + folder, codec: d.Codec, encryption: d.Encryption, recipients: d.Recipients}); !have.same(want) {
+			r.o.Warn(fmt.Sprintf("dedup: run %s's chunks are sealed otherwise (codec %s, recipients %v, packs in %s): the run shares none of its chunks", m.RunID, d.Codec, d.Recipients, have.folder))
 			continue
 		}
 		for _, o := range m.Objects {
-			left, err := loadList(ctx, ix, store, run.ObjectKey(o))
+			left, err := loadList(ctx, ix, store, run.ObjectKey(o), o.Digest)
+			if errors.Is(err, sdk.ErrNotFound) {
+				break // deleted since the listing: its chunks go with it
+			}
 			if err != nil {
-				return fmt.Errorf("run %s, %s: %w", m.RunID, o.Key, err)
+				r.o.Warn(fmt.Sprintf("dedup: run %s, %s: %v; its chunks are not shared", m.RunID, o.Key, err))
+				continue
 			}
 			if left > 0 {
 				r.o.Warn(fmt.Sprintf("dedup: the index is full (%d chunks, index_memory): chunks of run %s and older are stored again; raise index_memory to share them", ix.Len(), m.RunID))
@@ -159,13 +216,15 @@ func (r *run) loadIndex(ctx context.Context, ix *dedup.Index, store sinkStore, p
 	return nil
 }
 
-func loadList(ctx context.Context, ix *dedup.Index, store sinkStore, key string) (int64, error) {
+// loadList adds to ix the chunks of the list at key, if its bytes have
+// the digest its manifest records.
+func loadList(ctx context.Context, ix *dedup.Index, store sinkStore, key, digest string) (int64, error) {
 	rc, err := store.Open(ctx, key)
 	if err != nil {
 		return 0, err
 	}
 	defer rc.Close()
-	return ix.Load(rc)
+	return ix.LoadChecked(rc, digest)
 }
 
 // packSink creates packs in the store's packs folder.
@@ -179,6 +238,7 @@ func (p packSink) Create(ctx context.Context, name string) (sdk.ObjectWriter, er
 // close commits the run's last pack and makes its packs durable: every
 // chunk its lists name is then in the store.
 func (d *dedupBackup) close(ctx context.Context) error {
+	defer d.stopRenewing()
 	if _, err := d.b.Close(ctx); err != nil {
 		return fmt.Errorf("dedup: %w", err)
 	}
@@ -192,7 +252,10 @@ func (d *dedupBackup) close(ctx context.Context) error {
 
 // abort stops the workers and drops the open pack; the packs committed
 // stay, named by no run, for prune.
-func (d *dedupBackup) abort(ctx context.Context) { d.b.Abort(ctx) }
+func (d *dedupBackup) abort(ctx context.Context) {
+	d.stopRenewing()
+	d.b.Abort(ctx)
+}
 
 // manifest is what the run's manifest says of its chunks; the packs'
 // folder is made relative to each manifest by writeManifests. A copy's
@@ -216,6 +279,23 @@ func (d *dedupBackup) manifest() *manifest.Dedup {
 		}
 	}
 	return m
+}
+
+// sealing is how this run seals its chunks, and where it packs them.
+func (d *dedupBackup) sealing() sealing {
+	s := sealing{folder: d.folder, codec: "none"}
+	switch {
+	case d.copied != nil:
+		s.codec, s.encryption, s.recipients = d.copied.Codec, d.copied.Encryption, d.copied.Recipients
+	default:
+		if d.format.Codec != nil {
+			s.codec = d.format.Codec.Name
+		}
+		if fp := d.format.Keys.Fingerprints; len(fp) > 0 {
+			s.encryption, s.recipients = "age", fp
+		}
+	}
+	return s
 }
 
 // relative is m with its packs' folder relative to the manifest at mkey.
@@ -309,14 +389,14 @@ func dedupStage(r *catalog.Run, src sdk.Source, keys *encrypt.Keys, seen *dedup.
 	}
 	packs := packReader{src: src, folder: folder}
 	if keys == nil {
-		rs := dedup.NewChecker(packs, plan.DedupReadAheadFor(sizes.Max), seen)
+		rs := dedup.NewChecker(packs, plan.DedupReadAheadFor(sizes.Max), sizes.Max, seen)
 		return engine.Stage{Name: stagekind.Dedup.Name, Label: "every chunk's digest, in " + folder, Proc: rs, Memory: rs.StreamMemory(sizes.Max)}, nil
 	}
 	f := dedup.Format{Keys: *keys}
 	if m.Dedup.Codec != "none" {
 		f.Codec, _ = compress.Lookup(m.Dedup.Codec)
 	}
-	rs, err := dedup.NewRestore(packs, f, plan.DedupReadAheadFor(sizes.Max))
+	rs, err := dedup.NewRestore(packs, f, plan.DedupReadAheadFor(sizes.Max), sizes.Max)
 	if err != nil {
 		return engine.Stage{}, err
 	}

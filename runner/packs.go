@@ -63,14 +63,15 @@ type PacksPlan struct {
 	// Bytes is the size of Delete.
 	Bytes int64
 	grace time.Duration
-	// announced are the announcements that stood when the plan was made.
-	announced map[string]bool
+	// announced are the announcements, and manifests the manifests, that
+	// stood when the plan was made.
+	announced, manifests map[string]bool
 }
 
 // planPacks works out which packs of the store cat lists no run names
 // once drop is deleted (see PacksPlan); st reads the runs' lists.
 func planPacks(ctx context.Context, st catalog.Store, cat *catalog.Catalog, drop []*catalog.Run, now time.Time, grace time.Duration) (*PacksPlan, error) {
-	pp := &PacksPlan{grace: grace, announced: map[string]bool{}}
+	pp := &PacksPlan{grace: grace, announced: map[string]bool{}, manifests: map[string]bool{}}
 	if len(cat.Packs) == 0 {
 		return pp, nil
 	}
@@ -80,8 +81,12 @@ func planPacks(ctx context.Context, st catalog.Store, cat *catalog.Catalog, drop
 	}
 	runs := map[string]bool{}
 	named := map[string]bool{}
+	for _, inv := range cat.Invalid {
+		pp.manifests[inv.Key] = true
+	}
 	for _, r := range cat.Runs {
 		runs[r.Manifest.RunID] = true
+		pp.manifests[r.Key] = true
 		if gone[r.Key] || r.Manifest.Dedup == nil {
 			continue
 		}
@@ -101,9 +106,10 @@ func planPacks(ctx context.Context, st catalog.Store, cat *catalog.Catalog, drop
 		case strings.HasSuffix(dir, manifest.PacksDir+announceDir):
 			pp.announced[o.Key] = true
 			young := now.Sub(o.Modified) < grace
-			if young && !runs[base] && pp.Held == "" {
-				pp.Held = fmt.Sprintf("run %s, started %s, has no manifest yet: it is running, or failed less than %s ago, and may use chunks no finished run names; a prune after it (or after %s) deletes them",
-					base, catalog.TimeText(o.Modified), grace, catalog.TimeText(o.Modified.Add(grace)))
+			id, _, _ := strings.Cut(base, ".") // a running backup's renewals: <id>.<n>
+			if young && !runs[id] && pp.Held == "" {
+				pp.Held = fmt.Sprintf("run %s, announced %s, has no manifest yet: it is running, or failed less than %s ago, and may use chunks no finished run names; a prune after it (or after %s) deletes them",
+					id, catalog.TimeText(o.Modified), grace, catalog.TimeText(o.Modified.Add(grace)))
 			}
 			if !young {
 				pp.Notices = append(pp.Notices, o)
@@ -182,8 +188,13 @@ func applyPacks(ctx context.Context, w catalog.Writer, pp *PacksPlan, now time.T
 		}
 		for _, o := range objs {
 			dir, base := path.Split(o.Key)
-			if strings.HasSuffix(dir, manifest.PacksDir+announceDir) && !pp.announced[o.Key] && now.Sub(o.Modified) < pp.grace {
-				pp.Held = fmt.Sprintf("run %s started while prune ran; a later prune deletes the packs no run names", base)
+			switch {
+			case strings.HasSuffix(dir, manifest.PacksDir+announceDir) && !pp.announced[o.Key] && now.Sub(o.Modified) < pp.grace:
+				pp.Held = fmt.Sprintf("run %s announced itself while prune ran; a later prune deletes the packs no run names", base)
+				return 0, nil
+			case manifest.IsKey(o.Key) && !pp.manifests[o.Key]:
+				// A run finished since: its chunks were not counted.
+				pp.Held = fmt.Sprintf("a run finished while prune ran (%s); a later prune deletes the packs no run names", o.Key)
 				return 0, nil
 			}
 		}
@@ -215,6 +226,26 @@ func (d *dedupBackup) announce(ctx context.Context, runID string) error {
 		return fmt.Errorf("dedup: sink %s: announcing the run at %s: %w", d.sink.name, key, err)
 	}
 	return nil
+}
+
+// renew announces the run again every quarter of the grace period until
+// stop is closed, so that prune holds its packs however long it runs.
+func (d *dedupBackup) renew(ctx context.Context, runID string, grace time.Duration, stop <-chan struct{}) {
+	every := max(grace/4, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := d.announce(ctx, fmt.Sprintf("%s.%d", runID, n)); err != nil {
+				sdk.Log().Warn("dedup: renewing the run's announcement", "err", err)
+			}
+		}
+	}
 }
 
 // checkPacks makes sure every pack the run's lists name is in the store:

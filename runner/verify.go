@@ -59,9 +59,9 @@ type VerifyOptions struct {
 	seen *dedup.Seen
 }
 
-// seenChunks bounds the chunks verify remembers it checked (about 100
-// bytes each).
-const seenChunks = 1 << 20
+// seenChunks bounds the chunks verify remembers it checked (about 120
+// bytes each: 12 MiB).
+const seenChunks = 100_000
 
 // VerifyReport is what pipe verify found.
 type VerifyReport struct {

@@ -68,12 +68,15 @@ type job struct {
 	src    []byte
 	window *sync.WaitGroup
 	pool   *bufPool
-	// e is the chunk's entry in the index, set before named is closed.
+	// id and e are the chunk's id and entry in the index, set before
+	// named is closed.
+	id    ID
 	e     *entry
 	named chan struct{}
 }
 
-// NewBackup starts the workers of a backup; they stop with ctx or Close.
+// NewBackup starts the workers of a backup; they stop with Close or
+// Abort, and their packs live as long as ctx.
 func NewBackup(ctx context.Context, c BackupConfig) (*Backup, error) {
 	if err := c.Sizes.Check(); err != nil {
 		return nil, err
@@ -101,7 +104,8 @@ func (b *Backup) work(ctx context.Context, s *Sealer) {
 	defer b.workers.Done()
 	h := b.key.Hasher()
 	for j := range b.jobs {
-		e, fresh := b.index.reserve(h.Sum(j.src))
+		j.id = h.Sum(j.src)
+		e, fresh := b.index.reserve(j.id)
 		j.e = e
 		close(j.named)
 		if !fresh {
@@ -185,7 +189,7 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 			}
 			ref, err := j.e.wait(gctx)
 			if err != nil {
-				return fmt.Errorf("chunk %s: %w", j.e.ref.ID, err)
+				return fmt.Errorf("chunk %s: %w", j.id, err)
 			}
 			if err := lw.Add(ref); err != nil {
 				return err

@@ -3,6 +3,8 @@ package dedup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"filippo.io/age"
 
@@ -249,7 +252,7 @@ func backupRun(t *testing.T, k Key, f Format, store *memStore, run string, strea
 
 func restoreList(t *testing.T, f Format, store *memStore, list []byte) ([]byte, error) {
 	t.Helper()
-	r, err := NewRestore(store, f, 3)
+	r, err := NewRestore(store, f, 3, testSizes.Max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +418,9 @@ func TestListErrors(t *testing.T) {
 		{ListHeader + "\n" + strings.Replace(line, " 5 ", " -5 ", 1) + "\n", "offset"},
 		{ListHeader + "\n" + line[2:] + "\n", "chunk id"},
 		{ListHeader + "\n" + line + " extra\n", "fields"},
+		{ListHeader + "\n" + "aa" + line + "\n", "chunk id"},
+		{ListHeader + "\n" + line + "aa\n", "sha256"},
+		{ListHeader + "\n" + line + "\nend 1 10 x\n", "damaged"},
 		{good + "more\n", "after the end"},
 	} {
 		r := NewListReader(strings.NewReader(c.list))
@@ -520,5 +526,110 @@ func TestCopy(t *testing.T) {
 	c := NewCopier(ctx, from, NewIndex(64<<20), NewPacker(newMemStore(), "copy3", 1<<20))
 	if err := c.Stream(ctx, io.Discard, bytes.NewReader(l1[0])); err == nil || !strings.Contains(err.Error(), "chunk 1 of the stream") || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("copying a damaged chunk: %v", err)
+	}
+}
+
+// The chunker, which scans for candidates in pieces at once, cuts where
+// cutter.cut does, whatever the reads' sizes and the chunk sizes.
+func TestChunkerMatchesCut(t *testing.T) {
+	text := func(n int) []byte {
+		r := rand.New(rand.NewSource(9))
+		var b bytes.Buffer
+		for b.Len() < n {
+			fmt.Fprintf(&b, "%d\t%d\t0\t%s\n", r.Intn(1e7), r.Intn(100), strings.Repeat(" ", r.Intn(90)))
+		}
+		return b.Bytes()[:n]
+	}
+	for _, c := range []struct {
+		s    Sizes
+		data []byte
+		read int
+	}{
+		{DefaultSizes, randomBytes(7, 40<<20+13), 1 << 20},
+		{DefaultSizes, text(30 << 20), 64 << 10},
+		{Sizes{Min: 2 << 10, Avg: 8 << 10, Max: 32 << 10}, randomBytes(8, 5<<20), 7000},
+		{Sizes{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}, text(3 << 20), 1},
+		{DefaultSizes, randomBytes(9, 100), 1 << 20},
+	} {
+		k := testKey(t)
+		cut := newCutter(k, c.s)
+		var want []int
+		for d := c.data; len(d) > 0; {
+			n := cut.cut(d)
+			want = append(want, n)
+			d = d[n:]
+		}
+		ch, err := NewChunker(k, c.s, iotest.OneByteReader(bytes.NewReader(c.data)), make([]byte, chunkerBuffer*c.s.Max))
+		if c.read > 1 {
+			ch, err = NewChunker(k, c.s, &sizedReader{r: bytes.NewReader(c.data), n: c.read}, make([]byte, chunkerBuffer*c.s.Max))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for {
+			b, err := ch.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, len(b))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("sizes %v, %d bytes read %d at a time: %d chunks, cut gives %d; first difference at %d", c.s, len(c.data), c.read, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+type sizedReader struct {
+	r io.Reader
+	n int
+}
+
+func (s *sizedReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), s.n)]) }
+
+func firstDiff(a, b []int) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// A list that names a chunk larger than the run's chunks can be is refused
+// before anything is read or allocated for it.
+func TestRestoreRefusesGiantChunks(t *testing.T) {
+	var b bytes.Buffer
+	w := NewListWriter(&b)
+	w.Add(Ref{Plain: 200 << 20, Loc: Loc{Pack: "r-00001.pack", Size: 100}})
+	w.Close()
+	_, open := testFormat(t)
+	if _, err := restoreList(t, open, newMemStore(), b.Bytes()); err == nil || !strings.Contains(err.Error(), "more than the run's chunks can be") {
+		t.Errorf("a chunk of 200 MiB in a run of chunks up to %d: %v", testSizes.Max, err)
+	}
+}
+
+// A list whose bytes are not those its manifest records adds nothing to
+// the index.
+func TestLoadChecked(t *testing.T) {
+	var b bytes.Buffer
+	w := NewListWriter(&b)
+	ref := Ref{Plain: 10, Loc: Loc{Pack: "r-00001.pack", Size: 100}}
+	ref.ID[0] = 7
+	w.Add(ref)
+	w.Close()
+	sum := sha256.Sum256(b.Bytes())
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	ix := NewIndex(1 << 20)
+	if _, err := ix.LoadChecked(bytes.NewReader(b.Bytes()), digest); err != nil || ix.Len() != 1 {
+		t.Fatalf("a list with its digest: %d chunks, %v", ix.Len(), err)
+	}
+	forged := bytes.Replace(b.Bytes(), []byte("r-00001.pack"), []byte("x-00001.pack"), 1)
+	ix = NewIndex(1 << 20)
+	if _, err := ix.LoadChecked(bytes.NewReader(forged), digest); err == nil || ix.Len() != 0 {
+		t.Errorf("a changed list: %d chunks taken, %v", ix.Len(), err)
 	}
 }

@@ -2,7 +2,10 @@ package dedup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 )
@@ -62,6 +65,49 @@ func (ix *Index) Load(r io.Reader) (left int64, err error) {
 		}
 		ix.mu.Unlock()
 	}
+}
+
+// LoadChecked is Load of a list whose manifest records digest
+// ("sha256:<hex>"): its chunks are added only if its bytes have it, so a
+// damaged or forged list is not trusted by the runs after it.
+func (ix *Index) LoadChecked(r io.Reader, digest string) (left int64, err error) {
+	h := sha256.New()
+	l := NewListReader(io.TeeReader(r, h))
+	var staged []Ref
+	ix.mu.Lock()
+	room := ix.limit - (len(ix.m) - ix.pending)
+	ix.mu.Unlock()
+	for {
+		ref, err := l.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if len(staged) < room {
+			staged = append(staged, ref)
+		} else {
+			left++
+		}
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return 0, fmt.Errorf("the list's bytes have %s, its manifest records %s: the list is damaged or was changed", got, digest)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, ref := range staged {
+		if _, ok := ix.m[ref.ID]; ok {
+			continue
+		}
+		if len(ix.m)-ix.pending >= ix.limit {
+			left++
+			continue
+		}
+		ix.m[ref.ID] = &entry{ref: ref}
+	}
+	ix.left += left
+	return left, nil
 }
 
 // Len is the number of chunks the index knows.

@@ -121,12 +121,14 @@ func (l *ListReader) Next() (Ref, error) {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(text, "end "); ok {
-			var n, p int64
-			if _, err := fmt.Sscanf(rest, "%d %d", &n, &p); err != nil || n != l.chunks || p != l.plain {
+			if rest != fmt.Sprintf("%d %d", l.chunks, l.plain) {
 				return Ref{}, fmt.Errorf("chunk list line %d: it ends with %q after %d chunks of %d bytes: the list is damaged", l.line, text, l.chunks, l.plain)
 			}
 			if l.s.Scan() {
 				return Ref{}, fmt.Errorf("chunk list line %d: text after the end line", l.line+1)
+			}
+			if err := l.s.Err(); err != nil {
+				return Ref{}, fmt.Errorf("chunk list after line %d: %w", l.line, err)
 			}
 			l.done = true
 			return Ref{}, io.EOF
@@ -157,7 +159,10 @@ func (l *ListReader) parse(text string) (Ref, error) {
 		return Ref{}, fmt.Errorf("%d fields, want 6 (id, size, pack, offset, stored size, sha256)", len(f))
 	}
 	var r Ref
-	if n, err := hex.Decode(r.ID[:], []byte(f[0])); err != nil || n != len(r.ID) || len(f[0]) != 2*len(r.ID) {
+	if len(f[0]) != 2*len(r.ID) {
+		return Ref{}, errors.New("the chunk id is not 64 hex digits")
+	}
+	if _, err := hex.Decode(r.ID[:], []byte(f[0])); err != nil {
 		return Ref{}, errors.New("the chunk id is not 64 hex digits")
 	}
 	plain, err := strconv.ParseInt(f[1], 10, 64)
@@ -180,7 +185,10 @@ func (l *ListReader) parse(text string) (Ref, error) {
 	if r.Size, err = strconv.ParseInt(f[4], 10, 64); err != nil || r.Size <= 0 || r.Size > 2*maxPlain {
 		return Ref{}, fmt.Errorf("the stored size %q is out of range", f[4])
 	}
-	if n, err := hex.Decode(r.Sum[:], []byte(f[5])); err != nil || n != len(r.Sum) || len(f[5]) != 2*len(r.Sum) {
+	if len(f[5]) != 2*len(r.Sum) {
+		return Ref{}, errors.New("the blob's sha256 is not 64 hex digits")
+	}
+	if _, err := hex.Decode(r.Sum[:], []byte(f[5])); err != nil {
 		return Ref{}, errors.New("the blob's sha256 is not 64 hex digits")
 	}
 	return r, nil

@@ -24,6 +24,9 @@ type Restore struct {
 	packs  RangeReader
 	format Format
 	ahead  int
+	// max bounds a chunk as the run's sizes do: a list that says more is
+	// refused before anything is allocated for it.
+	max int
 	// check: read and check each blob, open none, write nothing.
 	check bool
 	seen  *Seen
@@ -33,8 +36,8 @@ type Restore struct {
 // that every blob it names is in its pack with the SHA-256 the list
 // records, without a key; it writes nothing. Blobs seen holds (checked
 // by an earlier stream) are not read again.
-func NewChecker(packs RangeReader, ahead int, seen *Seen) *Restore {
-	return &Restore{packs: packs, ahead: max(ahead, 1), check: true, seen: seen}
+func NewChecker(packs RangeReader, ahead, maxChunk int, seen *Seen) *Restore {
+	return &Restore{packs: packs, ahead: max(ahead, 1), max: maxChunk, check: true, seen: seen}
 }
 
 // Seen is a bounded set of blobs checked already.
@@ -67,14 +70,18 @@ func (s *Seen) add(l Loc) {
 	}
 }
 
-// NewRestore returns the stage; ahead chunks of a stream are read at
-// once.
-func NewRestore(packs RangeReader, f Format, ahead int) (*Restore, error) {
+// NewRestore returns the stage; ahead chunks of a stream, of at most
+// maxChunk bytes, are read at once.
+func NewRestore(packs RangeReader, f Format, ahead, maxChunk int) (*Restore, error) {
 	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	return &Restore{packs: packs, format: f, ahead: max(ahead, 1)}, nil
+	return &Restore{packs: packs, format: f, ahead: max(ahead, 1), max: maxChunk}, nil
 }
+
+// maxStored bounds a blob of a chunk of n bytes: zstd's bound, and an
+// age file's header and tags.
+func maxStored(n int) int64 { return int64(n) + int64(n)/255 + 1024 + int64(n)/(64<<10)*16 + 16 + 4096 }
 
 // StreamMemory is what a stream keeps when its chunks are at most max
 // bytes: a blob per reader, and the chunks read ahead, being read and
@@ -111,6 +118,9 @@ func (r *Restore) Stream(ctx context.Context, dst io.Writer, src io.Reader) erro
 			}
 			if err != nil {
 				return err
+			}
+			if r.max > 0 && (ref.Plain > r.max || ref.Size > maxStored(r.max)) {
+				return fmt.Errorf("chunk %d of the stream (%s): %d bytes (%d stored), more than the run's chunks can be (%d): the list is damaged", n, ref.ID, ref.Plain, ref.Size, r.max)
 			}
 			s := &slot{n: n, ref: ref, done: make(chan struct{})}
 			for _, c := range []chan *slot{order, fetch} {
