@@ -264,21 +264,10 @@ func (d *dedupBackup) manifest() *manifest.Dedup {
 	if d == nil {
 		return nil
 	}
-	st := d.b.Stats()
-	m := &manifest.Dedup{Format: manifest.ChunksFormat, Packs: d.folder, Chunker: d.chunks, KeyCheck: d.check, Codec: "none",
+	st, s := d.b.Stats(), d.sealing()
+	return &manifest.Dedup{Format: manifest.ChunksFormat, Packs: d.folder, Chunker: d.chunks, KeyCheck: d.check,
+		Codec: s.codec, Encryption: s.encryption, Recipients: s.recipients,
 		Chunks: st.Chunks.Load(), Bytes: st.PlainBytes.Load(), NewChunks: st.New.Load(), NewBytes: st.NewBytes.Load(), StoredBytes: st.StoredBytes.Load()}
-	switch {
-	case d.copied != nil:
-		m.Codec, m.Encryption, m.Recipients = d.copied.Codec, d.copied.Encryption, d.copied.Recipients
-	default:
-		if d.format.Codec != nil {
-			m.Codec = d.format.Codec.Name
-		}
-		if fp := d.format.Keys.Fingerprints; len(fp) > 0 {
-			m.Encryption, m.Recipients = "age", fp
-		}
-	}
-	return m
 }
 
 // sealing is how this run seals its chunks, and where it packs them.

@@ -28,8 +28,7 @@ type Backup struct {
 	workers sync.WaitGroup
 	stopped sync.Once
 	stats   Stats
-	mu      sync.Mutex
-	packs   map[string]bool // every pack the run's lists name
+	packs   packSet // every pack the run's lists name
 }
 
 // Stats count a backup's chunks.
@@ -84,7 +83,7 @@ func NewBackup(ctx context.Context, c BackupConfig) (*Backup, error) {
 	if err := c.Format.Check(); err != nil {
 		return nil, err
 	}
-	b := &Backup{key: c.Key, sizes: c.Sizes, index: c.Index, packer: c.Packer, ahead: max(c.Ahead, 1), jobs: make(chan *job), packs: map[string]bool{}}
+	b := &Backup{key: c.Key, sizes: c.Sizes, index: c.Index, packer: c.Packer, ahead: max(c.Ahead, 1), jobs: make(chan *job)}
 	for range max(c.Workers, 1) {
 		s, err := c.Format.NewSealer()
 		if err != nil {
@@ -135,15 +134,7 @@ func (b *Backup) stop() {
 }
 
 // Packs returns the packs the lists written so far name.
-func (b *Backup) Packs() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.packs))
-	for p := range b.packs {
-		out = append(out, p)
-	}
-	return out
-}
+func (b *Backup) Packs() []string { return b.packs.list() }
 
 // Stats returns the backup's counts so far.
 func (b *Backup) Stats() *Stats { return &b.stats }
@@ -196,9 +187,7 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 			}
 			if ref.Pack != last {
 				last = ref.Pack
-				b.mu.Lock()
-				b.packs[last] = true
-				b.mu.Unlock()
+				b.packs.add(last)
 			}
 		}
 		return lw.Close()

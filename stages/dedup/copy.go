@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 )
 
 // Copier is the stage of a run copied from one store into another: an
@@ -21,29 +20,20 @@ type Copier struct {
 	packer *Packer
 	from   RangeReader
 	stats  Stats
-	mu     sync.Mutex
-	packs  map[string]bool
+	packs  packSet
 }
 
 // NewCopier returns the stage: from reads the source's packs, index and
 // packer are the target's. The packs it writes live as long as run.
 func NewCopier(run context.Context, from RangeReader, index *Index, packer *Packer) *Copier {
-	return &Copier{run: run, index: index, packer: packer, from: from, packs: map[string]bool{}}
+	return &Copier{run: run, index: index, packer: packer, from: from}
 }
 
 // Stats returns what the copy counted so far.
 func (c *Copier) Stats() *Stats { return &c.stats }
 
 // Packs returns the target's packs the lists written so far name.
-func (c *Copier) Packs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.packs))
-	for p := range c.packs {
-		out = append(out, p)
-	}
-	return out
-}
+func (c *Copier) Packs() []string { return c.packs.list() }
 
 // Close commits the open pack of the target; see Packer.Close.
 func (c *Copier) Close(ctx context.Context) ([]string, error) { return c.packer.Close(ctx) }
@@ -84,9 +74,7 @@ func (c *Copier) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 		if err := lw.Add(to); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.packs[to.Pack] = true
-		c.mu.Unlock()
+		c.packs.add(to.Pack)
 	}
 }
 

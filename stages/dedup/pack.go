@@ -127,3 +127,29 @@ func (p *Packer) Abort(ctx context.Context) {
 		p.err = fmt.Errorf("the run's packs were aborted")
 	}
 }
+
+// packSet is the packs a run's lists name, added to by several streams.
+type packSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (p *packSet) add(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]bool{}
+	}
+	p.m[name] = true
+}
+
+// list returns the packs, in no order.
+func (p *packSet) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.m))
+	for name := range p.m {
+		out = append(out, name)
+	}
+	return out
+}
