@@ -73,7 +73,7 @@ var (
 		{Name: "pack_size", Type: sdk.Size, Default: int64(16 << 20), Description: "Size at which a pack (an object of many chunks) is closed."},
 		{Name: "index_memory", Type: sdk.Size, Default: int64(64 << 20), Description: "Memory for the index of chunks the store holds (about 200 bytes a chunk); chunks of older runs beyond it are stored again."},
 		{Name: "workers", Type: sdk.Number, Description: "Chunks named, compressed and encrypted at once, shared by all streams (default: one more than the profile gives compress)."},
-		{Name: "grace", Type: sdk.String, Default: "24h", Description: `Prune deletes a pack no run names only once it is this old, and not while a backup that started within it is unfinished: longer than any backup takes ("24h", "2d").`},
+		{Name: "grace", Type: sdk.String, Default: "24h", Description: `Prune deletes a pack no run names only once it is this old, and not while a backup that announced itself within it is unfinished (a running backup renews its announcement every quarter of it): "24h", "2d".`},
 	}}
 	Checksum = &Kind{Name: "checksum", Direction: Observes, Attributes: []sdk.Attribute{
 		{Name: "algorithm", Type: sdk.String, Default: "sha256", Description: "Digest of the stored bytes; sha256."},
