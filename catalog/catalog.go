@@ -161,6 +161,12 @@ func Read(ctx context.Context, st Store) (*Catalog, error) {
 	named := map[string]bool{IndexName: true}
 	for i, k := range keys {
 		named[k] = true
+		if errors.Is(errs[i], sdk.ErrNotFound) {
+			// Listed, then gone before it was read: deleted meanwhile (a
+			// prune, another run's retention). The run is going; its
+			// objects are what is left of it.
+			continue
+		}
 		if errs[i] != nil {
 			c.Invalid = append(c.Invalid, Invalid{Key: k, Err: errs[i]})
 			continue

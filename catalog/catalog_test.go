@@ -247,3 +247,27 @@ func TestSelectReachesTheTarget(t *testing.T) {
 		t.Errorf("a run without stop_lsn: %v %v", r, err)
 	}
 }
+
+// goneStore lists a manifest that is gone when read: a prune deleted it
+// between the listing and the read.
+type goneStore struct{}
+
+func (goneStore) List(context.Context) ([]sdk.ObjectInfo, error) {
+	return []sdk.ObjectInfo{{Key: "20260101T000000Z-abcdef/pipe-manifest.json"}, {Key: "20260101T000000Z-abcdef/a.zst"}}, nil
+}
+
+func (goneStore) Open(_ context.Context, key string) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("%s: %w", key, sdk.ErrNotFound)
+}
+
+// A manifest deleted between the listing and its read is a run going,
+// not an invalid manifest that stops every plan.
+func TestReadManifestGone(t *testing.T) {
+	c, err := Read(context.Background(), goneStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Invalid) != 0 || len(c.Runs) != 0 {
+		t.Errorf("a vanished manifest: %d invalid, %d runs", len(c.Invalid), len(c.Runs))
+	}
+}

@@ -95,7 +95,11 @@ func planPacks(ctx context.Context, st catalog.Store, cat *catalog.Catalog, drop
 			return nil, fmt.Errorf("run %s: %w", r.Manifest.RunID, err)
 		}
 		for _, o := range r.Manifest.Objects {
-			if err := listPacks(ctx, st, r.ObjectKey(o), folder, named); err != nil {
+			err := listPacks(ctx, st, r.ObjectKey(o), folder, named)
+			if errors.Is(err, sdk.ErrNotFound) {
+				break // deleted since the listing (another prune): the run is going
+			}
+			if err != nil {
 				return nil, fmt.Errorf("run %s, %s: %w", r.Manifest.RunID, o.Key, err)
 			}
 		}
