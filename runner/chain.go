@@ -86,8 +86,6 @@ func newestParent(cat *catalog.Catalog, pipeline string) (*sdk.Parent, string) {
 			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, is partial", pipeline, m.RunID)
 		case m.Damaged():
 			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, is damaged (%s)", pipeline, m.RunID, m.Damage)
-		case m.Listing == "":
-			return nil, fmt.Sprintf("the newest run of pipeline %q, %s, lists no files to build on (taken without incremental = true, on a server older than 17, or by an older pipe)", pipeline, m.RunID)
 		}
 		return &sdk.Parent{RunID: m.RunID, Finished: m.FinishedAt, Facts: m.Source, Listing: []byte(m.Listing)}, ""
 	}

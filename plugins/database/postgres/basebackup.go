@@ -124,7 +124,7 @@ func (BaseSourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source
 	default:
 		return nil, sdk.AttrError("manifest_checksums", "invalid manifest_checksums", fmt.Sprintf("%q: use NONE, CRC32C, SHA224, SHA256, SHA384 or SHA512", c.Checksums))
 	}
-	if d := c.chainConfig.check(); d != nil {
+	if d := c.chainConfig.Check(); d != nil {
 		return nil, d
 	}
 	if c.Label == "" || len(c.Label) > 1000 || strings.ContainsAny(c.Label, "\n\r\x00") {
@@ -328,8 +328,8 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.c.Incremental && chain.parent == nil {
-		sdk.Log().Warn("taking a full base backup: "+chain.why, "endpoint", "postgres_basebackup")
+	if s.c.Incremental && chain.Parent == nil {
+		sdk.Log().Warn("taking a full base backup: "+chain.Why, "endpoint", "postgres_basebackup")
 	}
 	oids, streams, locations := baseStreams(start.Tablespaces)
 	pipes, err := newBasePipes(streams)
@@ -345,7 +345,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		factVersion:  settings["server_version"],
 		factLabel:    s.c.Label,
 	}
-	maps.Copy(s.facts, chain.facts(s.c.Incremental))
+	maps.Copy(s.facts, chain.Facts(s.c.Incremental))
 	if s.c.Incremental && canIncrement(settings) {
 		s.lister = newLister() // the next run builds on this one
 	}
@@ -596,16 +596,16 @@ func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chain
 		Manifest:          true,
 		ManifestChecksums: s.c.Checksums,
 	}
-	if p := chain.parent; p != nil {
+	if p := chain.Parent; p != nil {
 		m, err := uploadManifest(p)
 		if err != nil {
-			*chain = chainPlan{why: fmt.Sprintf("run %s cannot be built on: %v", p.RunID, err)}
+			*chain = chainPlan{Why: fmt.Sprintf("run %s cannot be built on: %v", p.RunID, err)}
 		} else {
 			start, err := s.incremental(ctx, *pc, m, opts)
 			if err == nil {
 				return start, nil
 			}
-			*chain = chainPlan{why: fmt.Sprintf("the server cannot build on run %s: %s", p.RunID, scrub(serverWords(err), s.conn.password))}
+			*chain = chainPlan{Why: fmt.Sprintf("the server cannot build on run %s: %s", p.RunID, scrub(serverWords(err), s.conn.password))}
 			(*pc).Close(context.Background())
 			next, cerr := s.conn.connectReplication(ctx, s.dial)
 			if cerr != nil {

@@ -17,19 +17,13 @@ import (
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
-// The facts of a chain of base backups, beside sdk's: how many
-// incrementals the chain holds up to this run, and its full run's id
-// (empty for a full) and end.
+// The chain's facts and backup types, as sdk names them.
 const (
-	factChainLength = "chain_length"
-	factFullRun     = "full_run"
-	factFullTime    = "full_time"
-)
-
-// The backup types (sdk.FactBackupType).
-const (
-	typeFull        = "full"
-	typeIncremental = "incremental"
+	factChainLength = sdk.FactChainLength
+	factFullRun     = sdk.FactFullRun
+	factFullTime    = sdk.FactFullTime
+	typeFull        = sdk.BackupFull
+	typeIncremental = sdk.BackupIncremental
 )
 
 // incrementalVersion is the first server that takes incremental base
@@ -42,40 +36,15 @@ const incrementalVersion = 170000
 const listingFormat = "pipe-pg-files/v1"
 
 // chainConfig is what the source's incremental attributes say.
-type chainConfig struct {
-	Incremental bool   `pipe:"incremental"`
-	FullEvery   int64  `pipe:"full_every"`
-	FullAfter   string `pipe:"full_after"`
-}
+type chainConfig struct{ sdk.ChainPolicy }
 
 // chainAttributes are the attributes of incremental base backups.
 func chainAttributes() []sdk.Attribute {
-	return []sdk.Attribute{
-		{Name: "incremental", Type: sdk.Bool, Default: false, Description: "Take incremental base backups (PostgreSQL 17 and later, with summarize_wal = on): the server sends only the blocks changed since the pipeline's newest run in its store, which the run names as its parent. pipe takes a full on its own, and says why, when there is no parent it can build on (none, or one whose chain lacks a run or an object), the parent is of another cluster or timeline, the server cannot (older than 17, summarize_wal off, its WAL summaries no longer reach back to the parent) or the policy (full_every, full_after) asks for one. A restore composes the chain."},
-		{Name: "full_every", Type: sdk.Number, Default: int64(7), Description: "With incremental: a full at least every this many runs (7: a full, then six incrementals). 1 takes only fulls."},
-		{Name: "full_after", Type: sdk.String, Description: `With incremental: a full when the chain's full is older than this ("7d", "36h"); default: no limit but full_every.`},
-	}
+	return sdk.ChainAttributes("Take incremental base backups (PostgreSQL 17 and later, with summarize_wal = on): the server sends only the blocks changed since the pipeline's newest run in its store, which the run names as its parent. pipe takes a full on its own, and says why, when there is no parent it can build on (none, or one whose chain lacks a run or an object), the parent is of another cluster or timeline, the server cannot (older than 17, summarize_wal off, its WAL summaries no longer reach back to the parent) or the policy (full_every, full_after) asks for one. A restore composes the chain.")
 }
 
-// check refuses settings that cannot work.
-func (c chainConfig) check() sdk.Diagnostics {
-	if c.FullEvery < 1 {
-		return sdk.AttrError("full_every", "invalid full_every", fmt.Sprintf("%d: give the number of runs from one full to the next, at least 1", c.FullEvery))
-	}
-	if c.FullAfter != "" {
-		if _, err := sdk.ParseAge(c.FullAfter); err != nil {
-			return sdk.AttrError("full_after", "invalid full_after", err.Error())
-		}
-	}
-	return nil
-}
-
-// chainPlan is what a run decided to be: incremental on parent, or full
-// with why (when incrementals were asked for).
-type chainPlan struct {
-	parent *sdk.Parent
-	why    string
-}
+// chainPlan is what a run decided to be.
+type chainPlan = sdk.ChainPlan
 
 // decide says whether the run can build on parent (offered with why
 // when nil) on a server with these settings and system identifier, as
@@ -84,7 +53,7 @@ func (c chainConfig) decide(parent *sdk.Parent, why string, settings map[string]
 	if !c.Incremental {
 		return chainPlan{}
 	}
-	full := func(format string, a ...any) chainPlan { return chainPlan{why: fmt.Sprintf(format, a...)} }
+	full := sdk.Full
 	if n, _ := strconv.Atoi(settings["server_version_num"]); n < incrementalVersion {
 		return full("the server runs PostgreSQL %s, and incremental backups need 17 or later", settings["server_version"])
 	}
@@ -97,6 +66,9 @@ func (c chainConfig) decide(parent *sdk.Parent, why string, settings map[string]
 	if parent == nil {
 		return full("there is no run to build on: %s", why)
 	}
+	if len(parent.Listing) == 0 {
+		return full("the newest run, %s, lists no files to build on (taken without incremental = true, on a server older than 17, or by an older pipe)", parent.RunID)
+	}
 	f := parent.Facts
 	if f[sdk.FactSystemID] != systemID {
 		return full("the newest run, %s, is of another cluster (system identifier %s, the server's %s)", parent.RunID, f[sdk.FactSystemID], systemID)
@@ -107,25 +79,10 @@ func (c chainConfig) decide(parent *sdk.Parent, why string, settings map[string]
 	if f[factStopTLI] != strconv.Itoa(int(timeline)) {
 		return full("the server moved to timeline %d since the newest run, %s, which ended on timeline %s", timeline, parent.RunID, f[factStopTLI])
 	}
-	length, _ := strconv.Atoi(f[factChainLength])
-	if int64(length)+1 >= c.FullEvery {
-		return full("full_every = %d: the chain of run %s holds %d runs", c.FullEvery, parent.RunID, length+1)
+	if why := c.FullDue(parent, now); why != "" {
+		return chainPlan{Why: why}
 	}
-	if c.FullAfter != "" {
-		age, _ := sdk.ParseAge(c.FullAfter)
-		fullTime := f[factFullTime]
-		if f[sdk.FactBackupType] != typeIncremental {
-			fullTime = f[factStopTime]
-		}
-		at, err := time.Parse(time.RFC3339Nano, fullTime)
-		if err != nil {
-			return full("the newest run, %s, records no time for its chain's full", parent.RunID)
-		}
-		if now.Sub(at) >= age {
-			return full("full_after = %q: the chain's full ended %s ago", c.FullAfter, now.Sub(at).Round(time.Minute))
-		}
-	}
-	return chainPlan{parent: parent}
+	return chainPlan{Parent: parent}
 }
 
 // layoutKnown reports whether the server's blocks and relation segments
@@ -140,30 +97,6 @@ func layoutKnown(settings map[string]string) bool {
 func canIncrement(settings map[string]string) bool {
 	n, _ := strconv.Atoi(settings["server_version_num"])
 	return n >= incrementalVersion && layoutKnown(settings)
-}
-
-// facts are the facts the run records about its place in a chain.
-func (p chainPlan) facts(asked bool) map[string]string {
-	if p.parent == nil {
-		out := map[string]string{sdk.FactBackupType: typeFull}
-		if asked && p.why != "" {
-			out[sdk.FactFullReason] = p.why
-		}
-		return out
-	}
-	f := p.parent.Facts
-	length, _ := strconv.Atoi(f[factChainLength])
-	fullRun, fullTime := f[factFullRun], f[factFullTime]
-	if f[sdk.FactBackupType] != typeIncremental {
-		fullRun, fullTime = p.parent.RunID, f[factStopTime]
-	}
-	return map[string]string{
-		sdk.FactBackupType: typeIncremental,
-		sdk.FactParent:     p.parent.RunID,
-		factChainLength:    strconv.Itoa(length + 1),
-		factFullRun:        fullRun,
-		factFullTime:       fullTime,
-	}
 }
 
 // uploadManifest is the backup manifest UPLOAD_MANIFEST gives the server

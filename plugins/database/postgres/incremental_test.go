@@ -28,7 +28,7 @@ func parentRun(end time.Time, more map[string]string) *sdk.Parent {
 func TestChainDecides(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	v17 := map[string]string{"server_version_num": "170004", "server_version": "17.4", "summarize_wal": "on", "block_size": "8192", "segment_size": "1GB"}
-	c := chainConfig{Incremental: true, FullEvery: 3, FullAfter: "2d"}
+	c := chainConfig{sdk.ChainPolicy{Incremental: true, FullEvery: 3, FullAfter: "2d"}}
 	for _, tc := range []struct {
 		name     string
 		c        chainConfig
@@ -38,11 +38,12 @@ func TestChainDecides(t *testing.T) {
 		why      string // "" builds on the parent
 	}{
 		{"builds on the parent", c, parentRun(now.Add(-time.Hour), nil), v17, 1, ""},
-		{"not asked", chainConfig{FullEvery: 3}, parentRun(now, nil), v17, 1, "-"},
+		{"not asked", chainConfig{sdk.ChainPolicy{FullEvery: 3}}, parentRun(now, nil), v17, 1, "-"},
 		{"16", c, parentRun(now, nil), map[string]string{"server_version_num": "160004", "server_version": "16.4"}, 1, "need 17 or later"},
 		{"summaries off", c, parentRun(now, nil), map[string]string{"server_version_num": "170004", "summarize_wal": "off", "block_size": "8192", "segment_size": "1GB"}, 1, "summarize_wal is off"},
 		{"16 KiB blocks", c, parentRun(now, nil), map[string]string{"server_version_num": "170004", "summarize_wal": "on", "block_size": "16384", "segment_size": "1GB"}, 1, "block_size is 16384"},
 		{"no parent", c, nil, v17, 1, "there is no run to build on: sink s3: it holds no earlier run"},
+		{"no listing", c, func() *sdk.Parent { p := parentRun(now, nil); p.Listing = nil; return p }(), v17, 1, "lists no files to build on"},
 		{"another cluster", c, parentRun(now, map[string]string{sdk.FactSystemID: "8"}), v17, 1, "of another cluster"},
 		{"a new timeline", c, parentRun(now, nil), v17, 2, "moved to timeline 2"},
 		{"switched in the parent", c, parentRun(now, map[string]string{factStopTLI: "2"}), v17, 2, "began on timeline 1 and ended on 2"},
@@ -56,12 +57,12 @@ func TestChainDecides(t *testing.T) {
 		}
 		p := tc.c.decide(tc.parent, why, tc.settings, "7", tc.tli, now)
 		switch {
-		case tc.why == "" && (p.parent == nil || p.why != ""):
-			t.Errorf("%s: a full (%q), want an incremental", tc.name, p.why)
-		case tc.why == "-" && (p.parent != nil || p.why != ""):
+		case tc.why == "" && (p.Parent == nil || p.Why != ""):
+			t.Errorf("%s: a full (%q), want an incremental", tc.name, p.Why)
+		case tc.why == "-" && (p.Parent != nil || p.Why != ""):
 			t.Errorf("%s: %+v, want a full without a reason", tc.name, p)
-		case tc.why != "" && tc.why != "-" && (p.parent != nil || !strings.Contains(p.why, tc.why)):
-			t.Errorf("%s: parent %v, why %q; want a full because %q", tc.name, p.parent != nil, p.why, tc.why)
+		case tc.why != "" && tc.why != "-" && (p.Parent != nil || !strings.Contains(p.Why, tc.why)):
+			t.Errorf("%s: parent %v, why %q; want a full because %q", tc.name, p.Parent != nil, p.Why, tc.why)
 		}
 	}
 }
@@ -70,15 +71,15 @@ func TestChainDecides(t *testing.T) {
 // run and time from a full parent and from an incremental one.
 func TestChainFacts(t *testing.T) {
 	end := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
-	f := chainPlan{parent: parentRun(end, nil)}.facts(true)
+	f := chainPlan{Parent: parentRun(end, nil)}.Facts(true)
 	if f[sdk.FactParent] != "20261129T010000Z-aaaaaa" || f[factChainLength] != "1" || f[factFullRun] != "20261129T010000Z-aaaaaa" || f[factFullTime] != end.Format(time.RFC3339Nano) {
 		t.Errorf("on a full: %v", f)
 	}
-	g := chainPlan{parent: parentRun(end, map[string]string{sdk.FactBackupType: typeIncremental, factChainLength: "4", factFullRun: "R0", factFullTime: "T0"})}.facts(true)
+	g := chainPlan{Parent: parentRun(end, map[string]string{sdk.FactBackupType: typeIncremental, factChainLength: "4", factFullRun: "R0", factFullTime: "T0"})}.Facts(true)
 	if g[factChainLength] != "5" || g[factFullRun] != "R0" || g[factFullTime] != "T0" || g[sdk.FactBackupType] != typeIncremental {
 		t.Errorf("on an incremental: %v", g)
 	}
-	if h := (chainPlan{why: "because"}).facts(true); h[sdk.FactBackupType] != typeFull || h[sdk.FactFullReason] != "because" {
+	if h := (chainPlan{Why: "because"}).Facts(true); h[sdk.FactBackupType] != typeFull || h[sdk.FactFullReason] != "because" {
 		t.Errorf("a full: %v", h)
 	}
 }

@@ -1,0 +1,296 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile"
+)
+
+// physicalFile backs up the server it runs beside with mariadb_backup,
+// incrementals on, to MinIO, and restores the newest run (or the one
+// var.run names) into var.target.
+var physicalFile = s3Vars + `
+variable "password" { sensitive = true }
+variable "target" { default = "/restore/data" }
+variable "run" { default = "" }
+
+pipeline "backup" {
+  source "mariadb_backup" {
+    socket      = "/run/mysqld/mysqld.sock"
+    user        = "root"
+    password    = var.password
+    incremental = true
+    full_every  = 4
+  }
+  compress {}
+  encrypt { recipients = [file("/etc/pipe/backup.pub")] }
+  ` + s3Block("sink", `key = "physical/${run.id}/"`) + `
+}
+
+pipeline "restore" {
+  ` + s3Block("source", `prefix = "physical/"
+    run    = var.run`) + `
+  decrypt { identities = [file("/etc/pipe/backup.key")] }
+  decompress {}
+  sink "mariadb_backup" {
+    data_directory = var.target
+  }
+}
+`
+
+// startPhysicalMariaDB starts MariaDB of version with the binlog on,
+// pipe and physicalFile inside, and the keys in keys.
+func startPhysicalMariaDB(t *testing.T, version, keys string) *mariaServer {
+	t.Helper()
+	return startMariaDB(t, version,
+		testcontainers.WithFiles(
+			testcontainers.ContainerFile{HostFilePath: staticPipe(t), ContainerFilePath: "/usr/local/bin/pipe", FileMode: 0o755},
+			testcontainers.ContainerFile{Reader: strings.NewReader(physicalFile), ContainerFilePath: "/etc/pipe/physical.hcl", FileMode: 0o644},
+			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "backup.pub"), ContainerFilePath: "/etc/pipe/backup.pub", FileMode: 0o644},
+			testcontainers.ContainerFile{HostFilePath: filepath.Join(keys, "backup.key"), ContainerFilePath: "/etc/pipe/backup.key", FileMode: 0o644},
+		),
+		testcontainers.WithCmdArgs("--log-bin=mysql-bin", "--server-id=1", "--binlog-format=ROW"))
+}
+
+// physicalPipe runs a pipeline of physicalFile in the container.
+func (m *mariaServer) physicalPipe(t *testing.T, b *s3Bench, bucket, pipeline string, vars ...string) (int, string) {
+	t.Helper()
+	env := b.env(bucket, "http://"+b.m.IP+":9000", "PIPE_VAR_password="+mariaRootPassword)
+	for _, v := range vars {
+		env = append(env, "PIPE_VAR_"+v)
+	}
+	return m.inside(t, env, "pipe", "run", "/etc/pipe/physical.hcl", "--pipeline", pipeline)
+}
+
+func (m *mariaServer) mustPhysical(t *testing.T, b *s3Bench, bucket, pipeline string, vars ...string) string {
+	t.Helper()
+	code, out := m.physicalPipe(t, b, bucket, pipeline, vars...)
+	if code != 0 {
+		t.Fatalf("pipe run --pipeline %s %v: exit %d\n%s", pipeline, vars, code, out)
+	}
+	return out
+}
+
+// writer inserts into shop.w, one transaction a row, until stopped: the
+// steady writes a backup runs under.
+type writer struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	rows atomic.Int64
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+func (m *mariaServer) startWriter(t *testing.T) *writer {
+	t.Helper()
+	m.sql(t, "CREATE TABLE shop.w (id BIGINT PRIMARY KEY, v VARCHAR(40)) ENGINE=InnoDB")
+	cmd := exec.Command(m.client, "--defaults-extra-file="+m.cnf, "--batch", "shop")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &writer{cmd: cmd, in: in, stop: make(chan struct{})}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		bw := bufio.NewWriter(in)
+		for i := int64(1); ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			fmt.Fprintf(bw, "INSERT INTO w VALUES (%d, 'row %d');\n", i, i)
+			if bw.Flush() != nil {
+				return
+			}
+			w.rows.Store(i)
+		}
+	}()
+	t.Cleanup(func() { w.end(t) })
+	return w
+}
+
+// end stops the writer and waits until the server ran every insert.
+func (w *writer) end(t *testing.T) {
+	select {
+	case <-w.stop:
+		return
+	default:
+	}
+	close(w.stop)
+	w.done.Wait()
+	w.in.Close()
+	if err := w.cmd.Wait(); err != nil {
+		t.Errorf("the writer: %v", err)
+	}
+}
+
+// gtidSeq is the sequence number of domain 0 in a GTID position.
+func gtidSeq(t *testing.T, pos string) int64 {
+	t.Helper()
+	for _, g := range strings.Split(pos, ",") {
+		if parts := strings.Split(g, "-"); len(parts) == 3 && parts[0] == "0" {
+			n, err := strconv.ParseInt(parts[2], 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("GTID position %q has no domain 0", pos)
+	return 0
+}
+
+// physicalRuns are the manifests of the bucket's physical backups,
+// oldest first.
+func physicalRuns(t *testing.T, b *s3Bench, bucket string) []*manifest.Manifest {
+	t.Helper()
+	var runs []*manifest.Manifest
+	for _, k := range b.keys(t, bucket, "physical/") {
+		if !strings.HasSuffix(k, pipefile.ManifestName) {
+			continue
+		}
+		data, _ := b.get(bucket, k)
+		m, err := manifest.Parse(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, m)
+	}
+	return runs
+}
+
+// startRestored starts a second server in the container on dir, at
+// port, and returns its client's command line prefix.
+func (m *mariaServer) startRestored(t *testing.T, dir string, port int) []string {
+	t.Helper()
+	sock := fmt.Sprintf("/tmp/restored-%d.sock", port)
+	m.mustInside(t, "sh", "-c", fmt.Sprintf("(mariadbd --datadir=%s --port=%d --socket=%s --user=mysql --skip-log-bin --pid-file=/tmp/restored-%d.pid > /tmp/restored-%d.log 2>&1 &)", dir, port, sock, port, port))
+	client := []string{"mariadb", "-uroot", "-p" + mariaRootPassword, "-S", sock, "--batch", "--skip-column-names"}
+	for i := 0; ; i++ {
+		if code, _ := m.inside(t, nil, append(client, "-e", "SELECT 1")...); code == 0 {
+			return client
+		}
+		if i == 60 {
+			_, log := m.inside(t, nil, "cat", fmt.Sprintf("/tmp/restored-%d.log", port))
+			t.Fatalf("the restored server on %s did not start:\n%s", dir, log)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (m *mariaServer) mustInside(t *testing.T, argv ...string) string {
+	t.Helper()
+	code, out := m.inside(t, nil, argv...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d\n%s", argv, code, out)
+	}
+	return out
+}
+
+// TestMariaDBPhysical: under steady writes, a full and an incremental
+// backup of MariaDB 10.11 through pipe's stages to S3; the chain's
+// restore prepares a data directory a server starts on, with every
+// table as the source had it at the incremental's binlog position.
+func TestMariaDBPhysical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	keys := t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "backup")
+	b := newS3Bench(t)
+	bucket := b.bucket(t, "physical")
+	m := startPhysicalMariaDB(t, "10.11", keys)
+
+	// 400,000 rows of about 100 bytes: some 60 MB of InnoDB.
+	m.sql(t, "CREATE TABLE shop.big (id INT PRIMARY KEY, k INT, pad CHAR(90), KEY (k)) ENGINE=InnoDB; "+
+		"INSERT INTO shop.big SELECT seq, seq % 1000, SHA2(seq, 256) FROM shop.seq_1_to_400000")
+	base := gtidSeq(t, m.sql(t, "SELECT @@gtid_binlog_pos"))
+	w := m.startWriter(t)
+	time.Sleep(time.Second)
+
+	out := m.mustPhysical(t, b, bucket, "backup")
+	t.Log(out)
+	// 2% of big changes between the full and the incremental: one
+	// transaction (base+1 is the writer's CREATE TABLE).
+	m.sql(t, "UPDATE shop.big SET pad = SHA2(CONCAT('changed', id), 256) WHERE id % 50 = 0")
+	time.Sleep(time.Second)
+	m.mustPhysical(t, b, bucket, "backup")
+	time.Sleep(500 * time.Millisecond)
+	w.end(t)
+	if w.rows.Load() < 100 {
+		t.Fatalf("the writer wrote %d rows: no steady writes", w.rows.Load())
+	}
+
+	runs := physicalRuns(t, b, bucket)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	full, inc := runs[0], runs[1]
+	if full.RunID > inc.RunID {
+		full, inc = inc, full
+	}
+	if full.Source["backup_type"] != "full" || inc.Source["backup_type"] != "incremental" || inc.Source["parent_run"] != full.RunID {
+		t.Fatalf("the runs are not a full and an incremental on it: %v / %v", full.Source, inc.Source)
+	}
+	for _, r := range []*manifest.Manifest{full, inc} {
+		for _, k := range []string{"binlog_file", "binlog_position", "gtid_position", "innodb_to_lsn", "server_version"} {
+			if r.Source[k] == "" {
+				t.Errorf("run %s records no %s: %v", r.RunID, k, r.Source)
+			}
+		}
+	}
+	if inc.Objects[0].OriginalSize >= full.Objects[0].OriginalSize/2 {
+		t.Errorf("the incremental read %d bytes, the full %d: not an incremental", inc.Objects[0].OriginalSize, full.Objects[0].OriginalSize)
+	}
+	// Every object's digest, without the key.
+	if code, out := m.inside(t, b.env(bucket, "http://"+b.m.IP+":9000", "PIPE_VAR_password=x"), "pipe", "verify", "/etc/pipe/physical.hcl", "--pipeline", "backup", "--all"); code != 0 {
+		t.Fatalf("pipe verify: exit %d\n%s", code, out)
+	}
+
+	// A data directory that holds anything is refused.
+	m.mustInside(t, "sh", "-c", "mkdir -p /restore/busy && touch /restore/busy/keep")
+	if code, out := m.physicalPipe(t, b, bucket, "restore", "target=/restore/busy"); code == 0 || !strings.Contains(out, "is not empty") {
+		t.Fatalf("a restore into a directory that is not empty: exit %d\n%s", code, out)
+	}
+
+	m.mustPhysical(t, b, bucket, "restore")
+	if owner := strings.TrimSpace(m.mustInside(t, "stat", "-c", "%U", "/restore/data/ibdata1")); owner != "mysql" {
+		t.Errorf("the restored files belong to %s, not mysql", owner)
+	}
+	if out := m.mustInside(t, "ls", "-a", "/restore"); strings.Contains(out, "pipe-incremental") {
+		t.Errorf("the incremental's folder was left behind: %s", out)
+	}
+	client := m.startRestored(t, "/restore/data", 3307)
+	q := func(sql string) string {
+		return strings.TrimSpace(m.mustInside(t, append(client, "-e", sql)...))
+	}
+	if got, want := q("CHECKSUM TABLE shop.big"), m.sql(t, "CHECKSUM TABLE shop.big"); got != want {
+		t.Errorf("restored big: %q, the source's %q", got, want)
+	}
+	// The writer's rows are exactly those committed up to the binlog
+	// position the incremental recorded: 1..n without a gap.
+	n := gtidSeq(t, inc.Source["gtid_position"]) - base - 2
+	if got := q("SELECT COUNT(*), IFNULL(MIN(id), 0), IFNULL(MAX(id), 0) FROM shop.w"); got != fmt.Sprintf("%d\t%d\t%d", n, min(n, 1), n) {
+		t.Errorf("restored w: count, min, max %q; the incremental's GTID %s says %d rows", got, inc.Source["gtid_position"], n)
+	}
+	if n < 10 {
+		t.Errorf("the incremental holds %d of the writer's rows: the writes were not steady", n)
+	}
+}
