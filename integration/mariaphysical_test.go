@@ -2,8 +2,11 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -15,17 +18,33 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/pipebackup/pipe/internal/binlogfile"
 	"github.com/pipebackup/pipe/manifest"
 	"github.com/pipebackup/pipe/pipefile"
 )
 
 // physicalFile backs up the server it runs beside with mariadb_backup,
 // incrementals on, to MinIO, and restores the newest run (or the one
-// var.run names) into var.target.
+// var.run names) into var.target, to var.time or var.gtid when set; its
+// archive holds the server's binlog.
 var physicalFile = s3Vars + `
 variable "password" { sensitive = true }
 variable "target" { default = "/restore/data" }
 variable "run" { default = "" }
+variable "time" { default = "" }
+variable "gtid" { default = "" }
+variable "keys" { default = "/etc/pipe" }
+
+archive "binlog" {
+  ` + s3Block("store", `key = "binlog/"`) + `
+  compress {}
+  encrypt { recipients = [file("${var.keys}/backup.pub")] }
+  decrypt { identities = [file("${var.keys}/backup.key")] }
+  binlog {
+    path    = "/var/lib/mysql/mysql-bin"
+    max_lag = "500ms"
+  }
+}
 
 pipeline "backup" {
   source "mariadb_backup" {
@@ -36,17 +55,20 @@ pipeline "backup" {
     full_every  = 4
   }
   compress {}
-  encrypt { recipients = [file("/etc/pipe/backup.pub")] }
+  encrypt { recipients = [file("${var.keys}/backup.pub")] }
   ` + s3Block("sink", `key = "physical/${run.id}/"`) + `
 }
 
 pipeline "restore" {
   ` + s3Block("source", `prefix = "physical/"
     run    = var.run`) + `
-  decrypt { identities = [file("/etc/pipe/backup.key")] }
+  decrypt { identities = [file("${var.keys}/backup.key")] }
   decompress {}
   sink "mariadb_backup" {
     data_directory = var.target
+    target         = var.time
+    target_gtid    = var.gtid
+    binlog_fetch   = "pipe binlog fetch /etc/pipe/fetch.hcl %f %p"
   }
 }
 `
@@ -292,5 +314,218 @@ func TestMariaDBPhysical(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("the incremental holds %d of the writer's rows: the writes were not steady", n)
+	}
+}
+
+// fetchFile is the binlog archive of physicalFile with its settings
+// written out: binlog_fetch runs in the restore's environment, which
+// holds none of pipe's variables.
+func fetchFile(b *s3Bench, bucket string) string {
+	return fmt.Sprintf(`archive "binlog" {
+  store "s3" {
+    bucket            = %q
+    key               = "binlog/"
+    endpoint          = "http://%s:9000"
+    path_style        = true
+    access_key_id     = %q
+    secret_access_key = %q
+  }
+  compress {}
+  decrypt { identities = [file("/etc/pipe/backup.key")] }
+  binlog { path = "/var/lib/mysql/mysql-bin" }
+}
+`, bucket, b.m.IP, b.m.User, b.m.Pass)
+}
+
+// pitrWriter inserts rows 1, 2, … into shop.p, each its own transaction
+// stamped with NOW(), until stopped.
+func (m *mariaServer) pitrWriter(t *testing.T) *writer {
+	t.Helper()
+	m.sql(t, "CREATE TABLE shop.p (id BIGINT PRIMARY KEY, ts DATETIME NOT NULL) ENGINE=InnoDB")
+	cmd := exec.Command(m.client, "--defaults-extra-file="+m.cnf, "--batch", "shop")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &writer{cmd: cmd, in: in, stop: make(chan struct{})}
+	w.done.Add(1)
+	go func() {
+		defer w.done.Done()
+		bw := bufio.NewWriter(in)
+		for i := int64(1); ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			fmt.Fprintf(bw, "INSERT INTO p VALUES (%d, NOW());\n", i)
+			if bw.Flush() != nil {
+				return
+			}
+			w.rows.Store(i)
+		}
+	}()
+	t.Cleanup(func() { w.end(t) })
+	return w
+}
+
+// TestMariaDBPITR: the binlog archived as the server writes it (the
+// archiver killed and restarted along the way), a full and an
+// incremental backup under steady writes, and ten recoveries to random
+// moments and GTIDs, each holding exactly the transactions up to its
+// target; then a crash of the server, after which the archive holds its
+// last committed transaction.
+func TestMariaDBPITR(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := context.Background()
+	keys := t.TempDir()
+	mustPipe(t, keys, nil, "keygen", "-o", "backup")
+	b := newS3Bench(t)
+	bucket := b.bucket(t, "pitr")
+	m := startPhysicalMariaDB(t, "10.11", keys)
+	if err := m.c.CopyToContainer(ctx, []byte(fetchFile(b, bucket)), "/etc/pipe/fetch.hcl", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := b.env(bucket, "http://"+b.m.IP+":9000", "PIPE_VAR_password="+mariaRootPassword)
+	archiver := "pipe binlog archive /etc/pipe/physical.hcl >>/tmp/archiver.log 2>&1 &"
+	startArchiver := func() {
+		if code, out := m.inside(t, env, "sh", "-c", archiver); code != 0 {
+			t.Fatalf("starting the archiver: %s", out)
+		}
+	}
+	startArchiver()
+	m.sql(t, "CREATE TABLE shop.big (id INT PRIMARY KEY, pad CHAR(90)) ENGINE=InnoDB; "+
+		"INSERT INTO shop.big SELECT seq, SHA2(seq, 256) FROM shop.seq_1_to_100000")
+	w := m.pitrWriter(t)
+	base := gtidSeq(t, m.sql(t, "SELECT @@gtid_binlog_pos")) // the CREATE TABLE of p
+	time.Sleep(2 * time.Second)
+	m.mustPhysical(t, b, bucket, "backup")
+	// The archiver killed twice while the server writes, and started again.
+	for range 2 {
+		time.Sleep(1500 * time.Millisecond)
+		m.inside(t, nil, "pkill", "-9", "-f", "binlog archive")
+		time.Sleep(300 * time.Millisecond)
+		startArchiver()
+	}
+	m.sql(t, "FLUSH BINARY LOGS") // a rotation in the middle
+	time.Sleep(time.Second)
+	m.mustPhysical(t, b, bucket, "backup")
+	time.Sleep(3 * time.Second)
+	w.end(t)
+	time.Sleep(2 * time.Second) // max_lag is 500ms
+	total := w.rows.Load()
+
+	runs := physicalRuns(t, b, bucket)
+	if len(runs) != 2 || runs[1].Source["backup_type"] != "incremental" {
+		t.Fatalf("want a full and an incremental, got %d runs", len(runs))
+	}
+	full, inc := runs[0], runs[1]
+	// Every archived file is the server's, byte for byte.
+	files := strings.Fields(m.mustInside(t, "sh", "-c", "cd /var/lib/mysql && ls mysql-bin.[0-9]*"))
+	for _, f := range files {
+		if code, out := m.inside(t, nil, "sh", "-c", fmt.Sprintf("pipe binlog fetch /etc/pipe/fetch.hcl %s /tmp/fetched && cmp /tmp/fetched /var/lib/mysql/%s", f, f)); code != 0 {
+			t.Errorf("archived %s differs from the server's: %s\n%s", f, out, m.mustInside(t, "tail", "-20", "/tmp/archiver.log"))
+		}
+	}
+	if code, out := m.inside(t, env, "pipe", "binlog", "verify", "/etc/pipe/physical.hcl", "--decrypt"); code != 0 {
+		t.Fatalf("pipe binlog verify: exit %d\n%s", code, out)
+	}
+
+	// Targets: rows the source committed after the full's binlog
+	// position. A time target holds every row of its second (and none
+	// after); a GTID target rows up to its own.
+	firstAfter := gtidSeq(t, full.Source["gtid_position"]) - base + 1
+	// A time target picks the newest run that ended before it: rows
+	// from two seconds after the full's end.
+	fullEnd, err := time.Parse(time.RFC3339Nano, full.Source["stop_time"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstTimed, _ := strconv.ParseInt(m.sql(t, fmt.Sprintf("SELECT MIN(id) FROM shop.p WHERE ts >= '%s'", fullEnd.Add(2*time.Second).UTC().Format("2006-01-02 15:04:05"))), 10, 64)
+	if firstTimed == 0 || firstTimed >= total {
+		t.Fatalf("no rows written after the full's end (%s)", fullEnd)
+	}
+	incAt := gtidSeq(t, inc.Source["gtid_position"]) - base
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 36))
+	for i := range 10 {
+		vars := []string{"target=/restore/t" + strconv.Itoa(i)}
+		var want string
+		if i%2 == 0 {
+			row := firstTimed + rng.Int64N(total-firstTimed)
+			ts := m.sql(t, fmt.Sprintf("SELECT ts FROM shop.p WHERE id = %d", row))
+			at, err := time.Parse("2006-01-02 15:04:05", ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := at.Add(time.Duration(rng.Int64N(int64(time.Second)))).Format("2006-01-02 15:04:05.000Z07:00")
+			vars = append(vars, "time="+target)
+			want = m.sql(t, fmt.Sprintf("SELECT COUNT(*), MAX(id) FROM shop.p WHERE ts <= '%s'", ts))
+		} else {
+			row := firstAfter + rng.Int64N(total-firstAfter)
+			g := fmt.Sprintf("0-1-%d", base+row)
+			vars = append(vars, "gtid="+g)
+			run := full.RunID
+			if row > incAt {
+				run = inc.RunID
+			}
+			vars = append(vars, "run="+run)
+			want = fmt.Sprintf("%d\t%d", row, row)
+		}
+		out := m.mustPhysical(t, b, bucket, "restore", vars...)
+		client := m.startRestored(t, "/restore/t"+strconv.Itoa(i), 3310+i)
+		got := strings.TrimSpace(m.mustInside(t, append(client, "-e", "SELECT COUNT(*), MAX(id) FROM shop.p")...))
+		if got != want {
+			t.Errorf("recovery %d to %v: rows (count, max) %q, want %q\n%s", i, vars[1:], got, want, out)
+		}
+		t.Logf("recovery %d to %v: %q of %d rows", i, vars[1:], got, total)
+		m.mustInside(t, append(client, "-e", "SHUTDOWN")...)
+	}
+	// A target past the archive's end fails, and leaves the directory
+	// empty.
+	code, out := m.physicalPipe(t, b, bucket, "restore", "target=/restore/late", "time="+time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if code == 0 || !strings.Contains(out, "ends before the target") {
+		t.Fatalf("a target past the archive: exit %d\n%s", code, out)
+	}
+	if left := strings.TrimSpace(m.mustInside(t, "sh", "-c", "ls -A /restore/late | head -3")); left != "" {
+		t.Errorf("a failed recovery left %s", left)
+	}
+
+	// A crash: the server's last committed transaction is in the archive
+	// although its binlog file was never closed.
+	m.sql(t, "INSERT INTO shop.p VALUES (1000000, NOW())")
+	last := gtidSeq(t, m.sql(t, "SELECT @@gtid_binlog_pos"))
+	active := strings.Fields(m.sql(t, "SHOW MASTER STATUS"))[0]
+	time.Sleep(1500 * time.Millisecond)
+	timeout := time.Duration(0)
+	if err := m.c.Stop(ctx, &timeout); err != nil { // SIGKILL at once
+		t.Fatal(err)
+	}
+	hostEnv := b.env(bucket, b.m.Endpoint, "PIPE_VAR_password=x", "PIPE_VAR_keys="+keys)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "physical.hcl"), []byte(physicalFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustPipe(t, dir, hostEnv, "binlog", "fetch", "physical.hcl", active, "active")
+	f, err := os.Open(filepath.Join(dir, "active"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var seen uint64
+	if err := binlogfile.Scan(f, 0, func(e binlogfile.Event) bool {
+		if e.Type == binlogfile.GTIDEvent && e.Domain == 0 {
+			seen = max(seen, e.Seq)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != uint64(last) {
+		t.Errorf("the archive's copy of %s, the file the server wrote when it crashed, ends with GTID 0-1-%d, not the last committed 0-1-%d", active, seen, last)
 	}
 }

@@ -63,6 +63,8 @@ type Metrics struct {
 	// last successes from a textfile.
 	drills       []*drillRun
 	carriedDrill map[string]float64
+	// binlogs are the running binlog archivers, by archive.
+	binlogs map[string]BinlogStats
 
 	reg  *prometheus.Registry // with Labels on every metric
 	bare *prometheus.Registry // without: for the Pushgateway's grouping key
@@ -248,6 +250,7 @@ type descs struct {
 	verifyFinished, verifyLastSuccess                                   *prometheus.Desc
 	wal                                                                 *walDescs
 	drill                                                               *drillDescs
+	binlog                                                              *binlogDescs
 }
 
 func newDescs(constLabels map[string]string) *descs {
@@ -292,6 +295,7 @@ func newDescs(constLabels map[string]string) *descs {
 		verifyLastSuccess: d("pipe_verify_last_success_timestamp_seconds", "When pipe verify last found every object it checked good; a textfile keeps the previous value across failed checks.", pl...),
 		wal:               newWALDescs(d),
 		drill:             newDrillDescs(d),
+		binlog:            newBinlogDescs(d),
 	}
 }
 
@@ -300,7 +304,7 @@ func (d *descs) all() []*prometheus.Desc {
 		d.buffers, d.buffersInUse, d.buffersPeak, d.budget, d.sourceSize, d.started, d.duration, d.finished,
 		d.success, d.lastSuccess, d.streams, d.streamsCommit, d.streamFailed, d.damaged, d.retries,
 		d.verifyObjects, d.verifyBytes, d.verifyFailures, d.verifyRuns, d.verifySuccess, d.verifyDuration, d.verifyFinished, d.verifyLastSuccess},
-		append(d.wal.all(), d.drill.all()...)...)
+		append(append(d.wal.all(), d.drill.all()...), d.binlog.all()...)...)
 }
 
 // collector reads a Metrics when gathered.
@@ -344,6 +348,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	m.collectVerify(d, counter, gauge)
 	m.collectWAL(d.wal, now, counter, gauge)
 	m.collectDrills(d.drill, gauge)
+	m.collectBinlogs(d.binlog, counter, gauge)
 }
 
 // collect emits the metrics of one pipeline, as of now, and reports

@@ -28,6 +28,9 @@ type Archive struct {
 	// Push and Fetch are the push and fetch blocks' settings (nil: not
 	// in the file, the defaults).
 	Push, Fetch *Block
+	// Binlog is its binlog block: the archive holds a MariaDB server's
+	// binlog (pipe binlog archive), nil for a WAL archive.
+	Binlog *Block
 	// Sign is its sign block (push signs each object's name), Trust its
 	// trust block (fetch, list and verify accept only what its keys
 	// signed); nil without, or when the load left them unread.
@@ -48,6 +51,14 @@ var archivePushAttrs = []sdk.Attribute{
 	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Files waiting in pg_wal/archive_status beyond which pipe logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
 }
 
+// BinlogAttrs are the binlog block's: where the server's binlog is, and
+// how closely the archive follows it.
+var BinlogAttrs = []sdk.Attribute{
+	{Name: "path", Type: sdk.String, Required: true, Description: "The server's log_bin_basename (SELECT @@log_bin_basename), e.g. \"/var/lib/mysql/mysql-bin\": its files are PATH.000001, …, listed in PATH.index. pipe binlog archive reads them there, so it runs on the server's machine."},
+	{Name: "max_lag", Type: sdk.Duration, Default: time.Second, Description: "How long a byte the server wrote may wait before it is stored: the archive trails the server by about this much (a segment an interval)."},
+	{Name: "part_size", Type: sdk.Size, Default: int64(16 << 20), Description: "The most bytes one segment holds: a busy server's binlog is stored in segments of this size, each held in memory once while it is sealed."},
+}
+
 var archiveFetchAttrs = []sdk.Attribute{
 	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, fetching them at once (0: none): by a background prefetcher or by restore_command itself (the archive's background attribute)."},
 	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
@@ -61,7 +72,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "store", LabelNames: []string{"type"}},
 			{Type: stagekind.Compress.Name}, {Type: stagekind.Encrypt.Name}, {Type: stagekind.Decrypt.Name},
-			{Type: "push"}, {Type: "fetch"}, signingBlocks[0], signingBlocks[1],
+			{Type: "push"}, {Type: "fetch"}, {Type: "binlog"}, signingBlocks[0], signingBlocks[1],
 		},
 	}
 	content, diags := b.Body.Content(schema)
@@ -98,6 +109,10 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 					"WAL goes with the base backups that need it: keep_last or keep_within on the sink of the base backup pipeline removes, after each run and with pipe backups prune, the WAL archived before the oldest base backup it keeps."))
 			}
 			a.Store = ep
+		case "binlog":
+			bl, d := f.decodeBlock(blk, blk.Type, BinlogAttrs, "", ectx, src)
+			diags = append(diags, d...)
+			a.Binlog = bl
 		case "push", "fetch":
 			attrsOf := map[string][]sdk.Attribute{"push": archivePushAttrs, "fetch": archiveFetchAttrs}[blk.Type]
 			bl, d := f.decodeBlock(blk, blk.Type, attrsOf, "", ectx, src)

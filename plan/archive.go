@@ -3,8 +3,10 @@ package plan
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -53,6 +55,17 @@ type Archive struct {
 	// load left the block unread).
 	Sign  *signing.PrivateKey
 	Trust signing.Trust
+	// Binlog, for an archive of a MariaDB server's binlog (a binlog
+	// block), is where the binlog is and how closely it is followed.
+	Binlog *Binlog
+}
+
+// Binlog is a binlog block, resolved.
+type Binlog struct {
+	// Base is the server's log_bin_basename.
+	Base     string
+	MaxLag   time.Duration
+	PartSize int64
 }
 
 // Ext is what the archive's stages add to a segment's object name.
@@ -114,6 +127,7 @@ func resolveArchive(def *pipefile.Archive, o Options) (*Archive, hcl.Diagnostics
 	diags := a.resolveAttrs(def)
 	diags = append(diags, a.resolveStages(def, o)...)
 	diags = append(diags, a.resolvePushFetch(def)...)
+	diags = append(diags, a.resolveBinlog(def)...)
 	var d hcl.Diagnostics
 	a.Sign, a.Trust, d = resolveSigning(def.Sign, def.Trust)
 	diags = append(diags, d...)
@@ -197,6 +211,35 @@ func (a *Archive) useStage(s *Stage, b *pipefile.Block) hcl.Diagnostics {
 		}
 	}
 	return nil
+}
+
+// resolveBinlog checks and takes the binlog block's settings.
+func (a *Archive) resolveBinlog(def *pipefile.Archive) hcl.Diagnostics {
+	b := def.Binlog
+	if b == nil {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	a.Binlog = &Binlog{Base: b.String("path")}
+	if d, ok := b.Values["max_lag"].(time.Duration); ok {
+		a.Binlog.MaxLag = d
+	}
+	if n, ok := b.Int("part_size"); ok {
+		a.Binlog.PartSize = n
+	}
+	if !filepath.IsAbs(a.Binlog.Base) && !b.Unknown["path"] {
+		diags = append(diags, errAt(b.AttrRange("path"), "Invalid path", fmt.Sprintf("path = %q: give the server's log_bin_basename as an absolute path, e.g. \"/var/lib/mysql/mysql-bin\" (SELECT @@log_bin_basename).", a.Binlog.Base)))
+	}
+	if a.Binlog.MaxLag < 10*time.Millisecond || a.Binlog.MaxLag > time.Hour {
+		diags = append(diags, errAt(b.AttrRange("max_lag"), "Invalid max_lag", fmt.Sprintf("max_lag = %s: give 10ms to 1h.", a.Binlog.MaxLag)))
+	}
+	if a.Codec != nil && a.Codec.Name != "zstd" {
+		diags = append(diags, errAt(b.Range, "Not zstd", fmt.Sprintf("A binlog archive stores each segment as one zstd frame, or as it is: compress { codec = \"zstd\" } or no compress block, not %s.", a.Codec.Name)))
+	}
+	if a.Binlog.PartSize < 64<<10 || a.Binlog.PartSize > 1<<30 {
+		diags = append(diags, errAt(b.AttrRange("part_size"), "Invalid part_size", fmt.Sprintf("part_size = %d bytes: give 64KiB to 1GiB.", a.Binlog.PartSize)))
+	}
+	return diags
 }
 
 // resolvePushFetch checks and takes the push and fetch blocks' settings.

@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pipebackup/pipe/pipefile"
@@ -83,5 +84,53 @@ func TestArchiveStoreMemory(t *testing.T) {
 	// Without the small-object estimate, Memory counts it.
 	if old := resolve(plan.Options{Memory: reg.Memory}); old.EndpointMemory != anySize {
 		t.Errorf("with Memory only: %d, want %d", old.EndpointMemory, anySize)
+	}
+}
+
+// A binlog block is taken as written, with its defaults; a relative
+// path, a lag or part out of range and a codec that is not zstd are
+// each refused where they are written.
+func TestArchiveBinlog(t *testing.T) {
+	reg := newRegistry(t)
+	load := func(binlog, compress string) (*plan.Archive, string) {
+		t.Helper()
+		src := `archive "bl" {
+  store "fs" { path = "/backups/binlog/" }
+  ` + compress + `
+  binlog {
+    ` + binlog + `
+  }
+}
+`
+		f, d := pipefile.LoadSource("a.hcl", []byte(src), pipefile.Options{Now: corpusNow, Dir: ".", Schemas: reg, Running: true})
+		if d.HasErrors() {
+			return nil, d.Error()
+		}
+		p, d := plan.New(f, plan.Options{Host: corpusHost, Memory: reg.Memory})
+		if d.HasErrors() {
+			return nil, d.Error()
+		}
+		a, err := p.Archive("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, ""
+	}
+	a, errs := load(`path = "/var/lib/mysql/mysql-bin"`, "compress {}")
+	if errs != "" || a.Binlog == nil || a.Binlog.Base != "/var/lib/mysql/mysql-bin" || a.Binlog.MaxLag.Seconds() != 1 || a.Binlog.PartSize != 16<<20 {
+		t.Fatalf("defaults: %+v %s", a.Binlog, errs)
+	}
+	for _, c := range []struct{ binlog, compress, want string }{
+		{`path = "mysql-bin"`, "", "a.hcl:5,12-23: Invalid path"},
+		{`path = "/b"
+    max_lag = "1ms"`, "", "Invalid max_lag"},
+		{`path = "/b"
+    part_size = "1KiB"`, "", "Invalid part_size"},
+		{`path = "/b"`, `compress { codec = "gzip" }`, "Not zstd"},
+		{``, "", `"path" is required`},
+	} {
+		if _, errs := load(c.binlog, c.compress); !strings.Contains(errs, c.want) {
+			t.Errorf("%q, %q: %q, want %q", c.binlog, c.compress, errs, c.want)
+		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pipebackup/pipe/binlog"
+	"github.com/pipebackup/pipe/stages/dedup"
+
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -66,35 +69,66 @@ func (s *archiveStore) ListAfter(ctx context.Context, prefix, after string, limi
 // ready to push and fetch, and a function that lets go of the store.
 // dataDir is where pg_control is read from ("" the working directory).
 func OpenArchive(ctx context.Context, a *plan.Archive, reg *host.Registry, dataDir string) (*wal.Archive, func(), error) {
+	st, root, done, err := openArchiveStore(ctx, a, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &wal.Archive{
+		Store: st, Root: root,
+		Codec: a.Codec, Level: a.Level, Encrypt: a.Encrypt, Decrypt: a.Decrypt,
+		SegmentSize: uint32(a.SegmentSize), DataDir: dataDir, SystemID: a.SystemID,
+		Exclusive: a.Def.Store.Schema.ExclusiveCreate, Sign: a.Sign, Trust: a.Trust,
+	}
+	return w, done, nil
+}
+
+// OpenBinlogArchive opens the store of a MariaDB binlog archive (an
+// archive block with a binlog block) and returns the archive and a
+// function that lets go of the store.
+func OpenBinlogArchive(ctx context.Context, a *plan.Archive, reg *host.Registry) (*binlog.Archive, func(), error) {
+	if a.Binlog == nil {
+		return nil, nil, fmt.Errorf("archive %q has no binlog block: it is a PostgreSQL WAL archive (pipe wal); a binlog archive says binlog { path = \"/var/lib/mysql/mysql-bin\" }", a.Name)
+	}
+	st, root, done, err := openArchiveStore(ctx, a, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	seal := dedup.Format{Codec: a.Codec, Level: a.Level}
+	open := seal
+	if a.Encrypt != nil {
+		seal.Keys = *a.Encrypt
+	}
+	if a.Decrypt != nil {
+		open.Keys = *a.Decrypt
+	}
+	return &binlog.Archive{Store: st, Root: root, Seal: seal, Open: open, Ext: a.Ext(), Exclusive: a.Def.Store.Schema.ExclusiveCreate}, done, nil
+}
+
+// openArchiveStore opens an archive's store and renders its folder.
+func openArchiveStore(ctx context.Context, a *plan.Archive, reg *host.Registry) (*archiveStore, string, func(), error) {
 	def := a.Def.Store
 	ep, diags, err := configureOne(ctx, def, reg, "store "+def.Type)
 	if err != nil {
-		return nil, nil, fmt.Errorf("archive %q: %w", a.Name, err)
+		return nil, "", nil, fmt.Errorf("archive %q: %w", a.Name, err)
 	}
 	done := func() { closeAll(nil, []*endpoint{ep}) }
 	if diags.HasErrors() {
 		done()
-		return nil, nil, &DiagError{diags}
+		return nil, "", nil, &DiagError{diags}
 	}
 	st, ok := ep.sink.(sdk.Storage)
 	if !ok {
 		done()
-		return nil, nil, fmt.Errorf("archive %q: store %s cannot list or read back its objects", a.Name, def.Type)
+		return nil, "", nil, fmt.Errorf("archive %q: store %s cannot list or read back its objects", a.Name, def.Type)
 	}
 	root := ""
 	if def.Key != nil {
 		if root, err = def.Key.Render("", ""); err != nil {
 			done()
-			return nil, nil, fmt.Errorf("archive %q: %w", a.Name, err)
+			return nil, "", nil, fmt.Errorf("archive %q: %w", a.Name, err)
 		}
 	}
-	w := &wal.Archive{
-		Store: &archiveStore{Sink: ep.sink, Storage: st}, Root: root,
-		Codec: a.Codec, Level: a.Level, Encrypt: a.Encrypt, Decrypt: a.Decrypt,
-		SegmentSize: uint32(a.SegmentSize), DataDir: dataDir, SystemID: a.SystemID,
-		Exclusive: def.Schema.ExclusiveCreate, Sign: a.Sign, Trust: a.Trust,
-	}
-	return w, done, nil
+	return &archiveStore{Sink: ep.sink, Storage: st}, root, done, nil
 }
 
 // ArchiveListing returns a function that lists WAL archive a the first

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pipebackup/pipe/binlog"
 	"github.com/pipebackup/pipe/engine"
 	"github.com/pipebackup/pipe/internal/version"
 	"github.com/pipebackup/pipe/metrics"
@@ -243,5 +244,14 @@ func (r *runMetrics) walFetched(archive, from string) {
 func (r *runMetrics) walChecked(archive string, l *wal.Listing, rep *wal.VerifyReport, ok bool) {
 	if r != nil {
 		r.m.WALChecked(archive, l, rep, ok)
+	}
+}
+
+// binlogArchiving registers a running binlog archiver.
+func (r *runMetrics) binlogArchiving(archive string, a *binlog.Archiver) {
+	if r != nil {
+		r.m.BinlogArchiving(archive, func() (time.Duration, int64, int64) {
+			return time.Duration(a.LagNanos.Load()), a.Stored.Load(), a.Segments.Load()
+		})
 	}
 }

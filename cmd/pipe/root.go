@@ -100,7 +100,7 @@ pipeline file. The manual is docs/README.md in pipe's source.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd(), a.verifyCmd(), a.drillCmd(), a.walCmd())
+	root.AddCommand(a.runCmd(), a.validateCmd(), a.planCmd(), a.fmtCmd(), a.profilesCmd(), a.keygenCmd(), a.pluginsCmd(), a.benchCmd(), a.backupsCmd(), a.verifyCmd(), a.drillCmd(), a.walCmd(), a.binlogCmd())
 	return root, a.closeRegistry
 }
 

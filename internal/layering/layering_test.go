@@ -112,7 +112,8 @@ func TestImportRules(t *testing.T) {
 	// allocator, the OS pipes, pipe's version, the /proc memory reader,
 	// the database chooser and the tar extractor import nothing of pipe.
 	const shared, runner, buffers, pipes, dbselect, untar = "plugins/storage/internal/", "plugins/internal/command", "plugins/sdk/hugepage", "plugins/sdk/ospipe", "plugins/internal/dbselect", "plugins/internal/untar"
-	for _, leaf := range []string{buffers, pipes, dbselect, untar, "internal/version", "internal/procmem"} {
+	const binlogfile = "internal/binlogfile"
+	for _, leaf := range []string{buffers, pipes, dbselect, untar, binlogfile, "internal/version", "internal/procmem"} {
 		if d := deps(t, leaf); len(d) > 0 {
 			t.Errorf("%s imports %v; it imports nothing of pipe", leaf, d)
 		}
@@ -126,7 +127,8 @@ func TestImportRules(t *testing.T) {
 			switch {
 			case d == buffers:
 			case d == dbselect && strings.HasPrefix(p, "plugins/database/"):
-			case d == untar && (p == "plugins/storage/fs" || p == "plugins/database/postgres"):
+			case d == binlogfile && p == "plugins/database/mysql":
+			case d == untar && (p == "plugins/storage/fs" || p == "plugins/database/postgres" || p == "plugins/database/mysql"):
 			case d == pipes && !strings.HasPrefix(p, shared):
 			case p == shared+"objlock" && d == "plugins/sdk": // it declares the lock attributes
 			case strings.HasPrefix(p, shared):

@@ -25,6 +25,12 @@ type physicalSinkConfig struct {
 	Parallel  int64  `pipe:"parallel"`
 	UseMemory int64  `pipe:"use_memory"`
 	Owner     string `pipe:"owner"`
+	Target    string `pipe:"target"`
+	GTID      string `pipe:"target_gtid"`
+	Fetch     string `pipe:"binlog_fetch"`
+	Server    string `pipe:"server_command"`
+	Binlog    string `pipe:"binlog_command"`
+	Client    string `pipe:"client_command"`
 }
 
 // PhysicalSinkType is the "mariadb_backup" sink.
@@ -44,6 +50,12 @@ func (PhysicalSinkType) Schema() sdk.Schema {
 			{Name: "stream_command", Type: sdk.String, Description: "The program that extracts the stream. Default: mbstream (it comes with mariadb-backup)."},
 			{Name: "parallel", Type: sdk.Number, Default: int64(4), Description: "The threads mbstream writes files with (--parallel)."},
 			{Name: "use_memory", Type: sdk.Size, Default: int64(256 << 20), Description: `The memory mariadb-backup --prepare applies the redo log in (--use-memory, its buffer pool): more is faster for a busy server's backup. pipe plan counts it.`},
+			{Name: "target", Type: sdk.String, Target: true, Description: `Recover to this moment ("2026-11-29 10:00:00+00", RFC 3339): pipe restores the newest run that ended before it, then replays the archived binlog (binlog_fetch) from the run's binlog position through every transaction of the target's second (binlog events have whole seconds), and stops. Fails, leaving the directory empty, when the archive does not reach the target.`},
+			{Name: "target_gtid", Type: sdk.String, Description: `Recover up to and including this transaction, a GTID ("0-1-4711"), instead of a time (mariadb-binlog of MariaDB 10.8 or later). Name the run (the source's run or before) that the GTID follows.`},
+			{Name: "binlog_fetch", Type: sdk.String, Description: `With target or target_gtid: the command that fetches one archived binlog file, run with sh: %f is the file's name, %p where to put it; exit status 1 says the archive holds no such file (the end of the binlog). E.g. "pipe binlog fetch /etc/pipe/maria.hcl %f %p".`},
+			{Name: "server_command", Type: sdk.String, Description: "The server program the replay starts on the restored directory. Default: mariadbd, or mysqld, on PATH or in /usr/sbin."},
+			{Name: "binlog_command", Type: sdk.String, Description: "The program that reads the binlog for the replay. Default: mariadb-binlog, or mysqlbinlog, whichever is on PATH."},
+			{Name: "client_command", Type: sdk.String, Description: "The client program the replay feeds the server with. Default: mariadb, or mysql, whichever is on PATH."},
 			{Name: "owner", Type: sdk.String, Description: `Who owns the restored files, as "user" or "user:group" (e.g. "mysql"). Default: the data directory's owner when it exists; else, when pipe runs as root, the mysql user if there is one. Only root can give files away.`},
 		},
 	}
@@ -84,11 +96,39 @@ func (PhysicalSinkType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Sink
 	diags = append(diags, d...)
 	stream, d := program("stream_command", c.Stream, "mbstream")
 	diags = append(diags, d...)
+	sink := &PhysicalSink{c: c, backup: backup, stream: stream, uid: uid, gid: gid, length: 1}
+	switch {
+	case c.Target != "" && c.GTID != "":
+		diags = append(diags, sdk.AttrError("target_gtid", "target and target_gtid are both set", "recover to a time or to a transaction, not both")...)
+	case c.Target != "":
+		t, err := sdk.ParsePointInTime(c.Target)
+		if err != nil {
+			diags = append(diags, sdk.AttrError("target", "invalid target", err.Error())...)
+		}
+		sink.target = replayTarget{at: t}
+	case c.GTID != "":
+		dom, seq, err := parseGTID(c.GTID)
+		if err != nil {
+			diags = append(diags, sdk.AttrError("target_gtid", "invalid target_gtid", err.Error())...)
+		}
+		sink.target = replayTarget{gtid: c.GTID, domain: dom, seq: seq}
+	}
+	if sink.replays() {
+		if c.Fetch == "" {
+			diags = append(diags, sdk.AttrError("binlog_fetch", "no binlog_fetch", `a point-in-time restore replays the archived binlog: set binlog_fetch = "pipe binlog fetch /etc/pipe/maria.hcl %f %p"`)...)
+		}
+		sink.server, d = program("server_command", c.Server, "mariadbd", "mysqld", "/usr/sbin/mariadbd", "/usr/sbin/mysqld")
+		diags = append(diags, d...)
+		sink.binlog, d = program("binlog_command", c.Binlog, "mariadb-binlog", "mysqlbinlog")
+		diags = append(diags, d...)
+		sink.client, d = program("client_command", c.Client, "mariadb", "mysql")
+		diags = append(diags, d...)
+	}
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	c.DataDir = filepath.Clean(c.DataDir)
-	return &PhysicalSink{c: c, backup: backup, stream: stream, uid: uid, gid: gid, length: 1}, nil
+	sink.c.DataDir = filepath.Clean(c.DataDir)
+	return sink, nil
 }
 
 // lookupOwner reads "user" or "user:group".
@@ -113,9 +153,11 @@ func lookupOwner(s string) (uid, gid int, err error) {
 // PhysicalSink extracts and prepares a physical backup, or a chain of
 // them (see sdk.Composer): the runs come newest first, the full last.
 type PhysicalSink struct {
-	c              physicalSinkConfig
-	backup, stream string
-	uid, gid       int // the owner to give the files, or -1
+	c                      physicalSinkConfig
+	backup, stream         string
+	server, binlog, client string // the replay's programs
+	uid, gid               int    // the owner to give the files, or -1
+	target                 replayTarget
 
 	mu            sync.Mutex
 	index, length int // the run being restored in its chain, 0 the newest; 1 run alone
@@ -138,6 +180,9 @@ func (s *PhysicalSink) Compose(ctx context.Context, index, length int, runID str
 	s.index, s.length = index, length
 	return nil
 }
+
+// replays reports whether the restore goes on to a point in time.
+func (s *PhysicalSink) replays() bool { return !s.target.at.IsZero() || s.target.gtid != "" }
 
 // full reports whether the run being restored is the chain's full (or
 // a run alone).
@@ -329,6 +374,11 @@ func (s *PhysicalSink) prepare(ctx context.Context) error {
 		}
 		if err := os.RemoveAll(s.staged(i)); err != nil {
 			return sdk.ExplainIO(err)
+		}
+	}
+	if s.replays() {
+		if err := s.replay(ctx); err != nil {
+			return err
 		}
 	}
 	if err := removeBackupFiles(s.c.DataDir); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/internal/binlogfile"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -78,5 +79,39 @@ func TestReadInfo(t *testing.T) {
 	}
 	if _, err := readInfo(dir, "binlog_info"); err == nil {
 		t.Fatal("a missing file was read")
+	}
+}
+
+// TestReplayTarget: a time target takes every event of its second and
+// none after; a GTID target stops at its transaction of its domain.
+func TestReplayTarget(t *testing.T) {
+	at, _ := sdk.ParsePointInTime("2026-11-29 10:00:00.5+00")
+	tt := replayTarget{at: at}
+	sec := uint32(at.Unix())
+	if tt.reached(binlogfile.Event{Timestamp: sec}) || !tt.reached(binlogfile.Event{Timestamp: sec + 1}) {
+		t.Error("a time target must replay its whole second and stop after it")
+	}
+	dom, seq, err := parseGTID("2-1-4711")
+	if err != nil || dom != 2 || seq != 4711 {
+		t.Fatalf("parseGTID: %d %d %v", dom, seq, err)
+	}
+	g := replayTarget{gtid: "2-1-4711", domain: 2, seq: 4711}
+	for _, c := range []struct {
+		e    binlogfile.Event
+		want bool
+	}{
+		{binlogfile.Event{Type: binlogfile.GTIDEvent, Domain: 2, Seq: 4710}, false},
+		{binlogfile.Event{Type: binlogfile.GTIDEvent, Domain: 0, Seq: 9000}, false},
+		{binlogfile.Event{Type: 2, Domain: 2, Seq: 5000}, false},
+		{binlogfile.Event{Type: binlogfile.GTIDEvent, Domain: 2, Seq: 4711}, true},
+	} {
+		if g.reached(c.e) != c.want {
+			t.Errorf("%+v: reached %v", c.e, !c.want)
+		}
+	}
+	for _, bad := range []string{"", "0-1", "a-b-c", "0-1-2-3", "-1-1-1"} {
+		if _, _, err := parseGTID(bad); err == nil {
+			t.Errorf("%q was read as a GTID", bad)
+		}
 	}
 }
