@@ -228,6 +228,19 @@ func fakeReport() *report {
 	r.add("postgres", pg)
 	r.add("pgcluster", pgCluster)
 	r.add("mysqlcluster", mysqlCluster)
+	r.add("mariaphysical", &mariaPhysicalResult{cpus: 2, rows: 6_000_000, size: 1500 << 20, version: "10.11.19-MariaDB-0+deb12u1-log",
+		backup: fakeRace("MariaDB: physical backup", "", 1500<<20,
+			fakeContender("pipe mariadb_backup", 0, []int{9000, 9100}, []int{100, 100}, 0),
+			fakeContender("pipe mysql (logical)", 0.6, []int{30000, 31000}, []int{100, 100}, 0),
+			fakeContender("mariadb-backup → zstd → mc", 0.9, []int{10000, 10500}, []int{100, 100}, 0)),
+		restore: fakeRace("MariaDB: restore", "", 1500<<20,
+			fakeContender("pipe mariadb_backup (prepared)", 0, []int{12000, 12100}, []int{100, 100}, 0),
+			fakeContender("pipe mysql (logical)", 0.35, []int{90000, 91000}, []int{100, 100}, 0)),
+		incremental: fakeRace("MariaDB: incremental after 2% changed", "", 1500<<20,
+			fakeContender("pipe mariadb_backup incremental", 0, []int{3000, 3100}, []int{100, 100}, 0),
+			fakeContender("pipe mariadb_backup full", 0.3, []int{9000, 9100}, []int{100, 100}, 0)),
+		stored: map[string][]int64{"incremental": {60 << 20, 61 << 20}, "full again": {700 << 20, 700 << 20}, "full": {700 << 20}, "logical": {500 << 20}},
+		lag:    []time.Duration{300 * time.Millisecond, 800 * time.Millisecond, 1400 * time.Millisecond}, writes: 400})
 	r.add("wal", wal)
 	r.add("basebackup", base)
 	incr := &incrResult{scale: 100, clusterSize: 1500 << 20, versions: []string{"postgres (PostgreSQL) 17.6", "pgBackRest 2.55.1"},

@@ -34,6 +34,7 @@ var scenarios = []scenario{
 	own("postgres", (*bench).pgScenario),
 	own("pgcluster", (*bench).pgClusterScenario),
 	own("mysqlcluster", (*bench).mysqlClusterScenario),
+	own("mariaphysical", (*bench).mariaPhysicalScenario),
 	own("wal", (*bench).walScenario),
 	own("basebackup", (*bench).baseBackupScenario),
 	own("incremental", (*bench).incrementalScenario),

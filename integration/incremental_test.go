@@ -50,8 +50,14 @@ pipeline "raw" {
 // baseRuns are the base backups in the bucket, oldest first.
 func baseRuns(t *testing.T, b *s3Bench, bucket string) []*manifest.Manifest {
 	t.Helper()
+	return runsUnder(t, b, bucket, "base/")
+}
+
+// runsUnder are the manifests of the runs under prefix, oldest first.
+func runsUnder(t *testing.T, b *s3Bench, bucket, prefix string) []*manifest.Manifest {
+	t.Helper()
 	var runs []*manifest.Manifest
-	for _, k := range b.keys(t, bucket, "base/") {
+	for _, k := range b.keys(t, bucket, prefix) {
 		if !strings.HasSuffix(k, pipefile.ManifestName) {
 			continue
 		}

@@ -74,7 +74,11 @@ func (a *Archive) Ext() string { return wal.Ext(a.Codec, a.Encrypt != nil || a.D
 // Budget is the most memory a push or fetch process holds: files stream
 // through it (wal.Memory), so it does not grow with the segment size.
 func (a *Archive) Budget() int64 {
-	b := a.fileMemory() + a.EndpointMemory + WALRuntimeMemory
+	files := a.fileMemory()
+	if a.Binlog != nil {
+		files = a.binlogMemory()
+	}
+	b := files + a.EndpointMemory + WALRuntimeMemory
 	if a.storeProcess() != "" {
 		b += PluginMemory
 	}
@@ -87,6 +91,11 @@ func (a *Archive) Budget() int64 {
 func (a *Archive) fileMemory() int64 {
 	return wal.Memory(a.Codec, a.Level, a.Encrypt != nil || a.Decrypt != nil, a.inFlight(), a.coders(), wal.DefaultStoredMemory)
 }
+
+// binlogMemory is what pipe binlog archive or fetch holds of one
+// segment: its bytes, its compressed copy and its sealed (or opened)
+// one, and the codec's state.
+func (a *Archive) binlogMemory() int64 { return 3*a.Binlog.PartSize + a.StateMemory }
 
 // coders is how many files a pipe wal process encodes or decodes at
 // once: one per CPU (wal.Coders).
@@ -280,7 +289,11 @@ func (a *Archive) resolvePushFetch(def *pipefile.Archive) hcl.Diagnostics {
 // file is larger), compressed (data that does not compress grows a
 // little) and encrypted.
 func (a *Archive) MaxObject() int64 {
-	return wal.MaxObject(a.SegmentSize, a.Codec != nil, a.Encrypt != nil || a.Decrypt != nil)
+	size := a.SegmentSize
+	if a.Binlog != nil {
+		size = a.Binlog.PartSize
+	}
+	return wal.MaxObject(size, a.Codec != nil, a.Encrypt != nil || a.Decrypt != nil)
 }
 
 // storeMemory is what the store buffers with inFlight objects at once, as
@@ -326,11 +339,48 @@ func (a *Archive) storeProcess() string {
 	return ""
 }
 
+// printBinlog prints an archive of a MariaDB server's binlog.
+func (a *Archive) printBinlog(w io.Writer) {
+	fmt.Fprintf(w, "archive %q (MariaDB binlog: pipe binlog archive, fetch, list, verify)\n", a.Name)
+	st := a.Def.Store
+	fmt.Fprintf(w, "  store %-6s %s\n", st.Type, endpointAttrs(st, nil))
+	if st.Key != nil {
+		root, err := st.Key.Render("", "")
+		if err != nil {
+			root = "${" + st.Key.Attr + "}"
+		}
+		fmt.Fprintf(w, "               objects: %s<server_id>/<file>.<start>-<end>-<sha256 stored>%s\n", root, a.Ext())
+	}
+	codec := "none"
+	if a.Codec != nil {
+		codec = fmt.Sprintf("%s level %d, one frame a segment", a.Codec.Name, a.Level)
+	}
+	fmt.Fprintf(w, "  compress     %s\n", codec)
+	if a.Encrypt != nil {
+		fmt.Fprintf(w, "  encrypt      to %s, one age file a segment\n", Plural(len(a.Encrypt.Fingerprints), "recipient"))
+	}
+	if a.Decrypt != nil {
+		fmt.Fprintf(w, "  decrypt      with %s\n", Plural(len(a.Decrypt.Fingerprints), "identity"))
+	}
+	fmt.Fprintf(w, "  binlog       %s.NNNNNN (listed in %s.index): what the server wrote is stored within %s, in segments of at most %s\n",
+		a.Binlog.Base, a.Binlog.Base, a.Binlog.MaxLag, size(a.Binlog.PartSize))
+	plugins := ""
+	if a.storeProcess() != "" {
+		plugins = fmt.Sprintf(" + %s for the plugin process", size(PluginMemory))
+	}
+	fmt.Fprintf(w, "  memory       %s budget (a segment, compressed and sealed: %s + store %s + runtime %s%s), whatever the binlog's size\n",
+		size(a.Budget()), size(a.binlogMemory()), size(a.EndpointMemory), size(WALRuntimeMemory), plugins)
+}
+
 // BuiltinProcess is the name of the plugin process of pipe's built-in
 // endpoints.
 const BuiltinProcess = "builtin"
 
 func (a *Archive) print(w io.Writer) {
+	if a.Binlog != nil {
+		a.printBinlog(w)
+		return
+	}
 	fmt.Fprintf(w, "archive %q (PostgreSQL WAL: pipe wal push, fetch, list, verify)\n", a.Name)
 	st := a.Def.Store
 	fmt.Fprintf(w, "  store %-6s %s\n", st.Type, endpointAttrs(st, nil))
@@ -416,6 +466,15 @@ type ArchiveJSON struct {
 	Memory      map[string]int64 `json:"memory"`
 	Sign        string           `json:"sign,omitempty"`
 	Trust       []string         `json:"trust,omitempty"`
+	// Binlog is a MariaDB binlog archive's binlog block.
+	Binlog *BinlogJSON `json:"binlog,omitempty"`
+}
+
+// BinlogJSON is a binlog block in pipe plan --json.
+type BinlogJSON struct {
+	Path          string  `json:"path"`
+	MaxLagSeconds float64 `json:"max_lag_seconds"`
+	PartSize      int64   `json:"part_size"`
 }
 
 func (a *Archive) json() ArchiveJSON {
@@ -432,6 +491,11 @@ func (a *Archive) json() ArchiveJSON {
 	}
 	if a.storeProcess() != "" {
 		j.Memory["plugins"] = PluginMemory
+	}
+	if a.Binlog != nil {
+		j.Binlog = &BinlogJSON{Path: a.Binlog.Base, MaxLagSeconds: a.Binlog.MaxLag.Seconds(), PartSize: a.Binlog.PartSize}
+		delete(j.Memory, "codec")
+		j.Memory["files"] = a.binlogMemory()
 	}
 	return j
 }

@@ -120,6 +120,17 @@ func TestArchiveBinlog(t *testing.T) {
 	if errs != "" || a.Binlog == nil || a.Binlog.Base != "/var/lib/mysql/mysql-bin" || a.Binlog.MaxLag.Seconds() != 1 || a.Binlog.PartSize != 16<<20 {
 		t.Fatalf("defaults: %+v %s", a.Binlog, errs)
 	}
+	// The budget holds a segment three times over (its bytes, compressed,
+	// sealed), and grows with part_size.
+	small := a.Budget()
+	if small < 3*16<<20 {
+		t.Errorf("budget %d holds less than three 16 MiB segments", small)
+	}
+	big, _ := load(`path = "/b"
+    part_size = "64MiB"`, "compress {}")
+	if big == nil || big.Budget()-small < 3*48<<20 {
+		t.Errorf("part_size 64MiB: budget %v, 16MiB's %d", big, small)
+	}
 	for _, c := range []struct{ binlog, compress, want string }{
 		{`path = "mysql-bin"`, "", "a.hcl:5,12-23: Invalid path"},
 		{`path = "/b"

@@ -289,23 +289,7 @@ type extractObject struct {
 }
 
 func (w *extractObject) Abort(ctx context.Context) error {
-	return errors.Join(w.Writer.Abort(ctx), emptyDir(w.dir))
-}
-
-// emptyDir removes everything inside dir.
-func emptyDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
-	}
-	return errors.Join(errs...)
+	return errors.Join(w.Writer.Abort(ctx), untar.EmptyDir(w.dir))
 }
 
 // Remove takes back what the restore wrote when a run failed after its
@@ -318,7 +302,7 @@ func (s *PhysicalSink) Remove(ctx context.Context, key string) error {
 }
 
 func (s *PhysicalSink) undo() error {
-	errs := []error{emptyDir(s.c.DataDir)}
+	errs := []error{untar.EmptyDir(s.c.DataDir)}
 	for i := 0; i < s.length-1; i++ {
 		errs = append(errs, os.RemoveAll(s.staged(i)))
 	}

@@ -522,7 +522,7 @@ func (s *BaseSink) undoTablespace(oid string) error {
 		errs = append(errs, os.RemoveAll(dir))
 		delete(s.made, dir)
 	} else {
-		errs = append(errs, emptyDir(dir))
+		errs = append(errs, untar.EmptyDir(dir))
 	}
 	// The folders made above it, unless another tablespace is in them.
 	for p := filepath.Dir(dir); s.made[p]; p = filepath.Dir(p) {
@@ -530,22 +530,6 @@ func (s *BaseSink) undoTablespace(oid string) error {
 			break
 		}
 		delete(s.made, p)
-	}
-	return errors.Join(errs...)
-}
-
-// emptyDir removes everything inside dir.
-func emptyDir(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
 	}
 	return errors.Join(errs...)
 }
@@ -588,7 +572,7 @@ func (w *extractWriter) Abort(ctx context.Context) error {
 // empty removes everything in the data directory (the links in
 // pg_tblspc, not what they point to: the tablespaces' archives take
 // their own back).
-func (s *BaseSink) empty() error { return emptyDir(s.c.DataDirectory) }
+func (s *BaseSink) empty() error { return untar.EmptyDir(s.c.DataDirectory) }
 
 // Remove takes back an archive of a run that failed after it was
 // committed (another archive, or the flush, failed): the restore leaves

@@ -222,6 +222,23 @@ func hasSparse(h *tar.Header) bool {
 	return false
 }
 
+// EmptyDir removes everything inside dir, which stays; a dir that does
+// not exist is empty.
+func EmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
 // SyncTree fsyncs every file and folder under dir, deepest first.
 func SyncTree(dir string) error {
 	var paths []string
