@@ -764,3 +764,22 @@ func TestRunDamaged(t *testing.T) {
 		t.Errorf("a damaged run's success is %v", got)
 	}
 }
+
+// A running binlog archiver's numbers are read at each gather.
+func TestBinlogArchiving(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	lag, bytes := 1500*time.Millisecond, int64(4096)
+	m.BinlogArchiving("binlog", func() (time.Duration, int64, int64) { return lag, bytes, 3 })
+	ms := gather(t, m.Gatherer())
+	if got := value(t, ms, "pipe_binlog_lag_seconds", "archive", "binlog"); got != 1.5 {
+		t.Errorf("lag %v, want 1.5", got)
+	}
+	if got := value(t, ms, "pipe_binlog_stored_bytes_total", "archive", "binlog"); got != 4096 {
+		t.Errorf("bytes %v, want 4096", got)
+	}
+	lag, bytes = 0, 8192
+	ms = gather(t, m.Gatherer())
+	if value(t, ms, "pipe_binlog_lag_seconds", "archive", "binlog") != 0 || value(t, ms, "pipe_binlog_stored_bytes_total", "archive", "binlog") != 8192 || value(t, ms, "pipe_binlog_segments_total", "archive", "binlog") != 3 {
+		t.Error("a second gather does not read the archiver's numbers anew")
+	}
+}
