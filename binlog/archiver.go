@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ type Archiver struct {
 	// how long the oldest byte not yet stored has waited (0: none
 	// waits), for metrics.
 	Stored, Segments, LagNanos atomic.Int64
+	// Gaps counts the times the server had purged files before they
+	// were stored.
+	Gaps atomic.Int64
 
 	server  uint32
 	done    map[string]int64 // each file's bytes stored, from 0 on
@@ -67,6 +71,16 @@ func (r *Archiver) start(ctx context.Context, files []string) error {
 	r.server, r.done = id, map[string]int64{}
 	for _, f := range l.Servers[id] {
 		r.done[f.Name] = f.End
+	}
+	// Files the server purged before they were stored break every
+	// recovery across them: say so, loudly; only a new backup helps.
+	if archived := l.Servers[id]; len(archived) > 0 {
+		last := archived[len(archived)-1].Name
+		if next, err := binlogfile.NextName(last); err == nil && !slices.Contains(files, last) && binlogfile.CompareNames(files[0], next) > 0 {
+			r.Log.Error("the server no longer has the binlog files after the archive's newest: recoveries cannot pass them; take a new backup, and keep the binlog longer than the archiver may be down (binlog_expire_logs_seconds)",
+				"server_id", id, "archived_until", last, "server_from", files[0])
+			r.Gaps.Add(1)
+		}
 	}
 	r.Log.Info("archiving the binlog", "server_id", id, "files", len(files), "archived_files", len(l.Servers[id]))
 	return nil

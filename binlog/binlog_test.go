@@ -244,6 +244,22 @@ func TestArchiver(t *testing.T) {
 	if _, err := reader.Fetch(ctx, l, 7, first, filepath.Join(out, "again")); err == nil || !strings.Contains(err.Error(), "is damaged") {
 		t.Fatalf("fetch of a damaged file: %v", err)
 	}
+
+	// The archive holds files 1, 2 and 4 (the verify above): the server
+	// purges its files while no archiver runs, and writes file 6; the
+	// next archiver says file 5 is gone, and archives file 6.
+	for _, n := range []string{first, second} {
+		os.Remove(filepath.Join(filepath.Dir(d.base), n))
+	}
+	os.Remove(d.base + ".index")
+	sixth := d.open(6)
+	r3 := &Archiver{Archive: ar, Base: d.base, MaxLag: time.Second, PartSize: 16 << 10, Log: slog.New(slog.DiscardHandler)}
+	if err := r3.Run(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if r3.Gaps.Load() != 1 || r3.Stored.Load() != int64(len(d.read(sixth))) {
+		t.Fatalf("after a purge: %d gaps, %d bytes stored; want 1 and file 6's %d", r3.Gaps.Load(), r3.Stored.Load(), len(d.read(sixth)))
+	}
 }
 
 // TestCover: overlapping and repeated segments count once, a hole is a

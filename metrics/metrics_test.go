@@ -769,7 +769,9 @@ func TestRunDamaged(t *testing.T) {
 func TestBinlogArchiving(t *testing.T) {
 	m := metrics.New(metrics.Options{})
 	lag, bytes := 1500*time.Millisecond, int64(4096)
-	m.BinlogArchiving("binlog", func() (time.Duration, int64, int64) { return lag, bytes, 3 })
+	m.BinlogArchiving("binlog", func() metrics.BinlogArchiver {
+		return metrics.BinlogArchiver{Lag: lag, Bytes: bytes, Segments: 3, Gaps: 1}
+	})
 	ms := gather(t, m.Gatherer())
 	if got := value(t, ms, "pipe_binlog_lag_seconds", "archive", "binlog"); got != 1.5 {
 		t.Errorf("lag %v, want 1.5", got)
@@ -779,7 +781,7 @@ func TestBinlogArchiving(t *testing.T) {
 	}
 	lag, bytes = 0, 8192
 	ms = gather(t, m.Gatherer())
-	if value(t, ms, "pipe_binlog_lag_seconds", "archive", "binlog") != 0 || value(t, ms, "pipe_binlog_stored_bytes_total", "archive", "binlog") != 8192 || value(t, ms, "pipe_binlog_segments_total", "archive", "binlog") != 3 {
+	if value(t, ms, "pipe_binlog_lag_seconds", "archive", "binlog") != 0 || value(t, ms, "pipe_binlog_stored_bytes_total", "archive", "binlog") != 8192 || value(t, ms, "pipe_binlog_segments_total", "archive", "binlog") != 3 || value(t, ms, "pipe_binlog_gaps_total", "archive", "binlog") != 1 {
 		t.Error("a second gather does not read the archiver's numbers anew")
 	}
 }

@@ -86,8 +86,8 @@ stored has waited max_lag. It goes on from what the archive holds, so a
 restart (or a kill) loses nothing the server still has. It runs until
 SIGINT or SIGTERM, storing what waits before it exits; --once stores what
 the files hold now and exits. The metrics flags export
-pipe_binlog_lag_seconds, pipe_binlog_stored_bytes_total and
-pipe_binlog_segments_total.`,
+pipe_binlog_lag_seconds, pipe_binlog_stored_bytes_total,
+pipe_binlog_segments_total and pipe_binlog_gaps_total.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

@@ -250,8 +250,8 @@ func (r *runMetrics) walChecked(archive string, l *wal.Listing, rep *wal.VerifyR
 // binlogArchiving registers a running binlog archiver.
 func (r *runMetrics) binlogArchiving(archive string, a *binlog.Archiver) {
 	if r != nil {
-		r.m.BinlogArchiving(archive, func() (time.Duration, int64, int64) {
-			return time.Duration(a.LagNanos.Load()), a.Stored.Load(), a.Segments.Load()
+		r.m.BinlogArchiving(archive, func() metrics.BinlogArchiver {
+			return metrics.BinlogArchiver{Lag: time.Duration(a.LagNanos.Load()), Bytes: a.Stored.Load(), Segments: a.Segments.Load(), Gaps: a.Gaps.Load()}
 		})
 	}
 }
