@@ -353,14 +353,7 @@ func (SourceType) Configure(ctx context.Context, cfg sdk.Config) (sdk.Source, sd
 		}
 		seen[db] = true
 	}
-	for _, a := range c.DumpArgs {
-		switch {
-		case strings.HasPrefix(a, "--password") || strings.HasPrefix(a, "-p"):
-			diags = append(diags, sdk.AttrError("dump_args", "a password in dump_args", "a command line is visible to every user of the machine: set password instead")...)
-		case strings.HasPrefix(a, "--defaults") || a == "--no-defaults" || a == "--print-defaults":
-			diags = append(diags, sdk.AttrError("dump_args", fmt.Sprintf("%s in dump_args", a), "option files must be the first argument, where pipe passes its own: put settings in client_options")...)
-		}
-	}
+	diags = append(diags, checkArgs("dump_args", c.DumpArgs)...)
 	dump, d := program("dump_command", c.Dump, "mariadb-dump", "mysqldump")
 	diags = append(diags, d...)
 	client, d := program("client_command", c.Client, "mariadb", "mysql")
