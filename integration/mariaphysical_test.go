@@ -340,6 +340,38 @@ func (m *mariaServer) pitrWriter(t *testing.T) (w *writer, base int64) {
 	return w, base
 }
 
+// pitrSetup is a MariaDB server with the binlog on and pipe inside, a
+// bucket, the keys, and the binlog_fetch file written out.
+type pitrSetup struct {
+	m      *mariaServer
+	b      *s3Bench
+	bucket string
+	keys   string   // the folder of backup.key and backup.pub
+	env    []string // of pipe runs in the container
+}
+
+func startPITR(t *testing.T, version string) *pitrSetup {
+	t.Helper()
+	p := &pitrSetup{keys: t.TempDir(), b: newS3Bench(t)}
+	mustPipe(t, p.keys, nil, "keygen", "-o", "backup")
+	p.bucket = p.b.bucket(t, "pitr")
+	p.m = startPhysicalMariaDB(t, version, p.keys)
+	if err := p.m.c.CopyToContainer(context.Background(), []byte(fetchFile(p.b, p.bucket)), "/etc/pipe/fetch.hcl", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.env = p.b.env(p.bucket, "http://"+p.b.m.IP+":9000", "PIPE_VAR_password="+mariaRootPassword)
+	return p
+}
+
+// startArchiver starts pipe binlog archive in the container, in the
+// background.
+func (p *pitrSetup) startArchiver(t *testing.T) {
+	t.Helper()
+	if code, out := p.m.inside(t, p.env, "sh", "-c", "pipe binlog archive /etc/pipe/physical.hcl >>/tmp/archiver.log 2>&1 &"); code != 0 {
+		t.Fatalf("starting the archiver: %s", out)
+	}
+}
+
 // TestMariaDBPITR: the binlog archived as the server writes it (the
 // archiver killed and restarted along the way), a full and an
 // incremental backup under steady writes, and ten recoveries to random
@@ -351,22 +383,9 @@ func TestMariaDBPITR(t *testing.T) {
 		t.Skip("integration test")
 	}
 	ctx := context.Background()
-	keys := t.TempDir()
-	mustPipe(t, keys, nil, "keygen", "-o", "backup")
-	b := newS3Bench(t)
-	bucket := b.bucket(t, "pitr")
-	m := startPhysicalMariaDB(t, "10.11", keys)
-	if err := m.c.CopyToContainer(ctx, []byte(fetchFile(b, bucket)), "/etc/pipe/fetch.hcl", 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := b.env(bucket, "http://"+b.m.IP+":9000", "PIPE_VAR_password="+mariaRootPassword)
-	archiver := "pipe binlog archive /etc/pipe/physical.hcl >>/tmp/archiver.log 2>&1 &"
-	startArchiver := func() {
-		if code, out := m.inside(t, env, "sh", "-c", archiver); code != 0 {
-			t.Fatalf("starting the archiver: %s", out)
-		}
-	}
-	startArchiver()
+	p := startPITR(t, "10.11")
+	m, b, bucket, keys, env := p.m, p.b, p.bucket, p.keys, p.env
+	startArchiver := func() { p.startArchiver(t) }
 	m.sql(t, "CREATE TABLE shop.big (id INT PRIMARY KEY, pad CHAR(90)) ENGINE=InnoDB; "+
 		"INSERT INTO shop.big SELECT seq, SHA2(seq, 256) FROM shop.seq_1_to_100000")
 	w, base := m.pitrWriter(t)
@@ -514,19 +533,9 @@ func TestMariaDBPhysicalVersions(t *testing.T) {
 }
 
 func smokePhysical(t *testing.T, version string) {
-	ctx := context.Background()
-	keys := t.TempDir()
-	mustPipe(t, keys, nil, "keygen", "-o", "backup")
-	b := newS3Bench(t)
-	bucket := b.bucket(t, "physical")
-	m := startPhysicalMariaDB(t, version, keys)
-	if err := m.c.CopyToContainer(ctx, []byte(fetchFile(b, bucket)), "/etc/pipe/fetch.hcl", 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := b.env(bucket, "http://"+b.m.IP+":9000", "PIPE_VAR_password="+mariaRootPassword)
-	if code, out := m.inside(t, env, "sh", "-c", "pipe binlog archive /etc/pipe/physical.hcl >>/tmp/archiver.log 2>&1 &"); code != 0 {
-		t.Fatalf("starting the archiver: %s", out)
-	}
+	p := startPITR(t, version)
+	m, b, bucket := p.m, p.b, p.bucket
+	p.startArchiver(t)
 	w, base := m.pitrWriter(t)
 	time.Sleep(time.Second)
 	m.mustPhysical(t, b, bucket, "backup")

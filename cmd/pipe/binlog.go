@@ -55,19 +55,10 @@ func (a *app) openBinlog(ctx context.Context, file string, f *walFlags, use arch
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if unknown := unknownAttrs(pa.Def.Store); len(unknown) > 0 {
-		fmt.Fprintf(a.stderr, "Error: archive %q: store %s: %s not known: give the variables they use (--var name=value or PIPE_VAR_name)\n", pa.Name, pa.Def.Store.Type, unknown)
-		return nil, nil, nil, &exitError{exitInvalid}
-	}
-	ar, done, err := runner.OpenBinlogArchive(ctx, pa, a.registry)
+	// Not exit 1: for pipe binlog fetch that says "not archived".
+	ar, done, err := openArchiveWith(a, pa, exitInvalid, func() (*binlog.Archive, func(), error) { return runner.OpenBinlogArchive(ctx, pa, a.registry) })
 	if err != nil {
-		var de *runner.DiagError
-		if errors.As(err, &de) {
-			a.printDiags(a.walFile, de.Diags)
-			return nil, nil, nil, &exitError{exitInvalid}
-		}
-		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), a.walFile.Secrets()))
-		return nil, nil, nil, &exitError{exitInvalid}
+		return nil, nil, nil, err
 	}
 	return pa, ar, done, nil
 }
@@ -94,12 +85,14 @@ pipe_binlog_segments_total and pipe_binlog_gaps_total.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			daemonGC(pusherGC)
 			pa, ar, done, err := a.openBinlog(ctx, args[0], &f, archivePusher)
 			if err != nil {
 				return err
 			}
 			defer done()
+			// loadArchive turned the collector off, as for a process that
+			// lives for one file; this one runs for days.
+			daemonGC(pusherGC)
 			mx, err := a.startMetrics(&mf, args[0])
 			if err != nil {
 				return err

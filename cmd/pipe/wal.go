@@ -149,19 +149,28 @@ const (
 
 // openStore opens the archive's store.
 func (a *app) openStore(ctx context.Context, pa *plan.Archive, f *walFlags) (*wal.Archive, func(), error) {
+	return openArchiveWith(a, pa, exitFailed, func() (*wal.Archive, func(), error) { return runner.OpenArchive(ctx, pa, a.registry, f.pgdata) })
+}
+
+// openArchiveWith refuses a store whose attributes wait on variables not
+// given, then opens the archive with open, reporting its failure as
+// pipe wal and pipe binlog do: diagnostics at their place (exit 2), any
+// other error scrubbed of secrets (exit failed).
+func openArchiveWith[T any](a *app, pa *plan.Archive, failed int, open func() (T, func(), error)) (T, func(), error) {
+	var none T
 	if unknown := unknownAttrs(pa.Def.Store); len(unknown) > 0 {
 		fmt.Fprintf(a.stderr, "Error: archive %q: store %s: %s not known: give the variables they use (--var name=value or PIPE_VAR_name)\n", pa.Name, pa.Def.Store.Type, strings.Join(unknown, ", "))
-		return nil, nil, &exitError{exitInvalid}
+		return none, nil, &exitError{exitInvalid}
 	}
-	ar, done, err := runner.OpenArchive(ctx, pa, a.registry, f.pgdata)
+	ar, done, err := open()
 	if err != nil {
 		var de *runner.DiagError
 		if errors.As(err, &de) {
 			a.printDiags(a.walFile, de.Diags)
-			return nil, nil, &exitError{exitInvalid}
+			return none, nil, &exitError{exitInvalid}
 		}
 		fmt.Fprintln(a.stderr, "Error:", scrub(err.Error(), a.walFile.Secrets()))
-		return nil, nil, &exitError{exitFailed}
+		return none, nil, &exitError{failed}
 	}
 	return ar, done, nil
 }

@@ -93,10 +93,7 @@ func (s *PhysicalSink) replay(ctx context.Context) error {
 	if err := s.checkReach(files, start); err != nil {
 		return err
 	}
-	if s.uid >= 0 {
-		if err := chownTree(s.c.DataDir, s.uid, s.gid); err != nil {
-			return err
-		}
+	if s.uid >= 0 { // the data directory is the owner's already (prepare)
 		if err := os.Chown(tmp, s.uid, s.gid); err != nil {
 			return sdk.ExplainIO(err)
 		}

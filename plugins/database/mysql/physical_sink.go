@@ -360,6 +360,13 @@ func (s *PhysicalSink) prepare(ctx context.Context) error {
 			return sdk.ExplainIO(err)
 		}
 	}
+	// The files are the owner's before a replay's server (which runs as
+	// the owner, and writes its own files so) opens them.
+	if s.uid >= 0 {
+		if err := chownTree(s.c.DataDir, s.uid, s.gid); err != nil {
+			return err
+		}
+	}
 	if s.replays() {
 		if err := s.replay(ctx); err != nil {
 			return err
@@ -367,11 +374,6 @@ func (s *PhysicalSink) prepare(ctx context.Context) error {
 	}
 	if err := removeBackupFiles(s.c.DataDir); err != nil {
 		return err
-	}
-	if s.uid >= 0 {
-		if err := chownTree(s.c.DataDir, s.uid, s.gid); err != nil {
-			return err
-		}
 	}
 	return errors.Join(untar.SyncTree(s.c.DataDir), untar.SyncDir(filepath.Dir(s.c.DataDir)))
 }
