@@ -141,13 +141,15 @@ type pgServer struct {
 	c    testcontainers.Container
 }
 
-// startPG starts PostgreSQL in a container, with pgDB as its database.
-func startPG(ctx context.Context) (*pgServer, error) {
+// startPG starts PostgreSQL in a container, with pgDB as its database
+// and args added to the server's command line.
+func startPG(ctx context.Context, args ...string) (*pgServer, error) {
 	pg, err := tcpostgres.Run(ctx, pgImage, tcpostgres.WithDatabase(pgDB), tcpostgres.WithUsername(pgUser),
 		tcpostgres.WithPassword(pgPassword), tcpostgres.BasicWaitStrategies(),
 		// Docker's 64 MiB /dev/shm is too small for parallel VACUUM and
 		// index builds; the official image's docs say to raise it.
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 1 << 30 }))
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.ShmSize = 1 << 30 }),
+		testcontainers.WithCmdArgs(args...))
 	s := &pgServer{c: pg}
 	if err != nil {
 		s.stop()

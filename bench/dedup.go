@@ -16,11 +16,13 @@ import (
 // chunks can match) written to a file, then backed up from that file by
 // pipe with a dedup stage, by pipe without one (zstd 3 and age, one
 // compressed full a night), and by restic backup --stdin (its defaults:
-// compression auto, AES; a repository on the same disk). Between nights
+// compression auto, AES; a repository on the same disk) and again with
+// --compression max, as an operator tuning restic for size would. Between nights
 // 2% of pgbench_accounts is updated: in one key range (seven nights), then
 // in a fresh store scattered over the table, aid % 50 = night (four
 // nights). Then the newest night is restored by each. Every tool reads
-// the same file and writes to the same disk.
+// the same file and writes to the same disk. Base backups are
+// dedupbase.go's.
 
 type dedupResult struct {
 	scale    int
@@ -44,7 +46,10 @@ type dedupVariant struct {
 	runs         []pipelineRun
 }
 
-var dedupTools = []string{"pipe, dedup", "pipe, no dedup (zstd 3, age)", "restic backup --stdin"}
+var dedupTools = []string{"pipe, dedup", "pipe, no dedup (zstd 3, age)", "restic backup --stdin", "restic backup --stdin --compression max"}
+
+// dedupStores are the tools' stores, in dedupTools' order.
+var dedupStores = []string{"pipe-dd", "pipe-plain", "restic", "restic-max"}
 
 type dedupBench struct {
 	b     *bench
@@ -129,7 +134,7 @@ func (db *dedupBench) psql(ctx context.Context, sql string) error {
 // nights, then the restores.
 func (db *dedupBench) series(ctx context.Context) error {
 	v := db.v
-	for _, d := range []string{"pipe-dd", "pipe-plain", "restic", "out"} {
+	for _, d := range append(dedupStores, "out") {
 		os.RemoveAll(filepath.Join(db.dir, d))
 	}
 	if err := db.psql(ctx, "DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history"); err != nil {
@@ -138,7 +143,7 @@ func (db *dedupBench) series(ctx context.Context) error {
 	if _, err := timeCommand(ctx, []string{"pgbench", "-i", "-q", "-s", strconv.Itoa(db.scale), db.pg.url(pgDB)}, pgEnvVars...); err != nil {
 		return fmt.Errorf("pgbench -i: %w", err)
 	}
-	if _, err := db.sh(ctx, "restic -r restic --password-file restic.pw init"); err != nil {
+	if _, err := db.sh(ctx, "restic -r restic --password-file restic.pw init && restic -r restic-max --password-file restic.pw init"); err != nil {
 		return err
 	}
 	files := map[string]string{"p.hcl": dedupPipelines}
@@ -237,14 +242,15 @@ func (db *dedupBench) backupRun(i int) runFunc {
 				}
 				db.v.peak = max(db.v.peak, m.maxRSS)
 			}
-		case 2:
-			m, err = db.sh(ctx, "restic -r restic --password-file restic.pw backup --quiet --stdin --stdin-filename dump.sql < dump.sql")
+		case 2, 3:
+			m, err = db.sh(ctx, fmt.Sprintf("restic -r %s --password-file restic.pw backup --quiet --stdin --stdin-filename dump.sql%s < dump.sql",
+				dedupStores[i], map[bool]string{true: " --compression max"}[i == 3]))
 		}
 		if err != nil {
 			return m, err
 		}
 		label := dedupTools[i]
-		n, err := duBytes(filepath.Join(db.dir, []string{"pipe-dd", "pipe-plain", "restic"}[i]))
+		n, err := duBytes(filepath.Join(db.dir, dedupStores[i]))
 		db.v.stored[label] = append(db.v.stored[label], n)
 		return m, err
 	}
@@ -328,7 +334,7 @@ func (r *dedupResult) races() []*race {
 
 func (r *dedupResult) markdown(w writer) {
 	w("\n## Deduplicated runs (pgbench dumps, night after night)\n\n")
-	w("Tools: %s. pgbench scale %d, dumped each night by pg_dump -Fp into a file that every tool backs up: pipe with a dedup stage (1 MiB chunks, zstd 3, age), pipe without (zstd 3, age: a compressed full each night), restic backup --stdin (defaults: compression auto). All on the same local disk. Medians of the nights.\n",
+	w("Tools: %s. pgbench scale %d, dumped each night by pg_dump -Fp into a file that every tool backs up: pipe with a dedup stage (1 MiB chunks, zstd 3, age), pipe without (zstd 3, age: a compressed full each night), restic backup --stdin at its defaults (compression auto) and at --compression max. All on the same local disk. Medians of the nights.\n",
 		strings.Join(r.versions, "; "), r.scale)
 	for _, v := range r.variants {
 		v.markdown(w)
@@ -356,6 +362,9 @@ func (v *dedupVariant) markdown(w writer) {
 		}
 		w("| stored after %d nights vs one compressed full | %s | %s | %.2f× | %s | %s |\n", len(dd), mib(dd[last]), mib(full), ratio, target, met)
 		w("| stored after %d nights vs restic's | %s | %s | %.2f× | ≤ 1.00× | %s |\n", len(dd), mib(dd[last]), mib(restic[last]), float64(dd[last])/float64(restic[last]), yesNo(dd[last] <= restic[last]))
+		if rmax := v.stored[dedupTools[3]]; len(rmax) > 0 {
+			w("| stored after %d nights vs restic's at --compression max | %s | %s | %.2f× | ≤ 1.00× | %s |\n", len(dd), mib(dd[last]), mib(rmax[len(rmax)-1]), float64(dd[last])/float64(rmax[len(rmax)-1]), yesNo(dd[last] <= rmax[len(rmax)-1]))
+		}
 		w("| (context) restic's store vs one compressed full | %s | %s | %.2f× | | |\n", mib(restic[last]), mib(full), float64(restic[last])/float64(full))
 		w("| (context) %d compressed fulls vs one | %s | %s | %.2f× | | |\n", len(plain), mib(plain[len(plain)-1]), mib(full), float64(plain[len(plain)-1])/float64(full))
 	}

@@ -88,7 +88,7 @@ func TestConfigRuns(t *testing.T) {
 // TestScenarioNames: -only's list, as its help and docs/benchmarks.md
 // give it, in run order.
 func TestScenarioNames(t *testing.T) {
-	want := "copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, mariaphysical, wal, basebackup, incremental, dedup"
+	want := "copy, compress, decompress, plugins, s3, decode, catalog, postgres, pgcluster, mysqlcluster, mariaphysical, wal, basebackup, incremental, dedup, dedupbase"
 	if got := strings.Join(scenarioNames(), ", "); got != want {
 		t.Errorf("scenarios %s, want %s", got, want)
 	}

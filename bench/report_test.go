@@ -270,15 +270,28 @@ func fakeReport() *report {
 		backup: fakeRace("backup of one night's dump", "", 1300<<20,
 			fakeContender(dedupTools[0], 0, []int{6000, 2000, 2100}, []int{9000, 3000, 3000}, 0),
 			fakeContender(dedupTools[1], 0, []int{5000, 5000, 5100}, []int{9000, 9000, 9000}, 0),
-			fakeContender(dedupTools[2], 0, []int{15000, 6000, 6000}, []int{20000, 8000, 8000}, 0)),
+			fakeContender(dedupTools[2], 0, []int{15000, 6000, 6000}, []int{20000, 8000, 8000}, 0),
+			fakeContender(dedupTools[3], 0, []int{25000, 9000, 9000}, []int{30000, 12000, 12000}, 0)),
 		restore: fakeRace("restore of the newest night", "", 1300<<20,
 			fakeContender(dedupTools[0], 0, []int{4000}, []int{6000}, 0),
 			fakeContender("restic dump, then sync", 0, []int{9000}, []int{9000}, 0),
 			fakeContender("pipe, no dedup", 0, []int{3800}, []int{6000}, 0)),
-		stored: map[string][]int64{dedupTools[0]: {200 << 20, 215 << 20, 230 << 20}, dedupTools[1]: {200 << 20, 400 << 20, 600 << 20}, dedupTools[2]: {230 << 20, 330 << 20, 430 << 20}},
+		stored: map[string][]int64{dedupTools[0]: {200 << 20, 215 << 20, 230 << 20}, dedupTools[1]: {200 << 20, 400 << 20, 600 << 20},
+			dedupTools[2]: {230 << 20, 330 << 20, 430 << 20}, dedupTools[3]: {210 << 20, 300 << 20, 390 << 20}},
 		budget: 300 << 20, peak: 120 << 20, runs: []pipelineRun{fakeSummary("dedup", 1.3)},
 	}}}
 	r.add("dedup", dd)
+	r.add("dedupbase", &dedupBaseResult{scale: 100, version: "PostgreSQL 15.18", series: []*dedupBase{{
+		name: "2% of pgbench_accounts' rows updated a night in one key range", nights: 3, clusterSize: 1525 << 20, changed: 0.042,
+		backup: fakeRace("base backup of the cluster", "", 1525<<20,
+			fakeContender(dedupBaseTools[0], 0, []int{11000, 10000, 10500}, []int{12000, 11000, 11000}, 0),
+			fakeContender(dedupBaseTools[1], 0, []int{9000, 9500, 9400}, []int{10000, 10000, 10000}, 0)),
+		restore: fakeRace("restore of the newest base backup", "", 1525<<20,
+			fakeContender(dedupBaseTools[0], 0, []int{5000}, []int{7000}, 0),
+			fakeContender(dedupBaseTools[1], 0, []int{4800}, []int{6500}, 0)),
+		stored: map[string][]int64{dedupBaseTools[0]: {70 << 20, 75 << 20, 80 << 20}, dedupBaseTools[1]: {67 << 20, 134 << 20, 201 << 20}},
+		budget: 280 << 20, peak: 100 << 20, runs: []pipelineRun{fakeSummary("source", 1.1)},
+	}}})
 	r.add("memory", memory)
 	return r
 }

@@ -39,6 +39,7 @@ var scenarios = []scenario{
 	own("basebackup", (*bench).baseBackupScenario),
 	own("incremental", (*bench).incrementalScenario),
 	own("dedup", (*bench).dedupScenario),
+	own("dedupbase", (*bench).dedupBaseScenario),
 	own("memory", (*bench).memoryScenario),
 }
 
