@@ -382,18 +382,25 @@ func (v *dedupVariant) markdown(w writer) {
 	ratio := timeRatio(rp, rr)
 	w("| restore time vs %s | %.2f s | %.2f s | %.2f× (throughput %.2f×) | ≤ 0.83× | %s |\n", v.restore.refs[0].label, rp.Seconds(), rr.Seconds(), ratio, 1/ratio, yesNo(ratio <= 1/1.2))
 	w("| (context) restore time vs %s | %.2f s | %.2f s | %.2f× | | |\n", v.restore.refs[1].label, rp.Seconds(), v.restore.refs[1].median().Seconds(), timeRatio(rp, v.restore.refs[1].median()))
-	if v.budget > 0 && v.peak > 0 {
-		w("| pipe's peak RSS (largest process) of a dedup backup vs its budget | %s | %s | %.2f× | ≤ 1.00× | %s |\n", mib(v.peak), mib(v.budget), float64(v.peak)/float64(v.budget), yesNo(v.peak <= v.budget))
+	nightsTail(w, "dedup backups", v.peak, v.budget, dedupTools, v.stored, v.runs)
+}
+
+// nightsTail ends a series' section: the peak RSS of pipe's largest
+// process (of what) against its budget, each tool's store after each
+// night, and pipe's newest run summary.
+func nightsTail(w writer, what string, peak, budget int64, tools []string, stored map[string][]int64, runs []pipelineRun) {
+	if budget > 0 && peak > 0 {
+		w("| pipe's peak RSS (largest process) of the %s vs its budget | %s | %s | %.2f× | ≤ 1.00× | %s |\n", what, mib(peak), mib(budget), float64(peak)/float64(budget), yesNo(peak <= budget))
 	}
 	w("\nEach store's size after each night:\n\n")
-	for _, t := range dedupTools {
+	for _, t := range tools {
 		var parts []string
-		for _, n := range v.stored[t] {
+		for _, n := range stored[t] {
 			parts = append(parts, mib(n))
 		}
 		w("- %s: %s\n", t, strings.Join(parts, ", "))
 	}
-	if len(v.runs) > 0 {
-		w("\npipe's run summary, dedup backups: bottleneck %s; %s.\n", bottlenecks(v.runs), stageList(v.runs[len(v.runs)-1]))
+	if len(runs) > 0 {
+		w("\npipe's run summary, %s: bottleneck %s; %s.\n", what, bottlenecks(runs), stageList(runs[len(runs)-1]))
 	}
 }

@@ -406,18 +406,5 @@ func (v *dedupBase) markdown(w writer) {
 	w("| (context) backup time vs %s | %.2f s | %.2f s | %.2f× | | |\n", v.backup.refs[0].label, p.Seconds(), ref.Seconds(), timeRatio(p, ref))
 	rp, rr := v.restore.pipe.median(), v.restore.refs[0].median()
 	w("| (context) restore time vs %s | %.2f s | %.2f s | %.2f× | | |\n", v.restore.refs[0].label, rp.Seconds(), rr.Seconds(), timeRatio(rp, rr))
-	if v.budget > 0 && v.peak > 0 {
-		w("| pipe's peak RSS (largest process) of a dedup base backup vs its budget | %s | %s | %.2f× | ≤ 1.00× | %s |\n", mib(v.peak), mib(v.budget), float64(v.peak)/float64(v.budget), yesNo(v.peak <= v.budget))
-	}
-	w("\nEach store's size after each night:\n\n")
-	for _, t := range dedupBaseTools {
-		var parts []string
-		for _, n := range v.stored[t] {
-			parts = append(parts, mib(n))
-		}
-		w("- %s: %s\n", t, strings.Join(parts, ", "))
-	}
-	if len(v.runs) > 0 {
-		w("\npipe's run summary, dedup base backups: bottleneck %s; %s.\n", bottlenecks(v.runs), stageList(v.runs[len(v.runs)-1]))
-	}
+	nightsTail(w, "dedup base backups", v.peak, v.budget, dedupBaseTools, v.stored, v.runs)
 }
