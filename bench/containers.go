@@ -95,6 +95,28 @@ func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
 	return m, nil
 }
 
+// emptyTrash deletes what MinIO keeps of deleted and overwritten objects
+// (.minio.sys/tmp/.trash, which it empties every 5 minutes): uploading a
+// 2 GiB object dozens of times filled tens of GB of disk before then.
+// Where the volume is not on this host's disk (Docker Desktop) it does
+// nothing.
+func (m *minio) emptyTrash(ctx context.Context) {
+	st, err := m.c.Inspect(ctx)
+	if err != nil {
+		return
+	}
+	for _, mt := range st.Mounts {
+		if mt.Destination != "/data" {
+			continue
+		}
+		trash := filepath.Join(mt.Source, ".minio.sys", "tmp", ".trash")
+		entries, _ := os.ReadDir(trash)
+		for _, e := range entries {
+			_ = os.RemoveAll(filepath.Join(trash, e.Name()))
+		}
+	}
+}
+
 // attrs are an s3 block's attributes for the bench bucket; the secret key
 // is the sensitive variable "secret".
 func (m *minio) attrs() string {

@@ -143,6 +143,7 @@ func (s *s3Bench) uploadSweep(ctx context.Context) ([]sweepPoint, error) {
 			if err != nil {
 				return nil, err
 			}
+			s.m.emptyTrash(ctx) // the object it overwrote
 			points = append(points, sweepPoint{part, conc, m.wall})
 			logf("  sweep part %3d MiB × %2d: %s", part>>20, conc, rate(s.size, m.wall))
 		}
@@ -161,7 +162,10 @@ func (s *s3Bench) uploadRace(ctx context.Context, best sweepPoint) (*race, error
 	}
 	upload := func(label, key string, run runFunc) *contender {
 		return &contender{label: label, run: run,
-			clean: func() { _, _ = timeCommand(ctx, []string{s.cfg.mc, "rm", "--quiet", object(key)}, s.m.mcEnv...) },
+			clean: func() {
+				_, _ = timeCommand(ctx, []string{s.cfg.mc, "rm", "--quiet", object(key)}, s.m.mcEnv...)
+				s.m.emptyTrash(ctx)
+			},
 			check: func(ctx context.Context, rep int) error {
 				return storedSize(ctx, s.cfg.mc, s.m.mcEnv, object(key), s.size)
 			}}
