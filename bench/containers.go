@@ -62,10 +62,11 @@ func (m *minio) direct(ctx context.Context) bool {
 }
 
 // emptier returns a contender's clean: it removes what the bench bucket
-// holds under prefix, untimed.
+// holds under prefix, and MinIO's trash of it, untimed.
 func (m *minio) emptier(ctx context.Context, mc, prefix string) func() {
 	return func() {
 		_, _ = timeCommand(ctx, []string{mc, "rm", "--recursive", "--force", "--quiet", mcAlias + "/" + s3Bucket + "/" + prefix}, m.mcEnv...)
+		m.emptyTrash(ctx)
 	}
 }
 
@@ -97,7 +98,8 @@ func (b *bench) startMinIO(ctx context.Context, mc string) (*minio, error) {
 
 // emptyTrash deletes what MinIO keeps of deleted and overwritten objects
 // (.minio.sys/tmp/.trash, which it empties every 5 minutes): uploading a
-// 2 GiB object dozens of times filled tens of GB of disk before then.
+// 2 GiB object dozens of times filled tens of GB of disk before then,
+// and every scenario's clean (emptier) leaves what it deleted there.
 // Where the volume is not on this host's disk (Docker Desktop) it does
 // nothing.
 func (m *minio) emptyTrash(ctx context.Context) {

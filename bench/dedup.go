@@ -123,11 +123,18 @@ func (db *dedupBench) keys(ctx context.Context) error {
 }
 
 func (db *dedupBench) psql(ctx context.Context, sql string) error {
-	_, err := timeCommand(ctx, []string{"psql", "-q", "-v", "ON_ERROR_STOP=1", db.pg.url(pgDB), "-c", sql}, pgEnvVars...)
+	_, err := db.query(ctx, sql)
+	return err
+}
+
+// query runs sql in the database and returns its output, unaligned and
+// without headers.
+func (db *dedupBench) query(ctx context.Context, sql string) (string, error) {
+	m, err := timeCommand(ctx, []string{"psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", db.pg.url(pgDB), "-c", sql}, pgEnvVars...)
 	if err != nil {
-		return fmt.Errorf("psql %q: %w", sql, err)
+		return "", fmt.Errorf("psql %q: %w", sql, err)
 	}
-	return nil
+	return strings.TrimSpace(string(m.stdout)), nil
 }
 
 // series runs one variant: a fresh database and fresh stores, the

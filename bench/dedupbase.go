@@ -82,11 +82,11 @@ func (b *bench) dedupBaseScenario(ctx context.Context) (*dedupBaseResult, error)
 	}
 	// Replication connections from the host: the official image allows
 	// only ordinary ones.
-	m, err := timeCommand(ctx, []string{"psql", "-X", "-A", "-t", db.pg.url(pgDB), "-c", "SHOW hba_file"}, pgEnvVars...)
+	hba, err := db.query(ctx, "SHOW hba_file")
 	if err != nil {
 		return nil, err
 	}
-	if err := db.pgExec(ctx, fmt.Sprintf(`echo "host replication all all scram-sha-256" >> %q`, strings.TrimSpace(string(m.stdout)))); err != nil {
+	if err := db.pgExec(ctx, fmt.Sprintf(`echo "host replication all all scram-sha-256" >> %q`, hba)); err != nil {
 		return nil, err
 	}
 	if err := db.psql(ctx, "SELECT pg_reload_conf()"); err != nil {
@@ -100,8 +100,8 @@ func (b *bench) dedupBaseScenario(ctx context.Context) (*dedupBaseResult, error)
 		}
 		res.series = append(res.series, s)
 	}
-	if m, err := timeCommand(ctx, []string{"psql", "-X", "-A", "-t", db.pg.url(pgDB), "-c", "SHOW server_version"}, pgEnvVars...); err == nil {
-		res.version = "PostgreSQL " + strings.TrimSpace(string(m.stdout))
+	if v, err := db.query(ctx, "SHOW server_version"); err == nil {
+		res.version = "PostgreSQL " + v
 	}
 	return res, nil
 }
@@ -302,11 +302,11 @@ func (db *dedupBench) pgExec(ctx context.Context, cmd string) error {
 
 // clusterSize is the size of the cluster's databases.
 func (db *dedupBench) clusterSize(ctx context.Context) (int64, error) {
-	m, err := timeCommand(ctx, []string{"psql", "-X", "-A", "-t", db.pg.url(pgDB), "-c", "SELECT sum(pg_database_size(oid)) FROM pg_database"}, pgEnvVars...)
+	v, err := db.query(ctx, "SELECT sum(pg_database_size(oid)) FROM pg_database")
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(strings.TrimSpace(string(m.stdout)), 10, 64)
+	return strconv.ParseInt(v, 10, 64)
 }
 
 // baseBackupRun is pipeline i's base backup; its store's size after it
@@ -338,13 +338,11 @@ func (db *dedupBench) basePipelines() map[string]string {
     label      = "bench"
   }
 `, db.pg.attrs())
-	// dedup is the dedup stage's attributes beyond the key, nil for
-	// none.
-	backup := func(name string, dedup []string) string {
-		stage := ""
-		if dedup != nil {
-			stage = "  dedup {\n    key = file(\"keys/dedup.key\")\n" + strings.Join(dedup, "") + "  }\n"
-		}
+	// dedup is a dedup stage with the key and attrs.
+	dedup := func(attrs string) string {
+		return "  dedup {\n    key = file(\"keys/dedup.key\")\n" + attrs + "  }\n"
+	}
+	backup := func(name, stage string) string {
 		return fmt.Sprintf(`variable "pgpass" { sensitive = true }
 pipeline %q {
 %s%s  compress {}
@@ -366,9 +364,9 @@ pipeline %q {
 `, name, name)
 	}
 	return map[string]string{
-		"bb-dd.hcl":    backup("bb-dd", []string{}),
-		"bb-plain.hcl": backup("bb-plain", nil),
-		"bb-dd256.hcl": backup("bb-dd256", []string{"    chunk_size = \"256KiB\"\n"}),
+		"bb-dd.hcl":    backup("bb-dd", dedup("")),
+		"bb-plain.hcl": backup("bb-plain", ""),
+		"bb-dd256.hcl": backup("bb-dd256", dedup("    chunk_size = \"256KiB\"\n")),
 		"p.hcl":        dedupPipelines + restore("bb-dd") + restore("bb-plain"),
 	}
 }
