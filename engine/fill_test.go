@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,14 +67,21 @@ func (r *rangedStream) WriteAtTo(w io.WriterAt) (int64, error) {
 // fileSink writes objects as files in dir through a temporary file, as the
 // fs sink does: an sdk.FileWriter.
 type fileSink struct {
-	dir      string
-	readOnly bool // its files refuse writes
+	dir       string
+	readOnly  bool // its files refuse writes
+	writeOnly bool // its files refuse reads
 }
 
 func (s fileSink) Create(ctx context.Context, obj sdk.Object) (sdk.ObjectWriter, error) {
 	f, err := os.CreateTemp(s.dir, ".tmp-*")
 	if err != nil {
 		return nil, err
+	}
+	if s.writeOnly {
+		f.Close()
+		if f, err = os.OpenFile(f.Name(), os.O_WRONLY, 0); err != nil {
+			return nil, err
+		}
 	}
 	if s.readOnly {
 		f.Close()
@@ -335,5 +344,88 @@ func TestSendHandsTheFile(t *testing.T) {
 	grown, _ := os.ReadFile(path)
 	if snk.fromFile.Load() != 0 || !bytes.Equal(snk.objects["obj"], grown[100:]) {
 		t.Fatalf("a stream from byte 100: from the file %d, stored %d bytes", snk.fromFile.Load(), len(snk.objects["obj"]))
+	}
+}
+
+// A stream whose only stage observes it (a checksum) still goes direct:
+// written at its offsets, or handed over as a file, while a follower reads
+// the file back for the stage, which sees every byte in order. A file the
+// follower could not read back, or a digest that does not match, fails the
+// stream named by its stage.
+func TestDirectIsFollowed(t *testing.T) {
+	data := randBytes(24, 3*followPiece+777) // several pieces, ranges landing last first
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	checksum := func(j *Job) { j.Stages = []Stage{{Name: "checksum", Proc: digest{}}} }
+
+	src, dir := &rangedSource{data: data}, t.TempDir()
+	j := fillJob(src, dir)
+	checksum(j)
+	res, r, err := run(t, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.atOffsets.Load() != 1 || src.inOrder.Load() != 0 {
+		t.Fatal("fill: the stream was read in order, not written at its offsets")
+	}
+	if got := res.Streams[0].Observed["checksum"]; got != want {
+		t.Fatalf("fill: the stage saw %q, want %q", got, want)
+	}
+	if m := r.stages[0]; m.BytesIn() != int64(len(data)) {
+		t.Fatalf("fill: the stage's meter counted %d bytes", m.BytesIn())
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "obj")); !bytes.Equal(got, data) {
+		t.Fatalf("fill: the file has %d bytes, not the object's", len(got))
+	}
+
+	// A file open only for writing cannot be followed: through the chunks.
+	src, dir = &rangedSource{data: data}, t.TempDir()
+	j = fillJob(src, dir)
+	j.Sinks[0].Sink = fileSink{dir: dir, writeOnly: true}
+	checksum(j)
+	if res, _, err = run(t, j); err != nil {
+		t.Fatal(err)
+	}
+	if src.inOrder.Load() != 1 || res.Streams[0].Observed["checksum"] != want {
+		t.Fatalf("write-only file: in order %d, the stage saw %q", src.inOrder.Load(), res.Streams[0].Observed["checksum"])
+	}
+
+	// A digest that does not match fails the fill and commits nothing.
+	src, dir = &rangedSource{data: data}, t.TempDir()
+	j = fillJob(src, dir)
+	j.Stages = []Stage{{Name: "checksum", Proc: digest{want: map[string]string{"obj": strings.Repeat("0", 64)}}}}
+	if _, _, err = run(t, j); err == nil || !strings.Contains(err.Error(), "checksum: digest mismatch") {
+		t.Fatalf("fill, wrong digest: err = %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("fill, wrong digest: left behind %v", left)
+	}
+
+	// A file handed to the sink is read by the follower beside it.
+	path := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsrc, snk := &fileSource{path: path}, &atSink{objects: map[string][]byte{}}
+	j = sendJob(fsrc, snk, int64(len(data)))
+	checksum(j)
+	if res, _, err = run(t, j); err != nil {
+		t.Fatal(err)
+	}
+	if snk.fromFile.Load() != 1 || snk.writes.Load() != 0 || !bytes.Equal(snk.objects["obj"], data) {
+		t.Fatalf("send: from the file %d, by Write %d", snk.fromFile.Load(), snk.writes.Load())
+	}
+	if got := res.Streams[0].Observed["checksum"]; got != want || fsrc.done.Load() != 1 {
+		t.Fatalf("send: the stage saw %q, want %q; done %d", got, want, fsrc.done.Load())
+	}
+
+	fsrc, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}}
+	j = sendJob(fsrc, snk, int64(len(data)))
+	j.Stages = []Stage{{Name: "checksum", Proc: digest{want: map[string]string{"obj": strings.Repeat("0", 64)}}}}
+	if _, _, err = run(t, j); err == nil || !strings.Contains(err.Error(), "checksum: digest mismatch") {
+		t.Fatalf("send, wrong digest: err = %v", err)
+	}
+	if _, ok := snk.objects["obj"]; ok || fsrc.done.Load() != 2 {
+		t.Fatalf("send, wrong digest: committed, or done %d", fsrc.done.Load())
 	}
 }

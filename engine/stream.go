@@ -39,7 +39,7 @@ func (r *Run) stream(ctx context.Context, i int) error {
 	chunks := true           // the stream moves through pipe's chunks
 	var opened io.ReadCloser // by send, when the sink did not take the file
 	if r.direct(st, writers) {
-		if f := fillTarget(writers[0]); f != nil {
+		if f := fillTarget(writers[0], len(r.job.Stages) > 0); f != nil {
 			chunks, err = false, r.fill(ctx, st, res, f)
 		} else {
 			opened, err = r.send(ctx, st, res, writers[0])
@@ -131,11 +131,12 @@ func (r *Run) pump(ctx context.Context, st *Stream, res *StreamResult, writers [
 }
 
 // direct says whether the stream goes unchanged from the source to its
-// one object: no stage, no check, no rate limit, one sink. The source may
-// then write the object's file itself (fill), or the sink read the
-// stream's file itself (send).
+// one object: no stage but observers (a checksum, which a follower feeds
+// from the file), no check, no rate limit, one sink. The source may then
+// write the object's file itself (fill), or the sink read the stream's
+// file itself (send).
 func (r *Run) direct(st *Stream, writers []sdk.ObjectWriter) bool {
-	return len(r.job.Stages) == 0 && len(st.Checks) == 0 && len(writers) == 1 && r.srcLimit == nil && r.sinkLimits[0] == nil
+	return r.observers() && len(st.Checks) == 0 && len(writers) == 1 && r.srcLimit == nil && r.sinkLimits[0] == nil
 }
 
 func wrap(s *Stage, err error) error {
@@ -158,9 +159,10 @@ func abort(ctx context.Context, ws []sdk.ObjectWriter) {
 }
 
 // fillTarget returns the file of a direct stream's object when the source
-// may write it itself (direct.Fill): an empty regular file (the fs sink's).
+// may write it itself (direct.Fill): an empty regular file (the fs sink's),
+// which can also be read if followed (the stream has observers).
 // Otherwise nil (a command's input, say).
-func fillTarget(w sdk.ObjectWriter) *os.File {
+func fillTarget(w sdk.ObjectWriter, followed bool) *os.File {
 	fw, ok := w.(sdk.FileWriter)
 	if !ok {
 		return nil
@@ -169,17 +171,37 @@ func fillTarget(w sdk.ObjectWriter) *os.File {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
 		return nil
 	}
+	if followed {
+		// Empty, so a file open for reading answers EOF; one open only
+		// for writing, an error.
+		if _, err := f.ReadAt(make([]byte, 1), 0); err != io.EOF {
+			return nil
+		}
+	}
 	return f
 }
 
 // fill has the source write the stream into f: an object store's ranges
 // go in parallel straight to where they belong in the file, instead of
 // being reassembled in order and copied through chunks (see direct.Fill).
+// A follower reads the file's written start meanwhile for the observers.
 func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
 	h := r.handover()
-	n, err := direct.Fill(ctx, r.job.Source, st.Name, f, h.progress)
+	fl := r.follow(ctx, st, f)
+	var prefix func(int64)
+	if fl != nil {
+		prefix = fl.advance
+	}
+	n, err := direct.Fill(ctx, r.job.Source, st.Name, f, h.progress, prefix)
 	res.Read, res.Written = n, n // what landed, also when it failed
-	return h.end(ctx, st, res, n, err, r.source)
+	if err = h.end(ctx, st, res, n, err, r.source); fl == nil {
+		return err
+	}
+	if err != nil {
+		fl.stop()
+		return err
+	}
+	return fl.end(ctx, n, res, &r.mu)
 }
 
 // open opens the stream.
@@ -218,8 +240,18 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 		return rc, nil //nolint:nilerr // no fast path: the chunks read it
 	}
 	h := r.handover()
-	n, taken, err := direct.SendFile(w, fr.File(), fi.Size(), h.progress)
+	fl := r.follow(ctx, st, fr.File())
+	progress := h.progress
+	if fl != nil {
+		// The follower starts with the first bytes sent: an object that
+		// does not take the file sends none, and the chunks observe it.
+		progress = func(k int64) { fl.advance(fi.Size()); h.progress(k) }
+	}
+	n, taken, err := direct.SendFile(w, fr.File(), fi.Size(), progress)
 	if !taken {
+		if fl != nil {
+			fl.stop()
+		}
 		return rc, nil
 	}
 	if err == nil {
@@ -228,6 +260,15 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 		// cut or mixed, so the object is not committed.
 		if now, serr := fr.File().Stat(); serr != nil || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
 			err = &sdk.ReadError{Err: fmt.Errorf("the file changed while it was uploaded (%d bytes when it began): back it up once nothing writes to it", fi.Size())}
+		}
+	}
+	if fl != nil && err != nil {
+		fl.stop()
+	} else if fl != nil {
+		if ferr := fl.end(ctx, n, res, &r.mu); ferr != nil {
+			fr.Done(false)
+			_ = rc.Close()
+			return nil, ferr // the stage's failure, named so
 		}
 	}
 	fr.Done(err == nil)

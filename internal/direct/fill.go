@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
@@ -14,35 +16,40 @@ import (
 // themselves, as Fill does: pipe's stand-in for a plugin's source
 // (plugins/host) does, so that the plugin writes the file pipe hands it.
 type Filler interface {
-	Fill(ctx context.Context, name string, f *os.File, progress func(n int64)) (int64, error)
+	Fill(ctx context.Context, name string, f *os.File, progress, prefix func(n int64)) (int64, error)
 }
 
 // Fill writes the stream name of src into f, an empty regular file, from
 // its first byte: with WriteAtTo when the stream has it, else in order.
 // progress gets the size of every write as it is made, from several
-// goroutines at once. Writing starts the disk's writeback of every whole
+// goroutines at once; prefix, if not nil, how far from the file's first
+// byte every byte is written, each time that grows (ranges land in any
+// order), never from two goroutines at once. Writing starts the disk's writeback of every whole
 // 8 MiB block written, without waiting for it, so that the fsync of a
 // commit finds little left to do (a last partial block is left to the
 // fsync). It returns the bytes written.
-func Fill(ctx context.Context, src sdk.Source, name string, f *os.File, progress func(n int64)) (int64, error) {
+func Fill(ctx context.Context, src sdk.Source, name string, f *os.File, progress, prefix func(n int64)) (int64, error) {
 	if fl, ok := src.(Filler); ok {
-		return fl.Fill(ctx, name, f, progress)
+		return fl.Fill(ctx, name, f, progress, prefix)
 	}
 	rc, err := src.Open(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	return FillFrom(ctx, rc, f, progress)
+	return FillFrom(ctx, rc, f, progress, prefix)
 }
 
 // FillFrom is Fill of a stream already open (with ctx), which it closes.
-func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress func(n int64)) (int64, error) {
+func FillFrom(ctx context.Context, rc io.ReadCloser, f *os.File, progress, prefix func(n int64)) (int64, error) {
 	if fr, ok := rc.(sdk.FileReader); ok {
 		// A read of a pipe or FIFO that ctx ended must return: it may
 		// not look at ctx itself.
 		defer context.AfterFunc(ctx, func() { _ = fr.File().SetReadDeadline(time.Now()) })()
 	}
 	w := &fileAt{f: f, progress: progress}
+	if prefix != nil {
+		w.written = &written{tell: prefix}
+	}
 	var err error
 	var n int64
 	if wt, ok := rc.(sdk.WriterAtTo); ok {
@@ -106,6 +113,7 @@ func unwrapPath(err error) error {
 type fileAt struct {
 	f        *os.File
 	progress func(int64)
+	written  *written // nil: nobody asked how far the file is written
 }
 
 func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
@@ -117,6 +125,9 @@ func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 		if w.progress != nil {
 			w.progress(int64(n))
 		}
+		if w.written != nil {
+			w.written.add(off, int64(n))
+		}
 	}
 	if err != nil {
 		// The file's name here is no help (a descriptor pipe handed over):
@@ -124,4 +135,35 @@ func (w *fileAt) WriteAt(p []byte, off int64) (int, error) {
 		return n, &sdk.WriteError{Err: sdk.ExplainIO(unwrapPath(err))}
 	}
 	return n, nil
+}
+
+// written gathers the spans of a file written at offsets and tells how
+// far from the file's first byte they reach without a gap, each time that
+// grows. A fill's ranges each write in order, so the spans stay about as
+// many as the ranges in flight.
+type written struct {
+	mu    sync.Mutex
+	spans []span // sorted, disjoint, none touching the next
+	told  int64
+	tell  func(prefix int64)
+}
+
+type span struct{ start, end int64 }
+
+func (w *written) add(off, n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := span{off, off + n}
+	// Merge with every span it touches or overlaps; keep the rest sorted.
+	i := sort.Search(len(w.spans), func(i int) bool { return w.spans[i].end >= s.start })
+	j := i
+	for j < len(w.spans) && w.spans[j].start <= s.end {
+		s.start, s.end = min(s.start, w.spans[j].start), max(s.end, w.spans[j].end)
+		j++
+	}
+	w.spans = append(w.spans[:i], append([]span{s}, w.spans[j:]...)...)
+	if i == 0 && s.start == 0 && s.end > w.told {
+		w.told = s.end
+		w.tell(s.end)
+	}
 }

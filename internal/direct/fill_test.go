@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -49,13 +50,13 @@ func TestFillFromFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &fileStream{f: src}
-		var progress atomic.Int64
-		n, err := FillFrom(context.Background(), s, out, func(k int64) { progress.Add(k) })
+		var progress, prefix atomic.Int64
+		n, err := FillFrom(context.Background(), s, out, func(k int64) { progress.Add(k) }, func(p int64) { prefix.Store(p) })
 		out.Close()
 		want := data[skip:]
 		got, _ := os.ReadFile(out.Name())
-		if err != nil || n != int64(len(want)) || progress.Load() != n || !bytes.Equal(got, want) || s.done.Load() != 1 {
-			t.Fatalf("from byte %d: %d bytes (progress %d, file %d, equal %v, done %d): %v", skip, n, progress.Load(), len(got), bytes.Equal(got, want), s.done.Load(), err)
+		if err != nil || n != int64(len(want)) || progress.Load() != n || prefix.Load() != n || !bytes.Equal(got, want) || s.done.Load() != 1 {
+			t.Fatalf("from byte %d: %d bytes (progress %d, prefix %d, file %d, equal %v, done %d): %v", skip, n, progress.Load(), prefix.Load(), len(got), bytes.Equal(got, want), s.done.Load(), err)
 		}
 	}
 }
@@ -76,6 +77,56 @@ func TestCompletedBlocks(t *testing.T) {
 		start, length := completedBlocks(c.off, c.n)
 		if start != c.start || length != c.length {
 			t.Errorf("a write of %d at %d: writeback %d+%d, want %d+%d", c.n, c.off, start, length, c.start, c.length)
+		}
+	}
+}
+
+// The prefix told is how far the spans written reach from byte 0 without
+// a gap, whatever order they land in: it only grows, never passes a gap,
+// and ends at the file's size.
+func TestWrittenPrefix(t *testing.T) {
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		// Ranges of 10 pieces each, written in order within a range, the
+		// ranges interleaved at random, some pieces written twice (a range
+		// resumed).
+		const ranges, pieces, piece = 6, 10, 7
+		next := make([]int, ranges)
+		have := make([]bool, ranges*pieces)
+		var told []int64
+		w := &written{tell: func(p int64) { told = append(told, p) }}
+		for left := ranges * pieces; left > 0; {
+			r := rng.IntN(ranges)
+			if next[r] == pieces {
+				continue
+			}
+			k := r*pieces + next[r]
+			if next[r] > 0 && rng.IntN(4) == 0 {
+				w.add(int64(k-1)*piece, piece) // again
+			}
+			w.add(int64(k)*piece, piece)
+			have[k] = true
+			next[r]++
+			left--
+			want := 0
+			for want < len(have) && have[want] {
+				want++
+			}
+			last := int64(0)
+			if len(told) > 0 {
+				last = told[len(told)-1]
+			}
+			if last != int64(want)*piece {
+				t.Fatalf("seed %d: told %d, want %d", seed, last, want*piece)
+			}
+		}
+		for i := 1; i < len(told); i++ {
+			if told[i] <= told[i-1] {
+				t.Fatalf("seed %d: told %v: not growing", seed, told)
+			}
+		}
+		if len(w.spans) != 1 {
+			t.Fatalf("seed %d: spans %v", seed, w.spans)
 		}
 	}
 }

@@ -410,6 +410,7 @@ func TestPluginDiesWithHost(t *testing.T) {
 // failures and its death end the fill with what went wrong.
 func TestFill(t *testing.T) {
 	r := registry(t)
+	var prefix atomic.Int64 // the last fill's, as the plugin told it
 	fill := func(role, name string, size int64) (*os.File, int64, int64, error) {
 		t.Helper()
 		st, err := r.Source(role)
@@ -426,14 +427,20 @@ func TestFill(t *testing.T) {
 		}
 		t.Cleanup(func() { f.Close() })
 		var progress atomic.Int64
-		n, err := src.(direct.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) })
+		prefix.Store(0)
+		n, err := src.(direct.Filler).Fill(context.Background(), name, f, func(k int64) { progress.Add(k) }, func(p int64) {
+			if p <= prefix.Load() {
+				t.Errorf("prefix told %d after %d", p, prefix.Load())
+			}
+			prefix.Store(p)
+		})
 		return f, n, progress.Load(), err
 	}
 
 	const size = 5<<20 + 123
 	f, n, progress, err := fill("good", "ranges", size)
-	if err != nil || n != size || progress != size {
-		t.Fatalf("ranges: %d bytes, progress %d, %v", n, progress, err)
+	if err != nil || n != size || progress != size || prefix.Load() != size {
+		t.Fatalf("ranges: %d bytes, progress %d, prefix %d, %v", n, progress, prefix.Load(), err)
 	}
 	got, _ := os.ReadFile(f.Name())
 	for o, b := range got {
@@ -447,8 +454,8 @@ func TestFill(t *testing.T) {
 
 	// A stream without WriteAtTo is written in order.
 	f, n, progress, err = fill("good", "data", size)
-	if fi, _ := f.Stat(); err != nil || n != size || fi.Size() != size || progress != size {
-		t.Fatalf("data: %d bytes, progress %d, %v", n, progress, err)
+	if fi, _ := f.Stat(); err != nil || n != size || fi.Size() != size || progress != size || prefix.Load() != size {
+		t.Fatalf("data: %d bytes, progress %d, prefix %d, %v", n, progress, prefix.Load(), err)
 	}
 
 	if _, _, _, err := fill("good", "nope", size); !isNotFound(err) {

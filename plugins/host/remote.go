@@ -148,15 +148,17 @@ var (
 )
 
 // Fill has the plugin write the stream into f itself (see direct.Filler):
-// pipe hands it the file, and it reports the bytes written as it goes. A
+// pipe hands it the file, and it reports the bytes written as it goes, and
+// how far the file is written without a gap (a plugin built before it
+// said so reports 0: prefix is not told). A
 // plugin that cannot take files has its stream read here, in order.
-func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progress func(int64)) (int64, error) {
+func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progress, prefix func(int64)) (int64, error) {
 	if !s.proc.fill || s.proc.fds == nil {
 		rc, err := s.Open(ctx, name)
 		if err != nil {
 			return 0, err
 		}
-		return direct.FillFrom(ctx, rc, f, progress)
+		return direct.FillFrom(ctx, rc, f, progress, prefix)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the plugin's side too, however this ends
@@ -168,8 +170,13 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 	if err != nil {
 		return 0, s.proc.wrap(ctx, err)
 	}
+	var told int64
 	return s.proc.follow(ctx, "writing "+name, progress, func() (int64, bool, error, error) {
 		resp, err := st.Recv()
+		if p := resp.GetPrefix(); prefix != nil && p > told {
+			told = p
+			prefix(p)
+		}
 		if msg := resp.GetWriteError(); msg != "" {
 			return resp.GetWritten(), true, &sdk.WriteError{Err: errors.New(msg)}, nil
 		}

@@ -2516,7 +2516,11 @@ type FillFile_Response struct {
 	Done    bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`       // the last answer: written is the stream's size
 	// The last answer when writing the file failed (the sink's failure, a
 	// full disk say) rather than reading the stream: why.
-	WriteError    string `protobuf:"bytes,3,opt,name=write_error,json=writeError,proto3" json:"write_error,omitempty"`
+	WriteError string `protobuf:"bytes,3,opt,name=write_error,json=writeError,proto3" json:"write_error,omitempty"`
+	// Every byte of the file's first prefix bytes is written (ranges land
+	// in any order): pipe hashes the file up to there as it fills. 0 from
+	// a plugin that does not say; pipe then hashes it when it is done.
+	Prefix        int64 `protobuf:"varint,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2570,6 +2574,13 @@ func (x *FillFile_Response) GetWriteError() string {
 		return x.WriteError
 	}
 	return ""
+}
+
+func (x *FillFile_Response) GetPrefix() int64 {
+	if x != nil {
+		return x.Prefix
+	}
+	return 0
 }
 
 type SendFile_Request struct {
@@ -4589,17 +4600,18 @@ const file_pipe_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03End\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\"\x1f\n" +
 	"\aFileRef\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\x04R\x05token\"\xb2\x01\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\"\xca\x01\n" +
 	"\bFillFile\x1aK\n" +
 	"\aRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\x04R\x06handle\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\x1aY\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x1aq\n" +
 	"\bResponse\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x03R\awritten\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done\x12\x1f\n" +
 	"\vwrite_error\x18\x03 \x01(\tR\n" +
-	"writeError\"\xc8\x01\n" +
+	"writeError\x12\x16\n" +
+	"\x06prefix\x18\x04 \x01(\x03R\x06prefix\"\xc8\x01\n" +
 	"\bSendFile\x1aG\n" +
 	"\aRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x12\n" +

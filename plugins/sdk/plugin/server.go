@@ -341,16 +341,19 @@ func (s *server) FillFile(req *pb.FillFile_Request, out pb.Plugin_FillFileServer
 	if err != nil {
 		return err
 	}
+	var prefix atomic.Int64 // how far the file is written without a gap
 	n, written, err := report(cancel, func(progress func(int64)) (int64, error) {
-		return direct.Fill(ctx, src, req.GetName(), f, progress)
-	}, func(written int64) error { return out.Send(&pb.FillFile_Response{Written: written}) })
+		return direct.Fill(ctx, src, req.GetName(), f, progress, prefix.Store)
+	}, func(written int64) error {
+		return out.Send(&pb.FillFile_Response{Written: written, Prefix: prefix.Load()})
+	})
 	if we := (*sdk.WriteError)(nil); errors.As(err, &we) {
-		return out.Send(&pb.FillFile_Response{Written: written, WriteError: status.Convert(s.status(h, err)).Message()})
+		return out.Send(&pb.FillFile_Response{Written: written, Prefix: prefix.Load(), WriteError: status.Convert(s.status(h, err)).Message()})
 	}
 	if err != nil {
 		return s.status(h, err)
 	}
-	return out.Send(&pb.FillFile_Response{Written: n, Done: true})
+	return out.Send(&pb.FillFile_Response{Written: n, Prefix: prefix.Load(), Done: true})
 }
 
 // SendFile has an object take its bytes from the file pipe handed over
