@@ -309,6 +309,10 @@ func (r *s3Result) markdown(w writer) {
 	ratio := timeRatio(walPipe, walMC)
 	w("| a 16 MiB WAL segment, whole process (median of %d) | %s | %s | | %.2f× of mc's wall time | ≤ 1.20× | %s |\n\n",
 		len(r.wal.pipe.times), walPipe.Round(time.Millisecond), walMC.Round(time.Millisecond), ratio, yesNo(ratio <= 1.2))
+	if r.mcSync != nil {
+		ratio := speedup(r.download.pipe.median(), r.mcSync.median())
+		w("Download against `mc cp && sync` alone (the durable copy mc users make): %.2f× (target ≥ 1.00×: %s).\n\n", ratio, yesNo(ratio >= 1.0))
+	}
 	w("pipe with its endpoints in its own process (`PIPE_BUILTINS=inprocess`, no plugin process): download %s, WAL segment %s. The difference is what the plugin boundary costs.\n\n",
 		rate(r.download.bytes, r.download.refs[2].median()), walInProcess.Round(time.Millisecond))
 	r.sweepMarkdown(w)

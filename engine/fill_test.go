@@ -419,6 +419,21 @@ func TestDirectIsFollowed(t *testing.T) {
 		t.Fatalf("send: the stage saw %q, want %q; done %d", got, want, fsrc.done.Load())
 	}
 
+	// A file written to while it is sent is not committed, whatever the
+	// follower read of it.
+	fsrc, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}, grow: path}
+	j = sendJob(fsrc, snk, int64(len(data)))
+	checksum(j)
+	if _, _, err = run(t, j); err == nil || !strings.Contains(err.Error(), "the file changed while it was uploaded") {
+		t.Fatalf("send, file growing: err = %v", err)
+	}
+	if _, ok := snk.objects["obj"]; ok {
+		t.Fatal("send, file growing: committed")
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	fsrc, snk = &fileSource{path: path}, &atSink{objects: map[string][]byte{}}
 	j = sendJob(fsrc, snk, int64(len(data)))
 	j.Stages = []Stage{{Name: "checksum", Proc: digest{want: map[string]string{"obj": strings.Repeat("0", 64)}}}}

@@ -20,7 +20,9 @@ import (
 
 // followPiece is the most a follower reads at a time: small enough that
 // what it read is still in a core's L2 cache when the hash reads it (see
-// direct's fillPiece).
+// direct's fillPiece). It reads no more than a chunk at a time either: its
+// buffer stands in for the chunks the direct stream does not use, and the
+// memory budget counts those.
 const followPiece = 512 << 10
 
 // watch is one observer stage's observation of a direct stream.
@@ -47,24 +49,31 @@ type follower struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	f      *os.File
+	piece  int // the most read at a time
 	ws     []watch
 	upto   atomic.Int64  // the file's bytes known complete
 	wake   chan struct{} // upto grew, or the move ended
 	ended  atomic.Bool   // upto is final
 	start  sync.Once
-	done   chan struct{} // run returned; err is set
+	done   chan struct{} // run returned; err and failed are set
 	err    error
+	// failed is the watch whose Write failed (err), nil when reading
+	// the file failed.
+	failed *watch
 	fed    int64 // the bytes the observations have seen
+	// reading is blamed for a failure to read the file back: the
+	// source's meter for a file sent, the sink's for a file filled.
+	reading func(error) error
 }
 
 // follow returns a follower of f for the stream st's observer stages, or
-// nil when the job has none. It starts reading once advance or end is
-// called; stop or end must be.
-func (r *Run) follow(ctx context.Context, st *Stream, f *os.File) *follower {
+// nil when the job has none; reading says whose failure one to read f is.
+// It starts reading once advance or end is called; stop or end must be.
+func (r *Run) follow(ctx context.Context, st *Stream, f *os.File, reading func(error) error) *follower {
 	if len(r.job.Stages) == 0 {
 		return nil
 	}
-	fl := &follower{f: f, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	fl := &follower{f: f, piece: min(followPiece, max(r.job.ChunkSize, 1)), wake: make(chan struct{}, 1), done: make(chan struct{}), reading: reading}
 	fl.ctx, fl.cancel = context.WithCancel(ctx)
 	for k := range r.job.Stages {
 		s := &r.job.Stages[k]
@@ -96,7 +105,7 @@ func (fl *follower) poke() {
 func (fl *follower) begin() {
 	fl.start.Do(func() {
 		go func() {
-			fl.err = fl.run(fl.ctx)
+			fl.failed, fl.err = fl.run(fl.ctx)
 			close(fl.done)
 		}()
 	})
@@ -104,18 +113,18 @@ func (fl *follower) begin() {
 
 // end says the move completed the file's n bytes and waits until the
 // observations saw them; then it finishes them, recording each result in
-// res under its stage's name. A failure names the stage.
+// res under its stage's name. A failure names the stage, or is reading's.
 func (fl *follower) end(ctx context.Context, n int64, res *StreamResult, mu *sync.Mutex) error {
 	fl.advance(n)
 	fl.ended.Store(true)
 	fl.poke()
 	<-fl.done
 	fl.cancel()
-	if fl.err != nil {
-		return fl.ws[0].m.fail(ctx, wrap(fl.ws[0].stage, fl.err))
-	}
-	if fl.fed != n {
-		return fl.ws[0].m.fail(ctx, wrap(fl.ws[0].stage, fmt.Errorf("read back %d bytes of the %d moved", fl.fed, n)))
+	switch {
+	case fl.failed != nil:
+		return fl.failed.m.fail(ctx, wrap(fl.failed.stage, fl.err))
+	case fl.err != nil:
+		return fl.reading(fl.err)
 	}
 	for _, w := range fl.ws {
 		v, err := w.obs.Finish()
@@ -137,45 +146,47 @@ func (fl *follower) stop() {
 }
 
 // run reads the file up to upto, in order, into every observation, until
-// the move ended and everything it completed was read.
-func (fl *follower) run(ctx context.Context) error {
-	buf := make([]byte, followPiece)
+// the move ended and everything it completed was read. It returns the
+// watch whose Write failed, or nil with a failure to read the file (or
+// the end of ctx).
+func (fl *follower) run(ctx context.Context) (*watch, error) {
+	buf := make([]byte, fl.piece)
 	for {
 		// ended first: an upto read after it is final.
 		ended := fl.ended.Load()
 		for upto := fl.upto.Load(); fl.fed < upto; {
 			if err := context.Cause(ctx); err != nil {
-				return err
+				return nil, err
 			}
 			k := int(min(int64(len(buf)), upto-fl.fed))
-			t := time.Now()
 			got, err := fl.f.ReadAt(buf[:k], fl.fed)
 			if got < k {
 				if err == nil || err == io.EOF {
-					err = io.ErrUnexpectedEOF
+					err = io.ErrUnexpectedEOF // shorter than what was moved
 				}
-				return fmt.Errorf("reading the object's file back at byte %d: %w", fl.fed, err)
+				return nil, fmt.Errorf("reading the file back for the checksum at byte %d: %w", fl.fed, err)
 			}
-			for _, w := range fl.ws {
-				if _, err := w.obs.Write(buf[:k]); err != nil {
-					return err
+			for i := range fl.ws {
+				w := &fl.ws[i]
+				t := time.Now()
+				_, err := w.obs.Write(buf[:k])
+				w.m.addBusy(t)
+				if err != nil {
+					return w, err
 				}
 				w.m.in.Add(int64(k))
 				w.m.out.Add(int64(k))
-			}
-			for _, w := range fl.ws {
-				w.m.addBusy(t)
 				w.m.chunks.Add(1)
 			}
 			fl.fed += int64(k)
 		}
 		if ended {
-			return nil
+			return nil, nil
 		}
 		select {
 		case <-fl.wake:
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return nil, context.Cause(ctx)
 		}
 	}
 }

@@ -187,7 +187,9 @@ func fillTarget(w sdk.ObjectWriter, followed bool) *os.File {
 // A follower reads the file's written start meanwhile for the observers.
 func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.File) error {
 	h := r.handover()
-	fl := r.follow(ctx, st, f)
+	fl := r.follow(ctx, st, f, func(err error) error {
+		return r.sinks[0].fail(ctx, fmt.Errorf("sink %s: %q: %w", r.job.Sinks[0].Name, st.Objects[0].Key, err))
+	})
 	var prefix func(int64)
 	if fl != nil {
 		prefix = fl.advance
@@ -240,7 +242,9 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 		return rc, nil //nolint:nilerr // no fast path: the chunks read it
 	}
 	h := r.handover()
-	fl := r.follow(ctx, st, fr.File())
+	fl := r.follow(ctx, st, fr.File(), func(err error) error {
+		return r.source.fail(ctx, fmt.Errorf("source: %w", err))
+	})
 	progress := h.progress
 	if fl != nil {
 		// The follower starts with the first bytes sent: an object that
@@ -254,21 +258,23 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 		}
 		return rc, nil
 	}
+	if fl != nil && err != nil {
+		fl.stop()
+	} else if fl != nil {
+		// Before the check below: the follower may read the file after
+		// the sink did, and what it read must be what the sink sent.
+		if ferr := fl.end(ctx, n, res, &r.mu); ferr != nil {
+			fr.Done(false)
+			_ = rc.Close()
+			return nil, ferr // the stage's failure or the source's, named so
+		}
+	}
 	if err == nil {
 		// The sink read the size the file had when it began: a file that
 		// changed meanwhile (a log still being written) would be stored
 		// cut or mixed, so the object is not committed.
 		if now, serr := fr.File().Stat(); serr != nil || now.Size() != fi.Size() || !now.ModTime().Equal(fi.ModTime()) {
 			err = &sdk.ReadError{Err: fmt.Errorf("the file changed while it was uploaded (%d bytes when it began): back it up once nothing writes to it", fi.Size())}
-		}
-	}
-	if fl != nil && err != nil {
-		fl.stop()
-	} else if fl != nil {
-		if ferr := fl.end(ctx, n, res, &r.mu); ferr != nil {
-			fr.Done(false)
-			_ = rc.Close()
-			return nil, ferr // the stage's failure, named so
 		}
 	}
 	fr.Done(err == nil)

@@ -173,7 +173,9 @@ func (s *remoteSource) Fill(ctx context.Context, name string, f *os.File, progre
 	var told int64
 	return s.proc.follow(ctx, "writing "+name, progress, func() (int64, bool, error, error) {
 		resp, err := st.Recv()
-		if p := resp.GetPrefix(); prefix != nil && p > told {
+		// Never past what it says it wrote: a plugin that told more
+		// would have holes read as zeros for the digest.
+		if p := min(resp.GetPrefix(), resp.GetWritten()); prefix != nil && p > told {
 			told = p
 			prefix(p)
 		}
