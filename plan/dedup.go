@@ -131,8 +131,9 @@ func (p *Pipeline) dedupRestoreMemory(j *engine.Job, l engine.Layout) int64 {
 			return 0
 		}
 		// It may copy a deduplicated run: the target's index, and per
-		// stream a chunk on its way, in one pack more.
-		return dedup.DefaultIndexMemory + int64(p.Streams)*int64(dedup.DefaultSizes.Max+4096)
+		// stream a chunk on its way, in one pack more, and the list read
+		// and the list written.
+		return dedup.DefaultIndexMemory + int64(p.Streams)*(int64(dedup.DefaultSizes.Max+4096)+2*dedup.ListMemory)
 	}
 	alt := *j
 	alt.Stages = []engine.Stage{{Name: stagekind.Dedup.Name, Proc: dedup.Unbound{}, Memory: dedup.RestoreMemory(DedupReadAhead, dedup.DefaultSizes.Max)}}

@@ -51,10 +51,10 @@ type BackupConfig struct {
 	Ahead int
 }
 
-// StreamMemory is what one stream keeps: the chunker's buffer and the
-// new chunks being stored.
+// StreamMemory is what one stream keeps: the chunker's buffer, the new
+// chunks being stored and its list's writer.
 func (c BackupConfig) StreamMemory() int64 {
-	return int64(chunkerBuffer*c.Sizes.Max) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max)
+	return int64(chunkerBuffer*c.Sizes.Max) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max) + ListMemory
 }
 
 // WorkerMemory is what one worker keeps: a compressed and a sealed chunk.

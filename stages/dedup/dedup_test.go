@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 
 	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/compress"
@@ -399,14 +400,44 @@ func TestListErrors(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	good := b.String()
-	line := strings.Split(good, "\n")[1]
-	r := NewListReader(strings.NewReader(good))
-	if got, err := r.Next(); err != nil || got != ref {
-		t.Fatalf("read back %+v, %v", got, err)
+	// Written compressed; read compressed, or as the plain text lists
+	// were written before.
+	stored := b.Bytes()
+	if !bytes.HasPrefix(stored, zstdMagic) {
+		t.Fatalf("the list is not zstd: %q", stored[:min(len(stored), 20)])
 	}
-	if _, err := r.Next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("after the last: %v", err)
+	dec, err := zstd.NewReader(bytes.NewReader(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(plain)
+	line := strings.Split(good, "\n")[1]
+	for name, list := range map[string]string{"compressed": string(stored), "plain": good} {
+		r := NewListReader(strings.NewReader(list))
+		if got, err := r.Next(); err != nil || got != ref {
+			t.Fatalf("%s: read back %+v, %v", name, got, err)
+		}
+		if _, err := r.Next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: after the last: %v", name, err)
+		}
+	}
+	// A compressed list cut short or damaged is an error, not a shorter
+	// list (zstd's frame checksum).
+	flipped := []byte(string(stored))
+	flipped[len(flipped)/2] ^= 0x40
+	for _, list := range []string{string(stored[:len(stored)-5]), string(flipped)} {
+		r := NewListReader(strings.NewReader(list))
+		var err error
+		for err == nil {
+			_, err = r.Next()
+		}
+		if errors.Is(err, io.EOF) {
+			t.Errorf("a damaged compressed list read to its end")
+		}
 	}
 	for _, c := range []struct{ list, want string }{
 		{"", "empty"},
@@ -627,7 +658,12 @@ func TestLoadChecked(t *testing.T) {
 	if _, err := ix.LoadChecked(bytes.NewReader(b.Bytes()), digest); err != nil || ix.Len() != 1 {
 		t.Fatalf("a list with its digest: %d chunks, %v", ix.Len(), err)
 	}
-	forged := bytes.Replace(b.Bytes(), []byte("r-00001.pack"), []byte("x-00001.pack"), 1)
+	var f bytes.Buffer
+	w = NewListWriter(&f)
+	ref.Pack = "x-00001.pack"
+	w.Add(ref)
+	w.Close()
+	forged := f.Bytes()
 	ix = NewIndex(1 << 20)
 	if _, err := ix.LoadChecked(bytes.NewReader(forged), digest); err == nil || ix.Len() != 0 {
 		t.Errorf("a changed list: %d chunks taken, %v", ix.Len(), err)

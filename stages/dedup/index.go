@@ -83,6 +83,13 @@ func (ix *Index) LoadChecked(r io.Reader, digest string) (left int64, err error)
 			break
 		}
 		if err != nil {
+			// A list that does not read is most often one changed:
+			// say so when its bytes show it, which tells more.
+			if _, cerr := io.Copy(h, r); cerr == nil {
+				if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+					return 0, fmt.Errorf("the list's bytes have %s, its manifest records %s: the list is damaged or was changed", got, digest)
+				}
+			}
 			return 0, err
 		}
 		if len(staged) < room {

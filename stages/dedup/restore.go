@@ -89,9 +89,9 @@ func maxStored(n int) int64 { return int64(n) + int64(n)/255 + 1024 + int64(n)/(
 func (r *Restore) StreamMemory(max int) int64 { return RestoreMemory(r.ahead, max) }
 
 // RestoreMemory is what a stream of a restore reading ahead chunks of at
-// most max bytes at once keeps.
+// most max bytes at once keeps, its list's reader included.
 func RestoreMemory(ahead, max int) int64 {
-	return int64(ahead)*(int64(max)+4096) + int64(2*ahead+1)*int64(max)
+	return int64(ahead)*(int64(max)+4096) + int64(2*ahead+1)*int64(max) + ListMemory
 }
 
 type slot struct {
