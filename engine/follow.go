@@ -138,8 +138,27 @@ func (fl *follower) end(ctx context.Context, n int64, res *StreamResult, mu *syn
 	return nil
 }
 
-// stop abandons a follower whose move failed, and waits for it.
+// close ends the follower of a move that moved n bytes and ended with
+// moved: end when the move succeeded, stop when it failed (its failure is
+// the caller's to report). A nil follower (nothing to observe) does
+// nothing.
+func (fl *follower) close(ctx context.Context, n int64, moved error, res *StreamResult, mu *sync.Mutex) error {
+	if fl == nil {
+		return nil
+	}
+	if moved != nil {
+		fl.stop()
+		return nil //nolint:nilerr // the move's failure is the caller's to report
+	}
+	return fl.end(ctx, n, res, mu)
+}
+
+// stop abandons a follower whose move failed or did not happen, and waits
+// for it; a nil follower does nothing.
 func (fl *follower) stop() {
+	if fl == nil {
+		return
+	}
 	fl.cancel()
 	fl.begin() // one never started returns at once
 	<-fl.done

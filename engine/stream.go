@@ -196,14 +196,11 @@ func (r *Run) fill(ctx context.Context, st *Stream, res *StreamResult, f *os.Fil
 	}
 	n, err := direct.Fill(ctx, r.job.Source, st.Name, f, h.progress, prefix)
 	res.Read, res.Written = n, n // what landed, also when it failed
-	if err = h.end(ctx, st, res, n, err, r.source); fl == nil {
-		return err
+	err = h.end(ctx, st, res, n, err, r.source)
+	if ferr := fl.close(ctx, n, err, res, &r.mu); ferr != nil {
+		return ferr
 	}
-	if err != nil {
-		fl.stop()
-		return err
-	}
-	return fl.end(ctx, n, res, &r.mu)
+	return err
 }
 
 // open opens the stream.
@@ -253,21 +250,15 @@ func (r *Run) send(ctx context.Context, st *Stream, res *StreamResult, w sdk.Obj
 	}
 	n, taken, err := direct.SendFile(w, fr.File(), fi.Size(), progress)
 	if !taken {
-		if fl != nil {
-			fl.stop()
-		}
+		fl.stop()
 		return rc, nil
 	}
-	if fl != nil && err != nil {
-		fl.stop()
-	} else if fl != nil {
-		// Before the check below: the follower may read the file after
-		// the sink did, and what it read must be what the sink sent.
-		if ferr := fl.end(ctx, n, res, &r.mu); ferr != nil {
-			fr.Done(false)
-			_ = rc.Close()
-			return nil, ferr // the stage's failure or the source's, named so
-		}
+	// Before the check below: the follower may read the file after the
+	// sink did, and what it read must be what the sink sent.
+	if ferr := fl.close(ctx, n, err, res, &r.mu); ferr != nil {
+		fr.Done(false)
+		_ = rc.Close()
+		return nil, ferr // the stage's failure or the source's, named so
 	}
 	if err == nil {
 		// The sink read the size the file had when it began: a file that

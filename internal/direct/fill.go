@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -161,7 +162,7 @@ func (w *written) add(off, n int64) {
 		s.start, s.end = min(s.start, w.spans[j].start), max(s.end, w.spans[j].end)
 		j++
 	}
-	w.spans = append(w.spans[:i], append([]span{s}, w.spans[j:]...)...)
+	w.spans = slices.Replace(w.spans, i, j, s)
 	if i == 0 && s.start == 0 && s.end > w.told {
 		w.told = s.end
 		w.tell(s.end)

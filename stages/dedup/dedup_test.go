@@ -427,7 +427,7 @@ func TestListErrors(t *testing.T) {
 	}
 	// A compressed list cut short or damaged is an error, not a shorter
 	// list (zstd's frame checksum).
-	flipped := []byte(string(stored))
+	flipped := bytes.Clone(stored)
 	flipped[len(flipped)/2] ^= 0x40
 	for _, list := range []string{string(stored[:len(stored)-5]), string(flipped)} {
 		r := NewListReader(strings.NewReader(list))

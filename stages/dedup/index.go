@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"sync"
 )
@@ -86,8 +87,8 @@ func (ix *Index) LoadChecked(r io.Reader, digest string) (left int64, err error)
 			// A list that does not read is most often one changed:
 			// say so when its bytes show it, which tells more.
 			if _, cerr := io.Copy(h, r); cerr == nil {
-				if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
-					return 0, fmt.Errorf("the list's bytes have %s, its manifest records %s: the list is damaged or was changed", got, digest)
+				if derr := sameDigest(h, digest); derr != nil {
+					return 0, derr
 				}
 			}
 			return 0, err
@@ -98,8 +99,8 @@ func (ix *Index) LoadChecked(r io.Reader, digest string) (left int64, err error)
 			left++
 		}
 	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
-		return 0, fmt.Errorf("the list's bytes have %s, its manifest records %s: the list is damaged or was changed", got, digest)
+	if err := sameDigest(h, digest); err != nil {
+		return 0, err
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -172,4 +173,13 @@ func (e *entry) wait(ctx context.Context) (Ref, error) {
 	case <-ctx.Done():
 		return Ref{}, context.Cause(ctx)
 	}
+}
+
+// sameDigest says whether the list's bytes hashed into h have the digest
+// its manifest records.
+func sameDigest(h hash.Hash, digest string) error {
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return fmt.Errorf("the list's bytes have %s, its manifest records %s: the list is damaged or was changed", got, digest)
+	}
+	return nil
 }
