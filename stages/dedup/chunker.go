@@ -122,19 +122,20 @@ func (c *cutter) cut(data []byte) int {
 
 // roll rolls the gear hash fp over d from byte from on and returns the
 // first boundary: the index of the byte at which the hash has every bit
-// of mask clear; or, without one, the hash at the end of d. Four bytes a
-// step: the hash after each of them is the one before the step shifted
-// and a sum of table entries that does not depend on it, so the chain
-// from step to step is one shift and one add, not four of each.
+// of mask clear; or, without one, the hash at the end of d. The hash after
+// byte k is fp<<1 + gear[d[k]], a chain of one shift and one add a byte;
+// taking two bytes a step (fp<<2 + (t0<<1 + t1), the inner sum off the
+// chain) halves the chain, and the hash between is computed beside it.
+// Eight bytes an iteration (BenchmarkCut measures it).
 func roll(d []byte, from int, fp uint64, g *[256]uint64, mask uint64) (int, uint64, bool) {
 	i := from
-	for ; i+4 <= len(d); i += 4 {
-		b := d[i : i+4 : i+4]
+	for ; i+8 <= len(d); i += 8 {
+		b := d[i : i+8 : i+8]
 		t0, t1, t2, t3 := g[b[0]], g[b[1]], g[b[2]], g[b[3]]
 		f0 := fp<<1 + t0
 		f1 := fp<<2 + (t0<<1 + t1)
-		f2 := fp<<3 + (t0<<2 + t1<<1 + t2)
-		fp = fp<<4 + (t0<<3 + t1<<2 + t2<<1 + t3)
+		f2 := f1<<1 + t2
+		f3 := f1<<2 + (t2<<1 + t3)
 		if f0&mask == 0 {
 			return i, f0, true
 		}
@@ -144,8 +145,25 @@ func roll(d []byte, from int, fp uint64, g *[256]uint64, mask uint64) (int, uint
 		if f2&mask == 0 {
 			return i + 2, f2, true
 		}
+		if f3&mask == 0 {
+			return i + 3, f3, true
+		}
+		t4, t5, t6, t7 := g[b[4]], g[b[5]], g[b[6]], g[b[7]]
+		f4 := f3<<1 + t4
+		f5 := f3<<2 + (t4<<1 + t5)
+		f6 := f5<<1 + t6
+		fp = f5<<2 + (t6<<1 + t7)
+		if f4&mask == 0 {
+			return i + 4, f4, true
+		}
+		if f5&mask == 0 {
+			return i + 5, f5, true
+		}
+		if f6&mask == 0 {
+			return i + 6, f6, true
+		}
 		if fp&mask == 0 {
-			return i + 3, fp, true
+			return i + 7, fp, true
 		}
 	}
 	for ; i < len(d); i++ {
