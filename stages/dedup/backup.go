@@ -54,7 +54,7 @@ type BackupConfig struct {
 // StreamMemory is what one stream keeps: the chunker's buffer, the new
 // chunks being stored and its list's writer.
 func (c BackupConfig) StreamMemory() int64 {
-	return int64(chunkerBuffer*c.Sizes.Max) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max) + ListMemory
+	return ChunkerMemory(c.Sizes) + int64(max(c.Ahead, 1))*int64(c.Sizes.Max) + ListMemory
 }
 
 // WorkerMemory is what one worker keeps: a compressed and a sealed chunk.
@@ -63,10 +63,10 @@ func (c BackupConfig) WorkerMemory() int64 { return 2 * int64(compress.Bound(c.S
 // job is one chunk of a stream, from its cut until the list names it.
 type job struct {
 	// src is the chunk in the chunker's buffer, readable until the job
-	// is done with window.
-	src    []byte
-	window *sync.WaitGroup
-	pool   *bufPool
+	// calls done.
+	src  []byte
+	done func()
+	pool *bufPool
 	// id and e are the chunk's id and entry in the index, set before
 	// named is closed.
 	id    ID
@@ -108,11 +108,11 @@ func (b *Backup) work(ctx context.Context, s *Sealer) {
 		j.e = e
 		close(j.named)
 		if !fresh {
-			j.window.Done()
+			j.done()
 			continue
 		}
 		plain := append(j.pool.get(), j.src...)
-		j.window.Done()
+		j.done()
 		ref := Ref{ID: e.ref.ID, Plain: len(plain)}
 		blob, err := s.Seal(plain)
 		if err == nil {
@@ -157,15 +157,13 @@ func (b *Backup) Abort(ctx context.Context) {
 // the list of all its chunks to dst. The stream's goroutine only cuts;
 // the workers name each chunk where it was cut, in the chunker's buffer,
 // look it up, and copy out and store the new ones; the chunker refills
-// its buffer once they are done with what it holds. The list is written
+// its slabs once they are done with what they hold. The list is written
 // in the stream's order as they finish.
 func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error {
-	c, err := NewChunker(b.key, b.sizes, src, make([]byte, chunkerBuffer*b.sizes.Max))
+	c, err := NewChunker(b.key, b.sizes, src)
 	if err != nil {
 		return err
 	}
-	window := &sync.WaitGroup{} // the jobs that read the chunker's buffer
-	c.BeforeFill = window.Wait
 	pool := &bufPool{ch: make(chan []byte, b.ahead), max: int32(b.ahead), size: b.sizes.Max}
 	g, gctx := errgroup.WithContext(ctx)
 	order := make(chan *job, 2*b.ahead)
@@ -194,9 +192,9 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 	})
 	g.Go(func() error {
 		defer close(order)
-		defer window.Wait() // the buffer outlives every read of it
+		defer c.Close() // no read of src after Stream, and the slabs outlive every read of them
 		for {
-			chunk, err := c.Next()
+			chunk, done, err := c.Next()
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -205,31 +203,25 @@ func (b *Backup) Stream(ctx context.Context, dst io.Writer, src io.Reader) error
 			}
 			b.stats.Chunks.Add(1)
 			b.stats.PlainBytes.Add(int64(len(chunk)))
-			window.Add(1)
-			j := &job{src: chunk, window: window, pool: pool, named: make(chan struct{})}
+			j := &job{src: chunk, done: done, pool: pool, named: make(chan struct{})}
 			// In order first: the job is in the list's queue before any
 			// worker can take it.
 			select {
 			case order <- j:
 			case <-gctx.Done():
-				window.Done()
+				done()
 				return context.Cause(gctx)
 			}
 			select {
 			case b.jobs <- j:
 			case <-gctx.Done():
-				window.Done()
+				done()
 				return context.Cause(gctx)
 			}
 		}
 	})
 	return g.Wait()
 }
-
-// chunkerBuffer is the chunker's buffer in largest chunks: it is refilled
-// when less than one is left, so each refill moves at most a quarter of
-// it, and the workers have three chunks' worth to name meanwhile.
-const chunkerBuffer = 4
 
 // bufPool is a stream's buffers for the new chunks being stored, made as
 // needed up to max.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sync"
 )
 
 // Sizes bound the chunks a stream is cut into.
@@ -174,66 +175,146 @@ func roll(d []byte, from int, fp uint64, g *[256]uint64, mask uint64) (int, uint
 	return 0, fp, false
 }
 
-// Chunker cuts a stream into chunks.
+// Chunker cuts a stream into chunks. Its chunks point into two slabs
+// that it fills by turns: while one is cut, a goroutine of its own fills
+// the other, once the chunks that were cut from that slab before are done
+// with, so the cut never waits for a read or a reader. Each slab is the
+// largest chunk's size of head room and slabData largest chunks of the
+// stream; a slab's head room holds the tail of the slab before, so the
+// chunk that spans the two is whole in the second.
 type Chunker struct {
-	c          *cutter
-	r          io.Reader
-	buf        []byte
-	start, end int
-	eof        bool
-	// BeforeFill, when set, is called before the buffer is refilled,
-	// which overwrites every chunk returned so far: a caller that lets
-	// others read chunks in place waits for them here.
-	BeforeFill func()
+	c *cutter
+	r io.Reader
+	// cur is the slab being cut, from start on.
+	cur    *slab
+	start  int
+	filled chan *slab // the filler hands slabs over in the stream's order
+	free   chan *slab // and takes them back to fill them again
+	stop   chan struct{}
+	done   chan struct{} // the filler has returned
+	slabs  [2]*slab
+	closed bool
 }
 
-// NewChunker returns a chunker of r with the key's gear table. buf, of at
-// least 2 × s.Max bytes, is where it reads ahead; its chunks point into it.
-func NewChunker(k Key, s Sizes, r io.Reader, buf []byte) (*Chunker, error) {
+// slabData is a slab's room for the stream, in largest chunks: a slab is
+// cut from the start of its head room to within one largest chunk of its
+// end, so each slab yields at least this many largest chunks' worth.
+const slabData = 2
+
+// ChunkerMemory is what a chunker of these sizes holds: two slabs.
+func ChunkerMemory(s Sizes) int64 { return 2 * int64(1+slabData) * int64(s.Max) }
+
+type slab struct {
+	buf []byte
+	end int  // buf[:end] holds data
+	eof bool // the stream ends at end
+	err error
+	// readers are those of the chunks cut from the slab: the filler
+	// writes over it once they are done.
+	readers sync.WaitGroup
+}
+
+// NewChunker returns a chunker of r with the key's gear table. It reads
+// r from a goroutine of its own until Close.
+func NewChunker(k Key, s Sizes, r io.Reader) (*Chunker, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	if len(buf) < 2*s.Max {
-		return nil, fmt.Errorf("chunker: a buffer of %d bytes, at least %d needed", len(buf), 2*s.Max)
+	c := &Chunker{c: newCutter(k, s), r: r, filled: make(chan *slab, 2), free: make(chan *slab, 2), stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range c.slabs {
+		c.slabs[i] = &slab{buf: make([]byte, (1+slabData)*s.Max)}
+		c.free <- c.slabs[i]
 	}
-	return &Chunker{c: newCutter(k, s), r: r, buf: buf}, nil
+	go c.fill()
+	return c, nil
 }
 
-// Next returns the next chunk, valid until the next call, or io.EOF after
-// the last one. An empty stream has no chunk.
-func (c *Chunker) Next() ([]byte, error) {
-	if c.end-c.start < c.c.Max && !c.eof {
-		if c.BeforeFill != nil {
-			c.BeforeFill()
+// Next returns the next chunk, or io.EOF after the last one; an empty
+// stream has no chunk. The chunk stays as it is until done is called,
+// which must be, once: pass it on with the chunk to whoever reads it.
+func (c *Chunker) Next() (chunk []byte, done func(), err error) {
+	max := c.c.Max
+	if c.cur == nil {
+		if c.cur, err = c.take(); err != nil {
+			return nil, nil, err
 		}
-		if err := c.fill(); err != nil {
-			return nil, err
-		}
+		c.start = max
 	}
-	if c.start == c.end {
-		return nil, io.EOF
-	}
-	n := c.c.cut(c.buf[c.start:c.end])
-	chunk := c.buf[c.start : c.start+n]
-	c.start += n
-	return chunk, nil
-}
-
-// fill moves what is left to the buffer's start and reads until it is
-// full or the stream ends.
-func (c *Chunker) fill() error {
-	c.end = copy(c.buf, c.buf[c.start:c.end])
-	c.start = 0
-	for c.end < len(c.buf) {
-		n, err := c.r.Read(c.buf[c.end:])
-		c.end += n
-		if errors.Is(err, io.EOF) {
-			c.eof = true
-			return nil
-		}
+	if s := c.cur; s.end-c.start < max && !s.eof {
+		next, err := c.take()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
+		// next's head room ends with what is left of s.
+		c.start = max - (s.end - c.start)
+		c.cur = next
+		c.free <- s
 	}
-	return nil
+	s := c.cur
+	if c.start == s.end {
+		return nil, nil, io.EOF
+	}
+	n := c.c.cut(s.buf[c.start:s.end])
+	chunk = s.buf[c.start : c.start+n]
+	c.start += n
+	s.readers.Add(1)
+	return chunk, s.readers.Done, nil
+}
+
+// take waits for the next slab the filler hands over.
+func (c *Chunker) take() (*slab, error) {
+	s := <-c.filled
+	if s.err != nil {
+		c.filled <- s // every later call fails the same
+		return nil, s.err
+	}
+	return s, nil
+}
+
+// fill is the filler: it fills the slabs given back, in turn, until the
+// stream ends, fails, or Close.
+func (c *Chunker) fill() {
+	defer close(c.done)
+	max := c.c.Max
+	var prev *slab
+	for {
+		var s *slab
+		select {
+		case s = <-c.free:
+		case <-c.stop:
+			return
+		}
+		s.readers.Wait()
+		s.end = max
+		if prev != nil {
+			copy(s.buf[:max], prev.buf[prev.end-max:prev.end])
+		}
+		for s.end < len(s.buf) && s.err == nil && !s.eof {
+			var n int
+			n, s.err = c.r.Read(s.buf[s.end:])
+			s.end += n
+			if errors.Is(s.err, io.EOF) {
+				s.eof, s.err = true, nil
+			}
+		}
+		c.filled <- s
+		if s.eof || s.err != nil {
+			return
+		}
+		prev = s
+	}
+}
+
+// Close stops the filler, and returns once it no longer reads the stream
+// and every chunk's done was called.
+func (c *Chunker) Close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	close(c.stop)
+	<-c.done
+	for _, s := range c.slabs {
+		s.readers.Wait()
+	}
 }

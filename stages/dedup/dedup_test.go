@@ -11,8 +11,10 @@ import (
 	"math/rand"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
@@ -38,15 +40,16 @@ func testKey(t testing.TB) Key {
 // chunks cuts data and returns its chunks' IDs.
 func chunks(t testing.TB, k Key, s Sizes, data []byte) []ID {
 	t.Helper()
-	c, err := NewChunker(k, s, bytes.NewReader(data), make([]byte, 2*s.Max))
+	c, err := NewChunker(k, s, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close()
 	h := k.Hasher()
 	var ids []ID
 	total := 0
 	for {
-		b, err := c.Next()
+		b, done, err := c.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -58,6 +61,7 @@ func chunks(t testing.TB, k Key, s Sizes, data []byte) []ID {
 		}
 		total += len(b)
 		ids = append(ids, h.Sum(b))
+		done()
 	}
 	if total != len(data) {
 		t.Fatalf("the chunks hold %d bytes of %d", total, len(data))
@@ -590,28 +594,159 @@ func TestChunkerMatchesCut(t *testing.T) {
 			want = append(want, n)
 			d = d[n:]
 		}
-		ch, err := NewChunker(k, c.s, iotest.OneByteReader(bytes.NewReader(c.data)), make([]byte, chunkerBuffer*c.s.Max))
+		ch, err := NewChunker(k, c.s, iotest.OneByteReader(bytes.NewReader(c.data)))
 		if c.read > 1 {
-			ch, err = NewChunker(k, c.s, &sizedReader{r: bytes.NewReader(c.data), n: c.read}, make([]byte, chunkerBuffer*c.s.Max))
+			ch, err = NewChunker(k, c.s, &sizedReader{r: bytes.NewReader(c.data), n: c.read})
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []int
+		off := 0
 		for {
-			b, err := ch.Next()
+			b, done, err := ch.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !bytes.Equal(b, c.data[off:off+len(b)]) {
+				t.Fatalf("sizes %v: chunk %d (%d bytes at %d) differs from the stream's bytes there", c.s, len(got), len(b), off)
+			}
+			off += len(b)
 			got = append(got, len(b))
+			done()
 		}
+		ch.Close()
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("sizes %v, %d bytes read %d at a time: %d chunks, cut gives %d; first difference at %d", c.s, len(c.data), c.read, len(got), len(want), firstDiff(got, want))
 		}
 	}
+}
+
+// A chunk stays as it was cut until its done is called, however long its
+// reader holds it and however far the chunker has cut meanwhile.
+func TestChunkerKeepsChunksUntilDone(t *testing.T) {
+	k := testKey(t)
+	s := Sizes{Min: 2 << 10, Avg: 8 << 10, Max: 32 << 10}
+	data := randomBytes(11, 3<<20)
+	c, err := NewChunker(k, s, &sizedReader{r: bytes.NewReader(data), n: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reader that holds chunks in batches, of up to 40 or until none
+	// came for a while, and checks and releases each batch newest first.
+	held := make(chan func(), 40)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		var batch []func()
+		flush := func() {
+			for i := len(batch) - 1; i >= 0; i-- {
+				batch[i]()
+			}
+			batch = batch[:0]
+		}
+		for {
+			select {
+			case f, ok := <-held:
+				if !ok {
+					flush()
+					return
+				}
+				if batch = append(batch, f); len(batch) == 40 {
+					flush()
+				}
+			case <-time.After(5 * time.Millisecond):
+				flush()
+			}
+		}
+	}()
+	off := 0
+	for {
+		b, done, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := off
+		off += len(b)
+		held <- func() {
+			if !bytes.Equal(b, data[at:at+len(b)]) {
+				t.Errorf("the chunk at %d was written over before its done", at)
+			}
+			done()
+		}
+	}
+	close(held)
+	<-released
+	c.Close()
+	if off != len(data) {
+		t.Fatalf("the chunks hold %d bytes of %d", off, len(data))
+	}
+}
+
+// A read that fails fails the chunker's Next, every time; Close before the
+// stream's end stops the filler, which reads nothing after it.
+func TestChunkerReadFailsAndClose(t *testing.T) {
+	k := testKey(t)
+	s := Sizes{Min: 2 << 10, Avg: 8 << 10, Max: 32 << 10}
+	boom := errors.New("disk gone")
+	c, err := NewChunker(k, s, io.MultiReader(bytes.NewReader(randomBytes(12, 1<<20)), iotest.ErrReader(boom)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed error
+	for failed == nil {
+		_, done, err := c.Next()
+		if err != nil {
+			failed = err
+			break
+		}
+		done()
+	}
+	if !errors.Is(failed, boom) {
+		t.Fatalf("Next = %v, want the read's error", failed)
+	}
+	if _, _, err := c.Next(); !errors.Is(err, boom) {
+		t.Fatalf("Next after the failure = %v, want the read's error again", err)
+	}
+	c.Close()
+
+	r := &countingReader{r: bytes.NewReader(randomBytes(13, 64<<20))}
+	c, err = NewChunker(k, s, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, done, err := c.Next(); err != nil {
+		t.Fatal(err)
+	} else {
+		done()
+	}
+	c.Close()
+	n := r.reads.Load()
+	time.Sleep(20 * time.Millisecond)
+	if r.reads.Load() != n {
+		t.Fatalf("the chunker read its stream after Close")
+	}
+	if max := ChunkerMemory(s); r.bytes.Load() > max {
+		t.Fatalf("the chunker read %d bytes ahead, more than its %d", r.bytes.Load(), max)
+	}
+}
+
+type countingReader struct {
+	r            io.Reader
+	reads, bytes atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.reads.Add(1)
+	c.bytes.Add(int64(n))
+	return n, err
 }
 
 type sizedReader struct {

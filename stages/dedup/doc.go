@@ -4,8 +4,8 @@
 // A stream is cut where its content says (FastCDC with a gear table drawn
 // from the store's secret, chunks of 256 KiB to 4 MiB, 1 MiB on average),
 // so an insertion moves the boundaries near it only. The stream's own
-// goroutine only cuts; workers shared by the run's streams name, look up
-// and store the chunks. A chunk is named by its
+// goroutine only cuts, while another reads ahead; workers shared by the
+// run's streams name, look up and store the chunks. A chunk is named by its
 // ID, the keyed BLAKE3 hash of its bytes under the same secret: whoever can list
 // the store cannot test whether it holds content they guess. A chunk the
 // store holds already is referred to, not stored again; a new one is
