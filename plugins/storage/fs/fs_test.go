@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,5 +275,48 @@ func TestSinkStorage(t *testing.T) {
 	}
 	if _, err := s.Open(ctx, filepath.Join(dir, "gone")); !errors.Is(err, sdk.ErrNotFound) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A ranged read of a stored file (a deduplicated restore's chunk in its
+// pack) seeks to its start: it reads the range, not the file up to it.
+func TestSourceRangedReadSeeks(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 16<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "r-00001.pack"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func() int64 { // bytes this process has read by read(2)
+		b, err := os.ReadFile("/proc/self/io")
+		if err != nil {
+			t.Skipf("no /proc/self/io to count reads: %v", err)
+		}
+		var n int64
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+				n, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return n
+	}
+	s := newSource(t, dir, false)
+	before := read()
+	rc, err := sdk.OpenRange(ctx, s, "r-00001.pack", 12<<20, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data[12<<20:12<<20+100]) {
+		t.Fatal("the range read other bytes than the file's there")
+	}
+	if n := read() - before; n > 1<<20 {
+		t.Fatalf("reading 100 bytes at 12 MiB read %d bytes: the source reads up to the range instead of seeking", n)
 	}
 }

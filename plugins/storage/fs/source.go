@@ -194,6 +194,12 @@ func (r *fileReader) Read(p []byte) (int, error) {
 
 func (r *fileReader) Close() error { return r.f.Close() }
 
+// Seek lets a ranged read (sdk.OpenRange: a deduplicated restore's chunk
+// in its pack) start where it reads instead of reading up to there.
+func (r *fileReader) Seek(offset int64, whence int) (int64, error) {
+	return r.f.Seek(offset, whence)
+}
+
 // File and Done let pipe read the file itself across the plugin boundary.
 func (r *fileReader) File() *os.File { return r.f }
 func (r *fileReader) Done(eof bool)  {}
