@@ -97,7 +97,8 @@ func RestoreMemory(ahead, max int) int64 {
 type slot struct {
 	n     int // the chunk's place in the stream, from 1
 	ref   Ref
-	plain []byte
+	plain []byte // the chunk, at the start of buf
+	buf   []byte
 	err   error
 	done  chan struct{}
 }
@@ -107,6 +108,10 @@ func (r *Restore) Stream(ctx context.Context, dst io.Writer, src io.Reader) erro
 	g, gctx := errgroup.WithContext(ctx)
 	order := make(chan *slot, r.ahead)
 	fetch := make(chan *slot, r.ahead)
+	// Chunks written are opened again into their buffers: a buffer is
+	// made only when every one made is in use (at most the 2 × ahead + 1
+	// RestoreMemory counts), instead of one a chunk for the collector.
+	free := make(chan []byte, 2*r.ahead+1)
 	g.Go(func() error {
 		defer close(order)
 		defer close(fetch)
@@ -146,7 +151,7 @@ func (r *Restore) Stream(ctx context.Context, dst io.Writer, src io.Reader) erro
 				if cap(blob) < int(s.ref.Size) {
 					blob = make([]byte, s.ref.Size)
 				}
-				s.err = r.read(gctx, o, s, blob[:s.ref.Size])
+				s.err = r.read(gctx, o, s, blob[:s.ref.Size], free)
 				close(s.done)
 			}
 			return nil
@@ -168,15 +173,20 @@ func (r *Restore) Stream(ctx context.Context, dst io.Writer, src io.Reader) erro
 			if _, err := dst.Write(s.plain); err != nil {
 				return err
 			}
-			s.plain = nil
+			select {
+			case free <- s.buf[:0]:
+			default:
+			}
+			s.plain, s.buf = nil, nil
 		}
 		return nil
 	})
 	return g.Wait()
 }
 
-// read reads, checks and opens the chunk of s into s.plain.
-func (r *Restore) read(ctx context.Context, o *Opener, s *slot, blob []byte) error {
+// read reads, checks and opens the chunk of s into s.plain, a buffer
+// from free if one is there.
+func (r *Restore) read(ctx context.Context, o *Opener, s *slot, blob []byte, free chan []byte) error {
 	where := func() string {
 		return fmt.Sprintf("chunk %d of the stream (%s, in pack %s at byte %d)", s.n, s.ref.ID, s.ref.Pack, s.ref.Offset)
 	}
@@ -193,10 +203,19 @@ func (r *Restore) read(ctx context.Context, o *Opener, s *slot, blob []byte) err
 		r.seen.add(s.ref.Loc)
 		return nil
 	}
-	plain, err := o.Open(make([]byte, 0, s.ref.Plain), blob)
+	var buf []byte
+	select {
+	case buf = <-free:
+	default:
+	}
+	if cap(buf) < s.ref.Plain {
+		buf = make([]byte, 0, s.ref.Plain)
+	}
+	// Open takes the chunk's size from dst's capacity.
+	plain, err := o.Open(buf[:0:s.ref.Plain], blob)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where(), err)
 	}
-	s.plain = plain
+	s.plain, s.buf = plain, buf
 	return nil
 }
