@@ -80,6 +80,19 @@ func newCutter(k Key, s Sizes) *cutter {
 	}
 	b := bits.TrailingZeros(uint(s.Avg))
 	c.maskS, c.maskL = spacedMask(b+1), spacedMask(b-1)
+	// No boundary inside a run of one byte (padding, a page's free
+	// space): k bytes into a run of b, the hash's k lowest bits are those
+	// of -gear[b] (the sum of gear[b]<<i for i < k), whatever came before.
+	// With the bit of -gear[b] at each mask's lowest one set, no hash
+	// further into the run has a mask's bits all clear. Left to the key,
+	// some keys let boundaries into the 84 spaces of every pgbench row: one
+	// of six tried cut a 933 MiB dump into 642 chunks where the others cut
+	// 345-419, and stored it 13% larger (each chunk compresses on its
+	// own); with this, six keys cut 329-364.
+	force := uint64(1)<<bits.TrailingZeros64(c.maskS) | uint64(1)<<bits.TrailingZeros64(c.maskL)
+	for i, g := range c.gear {
+		c.gear[i] = -(-g | force)
+	}
 	return c
 }
 

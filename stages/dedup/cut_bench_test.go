@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,40 @@ func BenchmarkCut(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// No key lets a boundary fall deep inside a run of one byte (the spaces
+// that pad every pgbench row, a page's zeroed free space): the chunks of
+// such data are cut alike, and as long, whatever the key.
+func TestNoCutInsideRuns(t *testing.T) {
+	s := Sizes{Min: 1 << 10, Avg: 4 << 10, Max: 64 << 10}
+	data := pgbenchRows(30000)
+	for i := range 40 { // and runs of zeros, 8 KiB each
+		at := i * len(data) / 40
+		copy(data[at:], make([]byte, 8<<10))
+	}
+	for range 20 {
+		c := newCutter(testKey(t), s)
+		deepest := max(bits.TrailingZeros64(c.maskS), bits.TrailingZeros64(c.maskL))
+		cuts := 0
+		for off := 0; len(data)-off > s.Max; {
+			n := c.cut(data[off:])
+			end := off + n // the hash with a mask's bits clear is the one at data[end]
+			if n < s.Max {
+				cuts++
+				run := 1
+				for run <= n && data[end-run] == data[end] {
+					run++
+				}
+				if run > deepest {
+					t.Fatalf("a boundary %d bytes into a run of %q (deepest allowed %d)", run, data[end], deepest)
+				}
+			}
+			off = end
+		}
+		if cuts < 100 {
+			t.Fatalf("%d boundaries in %d bytes: too few to test", cuts, len(data))
+		}
 	}
 }
