@@ -48,25 +48,33 @@ func chunks(t testing.TB, k Key, s Sizes, data []byte) []ID {
 	h := k.Hasher()
 	var ids []ID
 	total := 0
-	for {
-		b, done, err := c.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachChunk(t, c, func(b []byte, done func()) {
 		if len(b) > s.Max || (len(b) < s.Min && total+len(b) != len(data)) {
 			t.Fatalf("chunk %d of %d bytes at %d, outside %d..%d", len(ids), len(b), total, s.Min, s.Max)
 		}
 		total += len(b)
 		ids = append(ids, h.Sum(b))
 		done()
-	}
+	})
 	if total != len(data) {
 		t.Fatalf("the chunks hold %d bytes of %d", total, len(data))
 	}
 	return ids
+}
+
+// eachChunk hands f each chunk of c, with its done, until the stream ends.
+func eachChunk(t testing.TB, c *Chunker, f func(chunk []byte, done func())) {
+	t.Helper()
+	for {
+		b, done, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(b, done)
+	}
 }
 
 func randomBytes(seed int64, n int) []byte {
@@ -603,21 +611,14 @@ func TestChunkerMatchesCut(t *testing.T) {
 		}
 		var got []int
 		off := 0
-		for {
-			b, done, err := ch.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachChunk(t, ch, func(b []byte, done func()) {
 			if !bytes.Equal(b, c.data[off:off+len(b)]) {
 				t.Fatalf("sizes %v: chunk %d (%d bytes at %d) differs from the stream's bytes there", c.s, len(got), len(b), off)
 			}
 			off += len(b)
 			got = append(got, len(b))
 			done()
-		}
+		})
 		ch.Close()
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("sizes %v, %d bytes read %d at a time: %d chunks, cut gives %d; first difference at %d", c.s, len(c.data), c.read, len(got), len(want), firstDiff(got, want))
@@ -664,14 +665,7 @@ func TestChunkerKeepsChunksUntilDone(t *testing.T) {
 		}
 	}()
 	off := 0
-	for {
-		b, done, err := c.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachChunk(t, c, func(b []byte, done func()) {
 		at := off
 		off += len(b)
 		held <- func() {
@@ -680,7 +674,7 @@ func TestChunkerKeepsChunksUntilDone(t *testing.T) {
 			}
 			done()
 		}
-	}
+	})
 	close(held)
 	<-released
 	c.Close()
