@@ -572,8 +572,9 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-// The chunker, which scans for candidates in pieces at once, cuts where
-// cutter.cut does, whatever the reads' sizes and the chunk sizes.
+// The chunker, reading ahead into its slabs, cuts where cutter.cut does
+// and hands out the stream's own bytes, whatever the reads' sizes and the
+// chunk sizes.
 func TestChunkerMatchesCut(t *testing.T) {
 	text := func(n int) []byte {
 		r := rand.New(rand.NewSource(9))

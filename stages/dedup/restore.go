@@ -209,7 +209,9 @@ func (r *Restore) read(ctx context.Context, o *Opener, s *slot, blob []byte, fre
 	default:
 	}
 	if cap(buf) < s.ref.Plain {
-		buf = make([]byte, 0, s.ref.Plain)
+		// The run's largest chunk (the list was checked against it), so
+		// the buffer fits every chunk after this one.
+		buf = make([]byte, 0, max(r.max, s.ref.Plain))
 	}
 	// Open takes the chunk's size from dst's capacity.
 	plain, err := o.Open(buf[:0:s.ref.Plain], blob)
