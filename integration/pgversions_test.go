@@ -325,6 +325,12 @@ func testPostgresVersion(t *testing.T, b *s3Bench, keys string, v pgVersion) {
 	start = time.Now()
 	mustPipe(t, host, env, "run", "base.hcl")
 	t.Logf("base backup in %s", time.Since(start).Round(time.Millisecond))
+	// The backup ended only once the server had archived its last
+	// segment (pipe watches pg_stat_archiver from 15 on, the server
+	// waits on 13 and 14): its WAL is in the archive already.
+	if r := mustPipe(t, host, env, "verify", "base.hcl"); !strings.Contains(r.Stdout, "all archived") {
+		t.Errorf("right after the base backup, its WAL is not all archived:\n%s", r.Stdout)
+	}
 	m = b.readManifest(t, bucket, "base/")
 	tsOID := pg.psql(t, 5432, "SELECT oid FROM pg_tablespace WHERE spcname = 'ts'")
 	streams := map[string]bool{}

@@ -162,6 +162,11 @@ type BaseSource struct {
 	// keeps the files of the server's manifest for the next run.
 	follow followed
 	lister *lister
+	// watch, when set, is the ordinary connection that watches the
+	// archiver: the server was asked not to wait for the archive, and
+	// the backup ends when awaitArchive has seen its last segment
+	// archived.
+	watch *pgconn.PgConn
 }
 
 // basePipe is one archive of the copy, through an OS pipe: across the
@@ -208,9 +213,9 @@ var (
 	_ sdk.Concluder = (*BaseSource)(nil)
 )
 
-// connectReplication opens a physical replication connection and names
-// what to do when the server refuses one.
-func (c conn) connectReplication(ctx context.Context, dial pgconn.DialFunc) (*pgconn.PgConn, error) {
+// connectConfig is the base backup's connection settings: a physical
+// replication connection, or with replication false an ordinary one.
+func (c conn) connectConfig(dial pgconn.DialFunc, replication bool) (*pgconn.Config, error) {
 	cfg, err := pgconn.ParseConfig(c.info)
 	if err != nil {
 		return nil, fmt.Errorf("connection string: %s", scrub(err.Error(), c.password))
@@ -222,8 +227,20 @@ func (c conn) connectReplication(ctx context.Context, dial pgconn.DialFunc) (*pg
 	if c.password != "" {
 		cfg.Password = c.password
 	}
-	cfg.RuntimeParams["replication"] = "true"
+	if replication {
+		cfg.RuntimeParams["replication"] = "true"
+	}
 	cfg.RuntimeParams["application_name"] = "pipe_basebackup"
+	return cfg, nil
+}
+
+// connectReplication opens a physical replication connection and names
+// what to do when the server refuses one.
+func (c conn) connectReplication(ctx context.Context, dial pgconn.DialFunc) (*pgconn.PgConn, error) {
+	cfg, err := c.connectConfig(dial, true)
+	if err != nil {
+		return nil, err
+	}
 	pc, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, explainReplication(cfg.User, scrub(err.Error(), c.password), err)
@@ -302,6 +319,18 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if s.streams != nil {
 		return s.streams, nil
 	}
+	// The connection that watches the archiver opens beside the
+	// replication connection's checks.
+	watching := make(chan *pgconn.PgConn, 1)
+	go func() { watching <- s.conn.watchArchive(ctx, s.dial) }()
+	taken := false
+	defer func() {
+		if !taken {
+			if w := <-watching; w != nil {
+				w.Close(context.Background())
+			}
+		}
+	}()
 	pc, err := s.conn.connectReplication(ctx, s.dial)
 	if err != nil {
 		return nil, err
@@ -314,6 +343,9 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	settings, err := checkServer(ctx, pc)
 	if err != nil {
 		return nil, err
+	}
+	if canWatchArchive(settings) {
+		s.watch, taken = <-watching, true
 	}
 	sys, err := pglogrepl.IdentifySystem(ctx, pc)
 	if err != nil {
@@ -560,6 +592,11 @@ func (s *BaseSource) copy(ctx context.Context) {
 			for _, p := range s.pipes {
 				p.end(errors.New("the server sent no data for this archive"))
 			}
+			if s.watch != nil {
+				if err := s.awaitArchive(ctx); err != nil {
+					s.err = err
+				}
+			}
 			close(s.done)
 			return
 		case *pgproto3.ErrorResponse:
@@ -595,6 +632,7 @@ func (s *BaseSource) begin(ctx context.Context, pc **pgconn.PgConn, chain *chain
 		TablespaceMap:     true,
 		Manifest:          true,
 		ManifestChecksums: s.c.Checksums,
+		NoWait:            s.watch != nil, // awaitArchive waits
 	}
 	if p := chain.Parent; p != nil {
 		m, err := uploadManifest(p)
@@ -804,6 +842,9 @@ func (s *BaseSource) Close() error {
 		}
 		if s.pc != nil {
 			s.pc.Close(context.Background())
+		}
+		if s.watch != nil {
+			s.watch.Close(context.Background())
 		}
 	})
 	return nil

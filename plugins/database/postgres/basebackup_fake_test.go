@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,21 @@ type fakeServer struct {
 	// each as it reads them and, after the end position, ends with
 	// data_corrupted, as PostgreSQL does.
 	damaged []string
+	// archiver, when set, answers pg_stat_archiver's last archived file,
+	// one answer per look (the last repeats); without it the query
+	// fails, as on a server whose pg_hba.conf allows only replication.
+	archiver []string
+	mu       sync.Mutex
+	looks    int      // the looks at pg_stat_archiver
+	commands []string // the BASE_BACKUP commands received
+}
+
+// archived is the fake archiver's answer to one look.
+func (f *fakeServer) archived() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.looks++
+	return f.archiver[min(f.looks, len(f.archiver))-1]
 }
 
 func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
@@ -76,7 +92,12 @@ func (f *fakeServer) serve(t *testing.T, conn net.Conn) {
 			send(append(row([]string{name}, f.settings[name]), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
 		case q.String == "IDENTIFY_SYSTEM":
 			send(append(row([]string{"systemid", "timeline", "xlogpos", "dbname"}, "7301234567890123456", "1", "0/3000000", ""), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
+		case q.String == archiveQuery && f.archiver != nil:
+			send(append(row([]string{"last_archived_wal", "last_failed_wal", "last_failed_time"}, f.archived(), "", ""), &pgproto3.ReadyForQuery{TxStatus: 'I'})...)
 		case strings.HasPrefix(q.String, "BASE_BACKUP"):
+			f.mu.Lock()
+			f.commands = append(f.commands, q.String)
+			f.mu.Unlock()
 			if f.serveOld(conn, send, row, q.String) { // 13 and 14
 				continue
 			}
