@@ -24,15 +24,11 @@ func drain(t *testing.T, ctx context.Context, s *BaseSource) {
 	}
 }
 
-// TestBaseSourceWatchesTheArchiver: where pipe can read pg_stat_archiver,
-// the server is told not to wait for the archive (it would look once a
-// second) and the backup ends once the archiver has stored its last
-// segment, 000000010000000000000002 for the fake's stop at 0/2000100.
-func TestBaseSourceWatchesTheArchiver(t *testing.T) {
+// backUp takes a whole backup from f.
+func backUp(t *testing.T, f *fakeServer) *BaseSource {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	f := &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "data"}, {"", "{}"}},
-		archiver: []string{"000000010000000000000001", "000000010000000000000001", "00000002.history", "000000010000000000000002", "000000010000000000000003"}}
 	s := fakeSource(t, f)
 	if _, err := s.Streams(ctx); err != nil {
 		t.Fatal(err)
@@ -41,6 +37,17 @@ func TestBaseSourceWatchesTheArchiver(t *testing.T) {
 	if _, err := s.Conclude(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestBaseSourceWatchesTheArchiver: where pipe can read pg_stat_archiver,
+// the server is told not to wait for the archive (it would look once a
+// second) and the backup ends once the archiver has stored its last
+// segment, 000000010000000000000002 for the fake's stop at 0/2000100.
+func TestBaseSourceWatchesTheArchiver(t *testing.T) {
+	f := &fakeServer{settings: goodSettings(), archives: [][2]string{{"base.tar", "data"}, {"", "{}"}},
+		archiver: []string{"000000010000000000000001", "000000010000000000000001", "00000002.history", "000000010000000000000002", "000000010000000000000003"}}
+	backUp(t, f)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.commands) != 1 || !strings.Contains(f.commands[0], "WAIT false") {
@@ -69,17 +76,8 @@ func TestBaseSourceLetsTheServerWait(t *testing.T) {
 		{"standby", standby, []string{"000000010000000000000002"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			f := &fakeServer{settings: tc.settings, archives: [][2]string{{"base.tar", openTar(t, "PG_VERSION", "14\n")}, {"", "{}"}}, archiver: tc.archiver}
-			s := fakeSource(t, f)
-			if _, err := s.Streams(ctx); err != nil {
-				t.Fatal(err)
-			}
-			drain(t, ctx, s)
-			if _, err := s.Conclude(ctx); err != nil {
-				t.Fatal(err)
-			}
+			s := backUp(t, f)
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if len(f.commands) != 1 || strings.Contains(f.commands[0], "WAIT false") || strings.Contains(f.commands[0], "NOWAIT") {
