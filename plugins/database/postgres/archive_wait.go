@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
-	"github.com/pipebackup/pipe/wal"
 )
 
 // The end of a base backup waits until the server has archived the last
@@ -108,18 +108,10 @@ func archivedThrough(last, end string) bool {
 // the backup that ended at s.end, warning once when that takes a minute
 // (the archive_command fails, or falls behind).
 func (s *BaseSource) awaitArchive(ctx context.Context) error {
-	facts := map[string]string{}
-	for k, v := range s.facts {
-		facts[k] = v
-	}
-	for k, v := range s.end {
-		facts[k] = v
-	}
-	r, _, err := wal.BackupRange(facts)
+	end, err := lastSegment(s.facts[factStartLSN], s.end[factStopLSN], s.end[factStopTLI], s.facts[factSegSize])
 	if err != nil {
 		return fmt.Errorf("waiting for the archive: %w", err)
 	}
-	_, end := r.Names()
 	defer s.watch.Close(context.Background())
 	began := time.Now()
 	pause, warned := archivePollFirst, false
@@ -148,6 +140,35 @@ func (s *BaseSource) awaitArchive(ctx context.Context) error {
 		}
 		pause = min(2*pause, archivePollLongest)
 	}
+}
+
+// lastSegment names the last WAL segment a backup from start to stop
+// needs, the one that holds the byte before stop (XLByteToPrevSeg), as
+// the catalog reads the range (wal.BackupRange): on timeline tli, for
+// segments of segSize bytes.
+func lastSegment(start, stop, tli, segSize string) (string, error) {
+	from, err := pglogrepl.ParseLSN(start)
+	if err != nil {
+		return "", fmt.Errorf("start position %q: %w", start, err)
+	}
+	to, err := pglogrepl.ParseLSN(stop)
+	if err != nil {
+		return "", fmt.Errorf("end position %q: %w", stop, err)
+	}
+	t, err := strconv.ParseUint(tli, 10, 32)
+	if err != nil || t == 0 {
+		return "", fmt.Errorf("timeline %q is not a timeline", tli)
+	}
+	size, err := strconv.ParseUint(segSize, 10, 32)
+	if err != nil || size < 1<<20 || size > 1<<30 || size&(size-1) != 0 {
+		return "", fmt.Errorf("wal_segment_size %q is not a segment size", segSize)
+	}
+	n := uint64(from) / size
+	if to > from {
+		n = (uint64(to) - 1) / size
+	}
+	per := 0x100000000 / size
+	return fmt.Sprintf("%08X%08X%08X", t, n/per, n%per), nil
 }
 
 // orNone is v, or "none" when empty.

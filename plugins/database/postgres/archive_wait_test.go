@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pipebackup/pipe/wal"
 )
 
 // drain reads every stream of a started fake backup.
@@ -140,6 +142,31 @@ func TestArchivedThrough(t *testing.T) {
 	} {
 		if got := archivedThrough(tc.last, end); got != tc.want {
 			t.Errorf("archivedThrough(%q, %q) = %v, want %v", tc.last, end, got, tc.want)
+		}
+	}
+}
+
+// lastSegment names the segment the catalog's range ends at.
+func TestLastSegmentIsTheCatalogs(t *testing.T) {
+	for _, tc := range []struct{ start, stop, tli, size string }{
+		{"0/2000028", "0/2000100", "1", "16777216"},
+		{"0/2000028", "0/3000000", "1", "16777216"}, // stop at a segment's first byte: the one before
+		{"0/2000028", "0/2000028", "3", "16777216"},
+		{"A/FF000028", "B/00000100", "2", "16777216"},
+		{"1/00000028", "1/00400000", "1", "1048576"},
+		{"3/00000028", "3/40000010", "7", "1073741824"},
+	} {
+		got, err := lastSegment(tc.start, tc.stop, tc.tli, tc.size)
+		r, _, rerr := wal.BackupRange(map[string]string{factSystemID: "7301234567890123456", factTimeline: tc.tli, factStopTLI: tc.tli,
+			factStartLSN: tc.start, factStopLSN: tc.stop, factSegSize: tc.size})
+		_, want := r.Names()
+		if err != nil || rerr != nil || got != want {
+			t.Errorf("lastSegment(%s, %s, %s, %s) = %s, %v; the catalog's %s, %v", tc.start, tc.stop, tc.tli, tc.size, got, err, want, rerr)
+		}
+	}
+	for _, bad := range [][4]string{{"x", "0/1", "1", "16777216"}, {"0/1", "0/2", "0", "16777216"}, {"0/1", "0/2", "1", "1000"}} {
+		if _, err := lastSegment(bad[0], bad[1], bad[2], bad[3]); err == nil {
+			t.Errorf("lastSegment%q: no error", bad)
 		}
 	}
 }
