@@ -178,11 +178,19 @@ func (pf *Prefetch) Next(sysid uint64, name string) []string {
 	}
 	f, _ := ParseName(name)
 	var out []string
+	dir := pf.dir(sysid)
 	for i := 1; i <= pf.Ahead; i++ {
 		next := SegmentName(f.Timeline, n+uint64(i), pf.SegmentSize)
-		if _, err := os.Stat(filepath.Join(pf.dir(sysid), next)); err != nil {
-			out = append(out, next)
+		if _, err := os.Stat(filepath.Join(dir, next)); err == nil {
+			continue
 		}
+		if _, err := os.Stat(filepath.Join(dir, next+missingExt)); err == nil {
+			// The end of the archive, as the last prefetch found it: the
+			// segments from there on are not there either, until the
+			// next prefetch (which removes the mark) looks again.
+			break
+		}
+		out = append(out, next)
 	}
 	return out
 }
@@ -382,7 +390,14 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 	var wg sync.WaitGroup
 	for _, seg := range pf.Next(sysid, name) {
 		wg.Go(func() {
-			if err := pf.spool(ctx, sysid, dir, seg); err != nil && !errors.Is(err, ErrNotArchived) && ctx.Err() == nil {
+			err := pf.spool(ctx, sysid, dir, seg)
+			switch {
+			case errors.Is(err, ErrNotArchived):
+				// Next counts no further: near the end of the archive,
+				// each restore_command takes its spooled segment rather
+				// than look for those after the end again.
+				_ = os.WriteFile(filepath.Join(dir, seg+missingExt), nil, 0o600)
+			case err != nil && ctx.Err() == nil:
 				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", seg, "error", err)
 			}
 		})

@@ -789,6 +789,14 @@ func TestPrefetchBatch(t *testing.T) {
 	if got := spooled(); len(got) != 5 || got[4] != name(1, 6) {
 		t.Fatalf("spooled %v, want 2 to 6", got)
 	}
+	// The end found, the segments after it count no more: the fetches
+	// of 5 and 6 take theirs from the spool, not the store (with 7 to 9
+	// counted, more than half of the 4 after 5 would be missing).
+	for _, n := range []uint64{5, 6} {
+		if next := pf.Next(testSysID, name(1, n)); len(next) != 0 {
+			t.Errorf("after the end was found, Next(%s) = %v, want none", name(1, n), next)
+		}
+	}
 	// A prefetcher at work: Batch leaves it alone.
 	l, err := lock(pf.Spool, prefetchLock)
 	must(t, err)
