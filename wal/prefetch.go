@@ -61,7 +61,16 @@ func (pf *Prefetch) fetching(sysid uint64, name string) bool {
 const (
 	fetchingExt = ".fetching"
 	missingExt  = ".missing"
+	// endExt marks a segment a restore_command's prefetch (Batch) found
+	// not archived: Next counts nothing from there on.
+	endExt = ".end"
 )
+
+// endFresh is how long an end mark holds: the last commands of a
+// recovery to the end of the archive come within it, and PostgreSQL asks
+// again for a missing segment after 5 seconds
+// (wal_retrieve_retry_interval).
+const endFresh = 5 * time.Second
 
 // foundMissing reports whether a prefetcher since the last one started
 // found name not archived: the end of the archive, where recovery (a
@@ -184,10 +193,13 @@ func (pf *Prefetch) Next(sysid uint64, name string) []string {
 		if _, err := os.Stat(filepath.Join(dir, next)); err == nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(dir, next+missingExt)); err == nil {
-			// The end of the archive, as the last prefetch found it: the
-			// segments from there on are not there either, until the
-			// next prefetch (which removes the mark) looks again.
+		if fi, err := os.Stat(filepath.Join(dir, next+endExt)); err == nil && time.Since(fi.ModTime()) < endFresh {
+			// The end of the archive, as restore_command's prefetch found
+			// it a moment ago: the segments from there on are not there
+			// either. An older mark says nothing: the archive grows (a
+			// standby's recovery follows it). A background prefetcher's
+			// marks do not count here: fetch starts the next prefetcher
+			// on what Next counts.
 			break
 		}
 		out = append(out, next)
@@ -396,7 +408,7 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 				// Next counts no further: near the end of the archive,
 				// each restore_command takes its spooled segment rather
 				// than look for those after the end again.
-				_ = os.WriteFile(filepath.Join(dir, seg+missingExt), nil, 0o600)
+				_ = os.WriteFile(filepath.Join(dir, seg+endExt), nil, 0o600)
 			case err != nil && ctx.Err() == nil:
 				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", seg, "error", err)
 			}
@@ -434,7 +446,7 @@ func (pf *Prefetch) hold(sysid uint64) (*os.File, string, error) {
 func removeTemps(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if n := e.Name(); strings.HasPrefix(n, ".pipe-tmp-") || strings.HasSuffix(n, fetchingExt) || strings.HasSuffix(n, missingExt) {
+		if n := e.Name(); strings.HasPrefix(n, ".pipe-tmp-") || strings.HasSuffix(n, fetchingExt) || strings.HasSuffix(n, missingExt) || strings.HasSuffix(n, endExt) {
 			_ = os.Remove(filepath.Join(dir, e.Name())) // best effort
 		}
 	}

@@ -797,6 +797,19 @@ func TestPrefetchBatch(t *testing.T) {
 			t.Errorf("after the end was found, Next(%s) = %v, want none", name(1, n), next)
 		}
 	}
+	// A mark of the end older than endFresh says nothing: the archive
+	// may have grown since.
+	old := time.Now().Add(-2 * endFresh)
+	marks, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), "*"+endExt))
+	if len(marks) != 3 {
+		t.Errorf("marks of the end %v, want 7 to 9's", marks)
+	}
+	for _, m := range marks {
+		must(t, os.Chtimes(m, old, old))
+	}
+	if next := pf.Next(testSysID, name(1, 6)); len(next) != 4 || next[0] != name(1, 7) {
+		t.Errorf("with the end's mark stale, Next(%s) = %v, want 7 to 10", name(1, 6), next)
+	}
 	// A prefetcher at work: Batch leaves it alone.
 	l, err := lock(pf.Spool, prefetchLock)
 	must(t, err)
