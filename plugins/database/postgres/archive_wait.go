@@ -112,7 +112,6 @@ func (s *BaseSource) awaitArchive(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the archive: %w", err)
 	}
-	defer s.watch.Close(context.Background())
 	began := time.Now()
 	pause, warned := archivePollFirst, false
 	for {

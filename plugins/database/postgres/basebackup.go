@@ -319,18 +319,6 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 	if s.streams != nil {
 		return s.streams, nil
 	}
-	// The connection that watches the archiver opens beside the
-	// replication connection's checks.
-	watching := make(chan *pgconn.PgConn, 1)
-	go func() { watching <- s.conn.watchArchive(ctx, s.dial) }()
-	taken := false
-	defer func() {
-		if !taken {
-			if w := <-watching; w != nil {
-				w.Close(context.Background())
-			}
-		}
-	}()
 	pc, err := s.conn.connectReplication(ctx, s.dial)
 	if err != nil {
 		return nil, err
@@ -345,7 +333,7 @@ func (s *BaseSource) Streams(ctx context.Context) ([]sdk.StreamInfo, error) {
 		return nil, err
 	}
 	if canWatchArchive(settings) {
-		s.watch, taken = <-watching, true
+		s.watch = s.conn.watchArchive(ctx, s.dial) // Close closes it
 	}
 	sys, err := pglogrepl.IdentifySystem(ctx, pc)
 	if err != nil {
