@@ -60,7 +60,7 @@ var BinlogAttrs = []sdk.Attribute{
 }
 
 var archiveFetchAttrs = []sdk.Attribute{
-	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, fetching them at once (0: none): by a background prefetcher or by restore_command itself (the archive's background attribute)."},
+	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, oldest first and at most 8 at once (0: none): by a background prefetcher or by restore_command itself (the archive's background attribute)."},
 	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
 	{Name: "retries", Type: sdk.Number, Default: int64(5), Description: "How often a fetch that failed (not a segment that is not archived) is tried again before pipe stops recovery."},
 }

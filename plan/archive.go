@@ -119,13 +119,14 @@ const WALBinaryMemory = 45 << 20
 func (a *Archive) GoMemoryLimit() int64 { return a.Budget() - WALBinaryMemory }
 
 // inFlight is the most segments one pipe process holds: an async push's
-// workers, or the prefetcher's.
+// workers, or the prefetcher's (prefetch, at most wal.PrefetchAtOnce at
+// once).
 func (a *Archive) inFlight() int {
 	n := 1
 	if a.Async {
 		n = a.Workers
 	}
-	return max(n, a.Prefetch)
+	return max(n, min(a.Prefetch, wal.PrefetchAtOnce))
 }
 
 // resolveArchive resolves an archive block: its attributes, its stages

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Prefetch brings the segments that follow the one recovery asked for
@@ -324,12 +326,20 @@ func (r *prefetchRun) finished() bool {
 	return time.Since(r.lastMove) > prefetchIdle && len(r.inflight) == 0
 }
 
+// PrefetchAtOnce is the most segments a prefetch fetches at once,
+// whatever prefetch says: enough to keep every decoder busy and hide the
+// store's round trips. More would only have the segment recovery needs
+// next wait behind the others: with prefetch = 64 fetched all at once,
+// the first one arrived with the 64th (measured: recovery of 256 segments
+// took 8.4 s instead of 6.8 s at prefetch = 8).
+const PrefetchAtOnce = 8
+
 // start fetches those of the Ahead segments after the position that are
-// neither in flight nor spooled, each in a goroutine that sends its
-// result.
+// neither in flight nor spooled, oldest first, at most PrefetchAtOnce in
+// flight, each in a goroutine that sends its result.
 func (r *prefetchRun) start(ctx context.Context) {
 	size := r.pf.SegmentSize
-	for n := r.pos + 1; !r.left && n <= r.pos+uint64(r.pf.Ahead) && (r.end == 0 || n < r.end) && ctx.Err() == nil; n++ {
+	for n := r.pos + 1; !r.left && len(r.inflight) < PrefetchAtOnce && n <= r.pos+uint64(r.pf.Ahead) && (r.end == 0 || n < r.end) && ctx.Err() == nil; n++ {
 		seg := SegmentName(r.timeline, n, size)
 		if r.inflight[n] || r.spooled[n] {
 			continue
@@ -386,10 +396,10 @@ func (pf *Prefetch) spool(ctx context.Context, sysid uint64, dir, seg string) er
 }
 
 // Batch is prefetching where no process may outlive restore_command: it
-// fetches the segments after name that are not spooled, all at once, and
-// returns when each is spooled, found missing (the end of the archive) or
-// failed (fetch tries it again itself). It does nothing while another
-// process prefetches.
+// fetches the segments after name that are not spooled, oldest first,
+// PrefetchAtOnce at once, and returns when each is spooled, found missing
+// (the end of the archive) or failed (fetch tries it again itself). It
+// does nothing while another process prefetches.
 func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 	l, dir, err := pf.hold(sysid)
 	if err != nil {
@@ -399,9 +409,10 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 		return
 	}
 	defer l.Close()
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(PrefetchAtOnce)
 	for _, seg := range pf.Next(sysid, name) {
-		wg.Go(func() {
+		g.Go(func() error {
 			err := pf.spool(ctx, sysid, dir, seg)
 			switch {
 			case errors.Is(err, ErrNotArchived):
@@ -412,9 +423,10 @@ func (pf *Prefetch) Batch(ctx context.Context, sysid uint64, name string) {
 			case err != nil && ctx.Err() == nil:
 				pf.Log.Warn("prefetch failed; restore_command will fetch it itself", "file", seg, "error", err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each failure was logged; fetch tries it again
 }
 
 // hold takes the spool for a prefetch (ErrBusy when another process

@@ -765,6 +765,82 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 	}
 }
 
+// gaugedStore counts the objects open at once, each held open a moment so
+// that fetches started together overlap.
+type gaugedStore struct {
+	Store
+	mu         sync.Mutex
+	open, most int
+	order      []string
+}
+
+func (g *gaugedStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	g.mu.Lock()
+	g.open++
+	g.most = max(g.most, g.open)
+	g.order = append(g.order, key)
+	g.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	rc, err := g.Store.Open(ctx, key)
+	g.mu.Lock()
+	g.open--
+	g.mu.Unlock()
+	return rc, err
+}
+
+// A prefetch of more segments than PrefetchAtOnce fetches that many at
+// once, oldest first, both ways: the segment recovery needs next must not
+// wait behind the whole window.
+func TestPrefetchAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 2*PrefetchAtOnce + 2
+	for _, way := range []string{"Batch", "Run"} {
+		t.Run(way, func(t *testing.T) {
+			_, pf := archivedPrefetch(ctx, t, n, n-1)
+			g := &gaugedStore{Store: pf.Archive.Store}
+			pf.Archive.Store = g
+			if way == "Batch" {
+				pf.Batch(ctx, testSysID, name(1, 1))
+			} else {
+				go func() {
+					// Recovery takes nothing: the prefetcher fills its
+					// window, then idles out.
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+						if ents, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24))); len(ents) == n-1 {
+							break
+						}
+					}
+					if err := os.WriteFile(filepath.Join(pf.dir(testSysID), positionFile), []byte(name(1, n+1)), 0o600); err != nil { // past the end: it ends
+						t.Error(err)
+					}
+				}()
+				defer func(idle time.Duration) { prefetchIdle = idle }(prefetchIdle)
+				prefetchIdle = time.Hour
+				must(t, pf.Run(ctx, testSysID, name(1, 1)))
+			}
+			ents, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24)))
+			if len(ents) != n-1 {
+				t.Fatalf("spooled %d segments, want %d", len(ents), n-1)
+			}
+			if g.most > PrefetchAtOnce || g.most < 2 {
+				t.Errorf("%d objects open at once, want 2 to %d", g.most, PrefetchAtOnce)
+			}
+			// The first PrefetchAtOnce opened are the oldest ones, in any
+			// order; the last one waited for them.
+			first := map[string]bool{}
+			for i := uint64(2); i < 2+PrefetchAtOnce; i++ {
+				first[name(1, i)] = true
+			}
+			for _, key := range g.order[:PrefetchAtOnce] {
+				if o, err := ParseObject(filepath.Base(key)); err != nil || !first[o.Name] {
+					t.Errorf("opened %s among the first %d, want segments 2 to %d", key, PrefetchAtOnce, 1+PrefetchAtOnce)
+				}
+			}
+		})
+	}
+}
+
 // Batch, where nothing may outlive restore_command, spools the segments
 // after the one asked for and stops at the end of the archive.
 func TestPrefetchBatch(t *testing.T) {
