@@ -35,7 +35,7 @@ func (bb *baseBench) writeScripts() error {
 	w := bb.walBench
 	d := w.dir
 	pipeFile := filepath.Join(d, "pipe-archive.hcl")
-	if err := os.WriteFile(pipeFile, []byte(w.pipeArchive(true, "always")), 0o644); err != nil {
+	if err := os.WriteFile(pipeFile, []byte(w.pipeArchive(true, "always", 8)), 0o644); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(d, "inflight"), 0o777); err != nil {

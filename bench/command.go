@@ -63,10 +63,18 @@ func runCommand(ctx context.Context, argv []string, sampleTree bool, env ...stri
 
 // runCommandIn is runCommand in the folder dir ("" the working one).
 func runCommandIn(ctx context.Context, dir string, argv []string, sampleTree bool, env ...string) (measurement, error) {
+	return runCommandAs(ctx, dir, nil, argv, sampleTree, env...)
+}
+
+// runCommandAs is runCommandIn as the user cred names (nil: this one).
+func runCommandAs(ctx context.Context, dir string, cred *syscall.Credential, argv []string, sampleTree bool, env ...string) (measurement, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmdTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}

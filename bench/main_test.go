@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -139,5 +140,19 @@ func TestRecord(t *testing.T) {
 	}
 	if err := record("text", ""); err != nil {
 		t.Errorf("no -report: %v", err)
+	}
+}
+
+// shellLine quotes every argument for /bin/sh -c, as PostgreSQL's
+// archive_command line would: spaces and quotes reach the program as
+// they were.
+func TestShellLine(t *testing.T) {
+	argv := []string{"printf", "%s|", "a b", "it's", "$HOME", ""}
+	out, err := exec.Command("/bin/sh", "-c", shellLine(argv)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(out), "a b|it's|$HOME||"; got != want {
+		t.Errorf("sh -c %s printed %q, want %q", shellLine(argv), got, want)
 	}
 }

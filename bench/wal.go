@@ -32,6 +32,7 @@ type walResult struct {
 	burst             *race // n segments through the archiver loop
 	fetch             *race // n segments through the recovery loop
 	budget            int64
+	deepBudget        int64      // of the archive that prefetches 64
 	phases            []walPhase // every burst and fetch run, monitored
 	versions          []string
 	compressed        map[string]int64 // stored bytes of the burst, by tool
@@ -68,6 +69,9 @@ func (b *bench) walScenario(ctx context.Context) (*walResult, error) {
 	if res.budget, err = w.pipeBudget(ctx, files.async); err != nil {
 		return nil, err
 	}
+	if res.deepBudget, err = w.pipeBudget(ctx, files.asyncDeep); err != nil {
+		return nil, err
+	}
 	if err := w.pgbackrest(ctx, false, "stanza-create"); err != nil {
 		return nil, err
 	}
@@ -87,16 +91,20 @@ func (b *bench) walScenario(ctx context.Context) (*walResult, error) {
 // archiveFiles are pipe's archive files: sync; async with a background
 // pusher and prefetcher (background = "always": this VM's PID 1 reaps
 // orphans, as systemd does on a server); async without (the official
-// image's way, where nothing outlives the command PostgreSQL runs).
-type archiveFiles struct{ sync, async, inCommand string }
+// image's way, where nothing outlives the command PostgreSQL runs); and
+// both async ones prefetching 64 segments (1 GiB, pgBackRest's queue as
+// an operator tunes it for recovery) instead of 8.
+type archiveFiles struct{ sync, async, inCommand, asyncDeep, inCommandDeep string }
 
 func (w *walBench) archiveFiles() (archiveFiles, error) {
-	f := archiveFiles{filepath.Join(w.dir, "pipe.hcl"), filepath.Join(w.dir, "pipe-async.hcl"), filepath.Join(w.dir, "pipe-incommand.hcl")}
+	in := func(name string) string { return filepath.Join(w.dir, name) }
+	f := archiveFiles{in("pipe.hcl"), in("pipe-async.hcl"), in("pipe-incommand.hcl"), in("pipe-async-deep.hcl"), in("pipe-incommand-deep.hcl")}
 	for file, a := range map[string]struct {
-		async bool
-		bg    string
-	}{f.sync: {false, "auto"}, f.async: {true, "always"}, f.inCommand: {true, "never"}} {
-		if err := os.WriteFile(file, []byte(w.pipeArchive(a.async, a.bg)), 0o644); err != nil {
+		async    bool
+		bg       string
+		prefetch int
+	}{f.sync: {false, "auto", 8}, f.async: {true, "always", 8}, f.inCommand: {true, "never", 8}, f.asyncDeep: {true, "always", 64}, f.inCommandDeep: {true, "never", 64}} {
+		if err := os.WriteFile(file, []byte(w.pipeArchive(a.async, a.bg, a.prefetch)), 0o644); err != nil {
 			return f, err
 		}
 	}
@@ -133,7 +141,7 @@ func (w *walRaces) singleRace(ctx context.Context) (*race, error) {
 }
 
 // burstRace: the burst's segments ready at once, through the archiver
-// loop, at most 3 times each, no warm-up. Each run is monitored (watch).
+// loop, raceReps times each, no warm-up. Each run is monitored (watch).
 func (w *walRaces) burstRace(ctx context.Context) (*race, error) {
 	push := func(label, tool string, target float64, env []string, argv ...string) *contender {
 		store := strings.TrimSuffix(tool, "-incommand")
@@ -155,12 +163,21 @@ func (w *walRaces) burstRace(ctx context.Context) (*race, error) {
 		},
 		notes: []string{"the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets; archive_command is pipe-wal push, which answers for the files an earlier command sent); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode"}}
 	r.refs[1].skip = w.b.cfg.skipBarman
-	return r, r.run(ctx, min(w.b.cfg.reps, 3))
+	return r, r.run(ctx, w.raceReps())
+}
+
+// raceReps is how many times the burst and the fetch run each: -reps, up
+// to 8; up to 3 with barman-cloud, whose burst takes 15 minutes.
+func (w *walBench) raceReps() int {
+	if w.b.cfg.skipBarman {
+		return min(w.b.cfg.reps, 8)
+	}
+	return min(w.b.cfg.reps, 3)
 }
 
 // fetchRace: recovery, the same segments fetched in order as
 // restore_command (every tool's archive holds them from the burst), at
-// most 3 times each, no warm-up. Each run is monitored (watch).
+// most raceReps times each, no warm-up. Each run is monitored (watch).
 func (w *walRaces) fetchRace(ctx context.Context) (*race, error) {
 	restoreDir := filepath.Join(w.dir, "restore")
 	fetch := func(label, tool string, target float64, env []string, argv ...string) *contender {
@@ -179,10 +196,13 @@ func (w *walRaces) fetchRace(ctx context.Context) (*race, error) {
 			// fast sets it: its queue holds 64 segments.
 			fetch("pgBackRest (async archive-get, queue 1 GiB)", "pgbackrest-deep", 1.2,
 				append(w.pgbackrestEnv(true), "PGBACKREST_PG1_PATH="+restoreDir, "PGBACKREST_ARCHIVE_GET_QUEUE_MAX=1GiB"), "pgbackrest", "--stanza="+walStanza, "archive-get"),
+			// pipe tuned the same way: its spool holds 64 segments.
+			fetch("pipe-wal (prefetch 64, background prefetcher)", "pipe-deep", 0, w.pipeEnv(), w.pipeWAL, "fetch", w.files.asyncDeep),
+			fetch("pipe-wal (prefetch 64, in restore_command)", "pipe-incommand-deep", 0, w.pipeEnv(), w.pipeWAL, "fetch", w.files.inCommandDeep),
 		},
-		notes: []string{"the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; restore_command is pipe-wal fetch, which takes a spooled segment itself (and starts the background prefetcher when none runs, then waits for its segment) and hands the rest to pipe wal fetch; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments, its default) and, in its second row, 1 GiB (64 segments)"}}
+		notes: []string{"the harness plays recovery: one restore_command per segment, in order, into pg_wal/RECOVERYXLOG, which it then checks and removes; restore_command is pipe-wal fetch, which takes a spooled segment itself (and starts the background prefetcher when none runs, then waits for its segment) and hands the rest to pipe wal fetch; pipe prefetches 8 segments (prefetch = 8) by a background prefetcher (background = \"always\"), and, in its second row, restore_command fetches the next 8 itself when half are not spooled (background = \"never\"); pgBackRest's async archive-get queues 128 MiB (8 segments, its default) and, in its second row, 1 GiB (64 segments); pipe's last two rows prefetch 64 segments (prefetch = 64, 1 GiB) the same two ways"}}
 	r.refs[1].skip = w.b.cfg.skipBarman
-	return r, r.run(ctx, min(w.b.cfg.reps, 3))
+	return r, r.run(ctx, w.raceReps())
 }
 
 // prefixes are each tool's objects in MinIO.
@@ -260,8 +280,12 @@ func (r *walResult) memoryTable(w writer) {
 	w("Sampled every 100 ms during each run from /proc: the RSS and the PSS of every process of the tool (the archive_command or restore_command PostgreSQL runs, and what it leaves running: pipe's background pusher or prefetcher, pgBackRest's async process), summed; the largest sum over the runs. RSS counts the pages of a binary each process maps in full in each (pipe's 45 MB of mapped binary, pgBackRest's 2 MB); PSS divides shared pages among their sharers, as a container's memory limit charges them once. Commands that live less than a sample can be missed (pgBackRest's and pipe-wal's short ones): the sums are lower bounds for both tools alike.\n\n")
 	w.table("what", "pipe RSS", "pgBackRest RSS", "pipe / pgBackRest", "target", "met?", "pipe PSS", "pgBackRest PSS")
 	row := func(what, sc, tool string) {
+		ref := "pgbackrest"
+		if strings.HasSuffix(tool, "-deep") {
+			ref = "pgbackrest-deep" // a queue of 1 GiB against a spool of 64
+		}
 		p, pp, _ := r.peaks(sc, tool)
-		g, gp, _ := r.peaks(sc, "pgbackrest")
+		g, gp, _ := r.peaks(sc, ref)
 		if p == 0 || g == 0 {
 			return
 		}
@@ -272,12 +296,19 @@ func (r *walResult) memoryTable(w writer) {
 	row("burst, pushed by archive_command itself (background = \"never\")", "burst", "pipe-incommand")
 	row("fetch, background prefetcher", "fetch", "pipe")
 	row("fetch, prefetched by restore_command itself (background = \"never\")", "fetch", "pipe-incommand")
+	row("fetch, background prefetcher of 64, against pgBackRest's queue of 1 GiB", "fetch", "pipe-deep")
+	row("fetch, 64 prefetched by restore_command itself, against pgBackRest's queue of 1 GiB", "fetch", "pipe-incommand-deep")
 	_, _, pusher := r.peaks("burst", "pipe")
 	_, _, prefetcher := r.peaks("fetch", "pipe")
 	most := max(pusher, prefetcher)
 	ratio := float64(r.budget) / float64(max(most, 1))
 	w("\nThe largest pipe process (the background pusher: %s; the prefetcher: %s) against the budget `pipe plan` prints for any one pipe process of the archive, %s: %.2f× its peak (target: at least 1×, at most 1.5×): %s.\n",
 		mib(pusher), mib(prefetcher), mib(r.budget), ratio, yesNo(ratio >= 1 && ratio <= 1.5))
+	if _, _, deep := r.peaks("fetch", "pipe-deep"); deep > 0 && r.deepBudget > 0 {
+		ratio := float64(r.deepBudget) / float64(deep)
+		w("\nWith prefetch = 64, the prefetcher (%s) against its archive's budget, %s: %.2f× its peak (target: at least 1×): %s.\n",
+			mib(deep), mib(r.deepBudget), ratio, yesNo(ratio >= 1))
+	}
 }
 
 // whereTimeGoes writes, per scenario and tool, the medians of the
@@ -289,9 +320,10 @@ func (r *walResult) whereTimeGoes(w writer) {
 	}
 	w("\n### Where the time goes\n\nMedians over the runs. *commands* is the CPU of every archive_command or restore_command (rusage, exact); *detached* is the tool's helpers that outlive them (pipe's background pusher or prefetcher, pgBackRest's async process), *MinIO* the store's; both sampled from /proc every 100 ms; *busy* is all the machine's CPU time (2 CPUs: 2 × wall is all there is). Peak RSS: of all the tool's processes, and of the detached helpers alone, summed (sampled; see Memory).\n\n")
 	w.table("scenario", "tool", "runs", "wall", "commands CPU", "detached CPU", "MinIO CPU", "busy", "peak RSS, all", "peak RSS, detached")
-	labels := map[string]string{"pipe": "pipe, background", "pipe-incommand": "pipe, in the command", "pgbackrest": "pgBackRest", "pgbackrest-deep": "pgBackRest, queue 1 GiB", "barman": "barman-cloud"}
+	labels := map[string]string{"pipe": "pipe, background", "pipe-incommand": "pipe, in the command", "pgbackrest": "pgBackRest", "pgbackrest-deep": "pgBackRest, queue 1 GiB", "barman": "barman-cloud",
+		"pipe-deep": "pipe, background, prefetch 64", "pipe-incommand-deep": "pipe, in the command, prefetch 64"}
 	for _, sc := range []string{"burst", "fetch"} {
-		for _, tool := range []string{"pipe", "pgbackrest", "pgbackrest-deep", "barman", "pipe-incommand"} {
+		for _, tool := range []string{"pipe", "pgbackrest", "pgbackrest-deep", "barman", "pipe-incommand", "pipe-deep", "pipe-incommand-deep"} {
 			var wall, cmd, det, minio, busy []time.Duration
 			var cmdRSS, detRSS int64
 			for _, ph := range r.phases {
@@ -438,6 +470,10 @@ func (r *walResult) markdown(w writer) {
 	if len(fetch) > 3 {
 		row("the fetch, background prefetcher, against pgBackRest's queue of 1 GiB", r.fetch.pipe, fetch[3], nil, false, 1.2, "≥ 1.2×")
 		row("the fetch, prefetched by restore_command itself, against pgBackRest's queue of 1 GiB", fetch[2], fetch[3], nil, false, 1.2, "≥ 1.2×")
+	}
+	if len(fetch) > 5 {
+		row("the fetch, background prefetcher of 64 (1 GiB), against pgBackRest's queue of 1 GiB", fetch[4], fetch[3], nil, false, 1.2, "≥ 1.2×")
+		row("the fetch, 64 prefetched by restore_command itself, against pgBackRest's queue of 1 GiB", fetch[5], fetch[3], nil, false, 1.2, "≥ 1.2×")
 	}
 	r.memoryTable(w)
 	r.whereTimeGoes(w)

@@ -52,8 +52,11 @@ type walBench struct {
 	// stopMinIO ends the MinIO container.
 	stopMinIO func()
 	// osUser runs the tools as PostgreSQL runs its commands: as postgres
-	// when the harness is root.
-	osUser string
+	// when the harness is root, with cred and userEnv (its HOME, USER
+	// and LOGNAME).
+	osUser  string
+	cred    *syscall.Credential
+	userEnv []string
 }
 
 // lookPG finds a tool on PATH or among PostgreSQL 15's binaries.
@@ -74,9 +77,14 @@ func (b *bench) newWALBench(ctx context.Context, mc string, need int) (*walBench
 	w := &walBench{b: b, mc: mc, port: 55432}
 	if os.Geteuid() == 0 {
 		w.osUser = walPGUser
-		if _, err := user.Lookup(walPGUser); err != nil {
+		u, err := user.Lookup(walPGUser)
+		if err != nil {
 			return nil, fmt.Errorf("the harness runs as root and there is no %s user to run PostgreSQL as: %w", walPGUser, err)
 		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		w.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+		w.userEnv = []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
 	}
 	var err error
 	// Under /tmp, where the postgres user can reach it (the work folder
@@ -155,19 +163,34 @@ func (w *walBench) run(ctx context.Context, env []string, argv ...string) (measu
 	return w.runIn(ctx, w.pgdata, env, argv...)
 }
 
+// As PostgreSQL's archiver and startup process run archive_command and
+// restore_command: system(), a /bin/sh -c of the command line, as the
+// server's user (setuid in the child, as the server already is that
+// user). Not runuser: its PAM session took 7-8 ms of CPU and 8-11 ms
+// for every command of every tool, as much as a pipe-wal answer itself,
+// which no server pays.
 func (w *walBench) runIn(ctx context.Context, dir string, env []string, argv ...string) (measurement, error) {
-	if w.osUser != "" {
-		// runuser keeps the environment it is given.
-		argv = append([]string{"runuser", "-u", w.osUser, "--"}, argv...)
-	}
 	if _, err := os.Stat(dir); err != nil {
 		dir = w.dir
 	}
-	m, err := runCommandIn(ctx, dir, argv, false, env...)
+	if w.cred != nil {
+		env = append(w.userEnv[:len(w.userEnv):len(w.userEnv)], env...)
+	}
+	m, err := runCommandAs(ctx, dir, w.cred, []string{"/bin/sh", "-c", shellLine(argv)}, false, env...)
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
 	return m, nil
+}
+
+// shellLine is argv as one command line for /bin/sh -c, each argument
+// quoted.
+func shellLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 // psql runs SQL on the server and returns its output.
@@ -272,7 +295,7 @@ func selfSigned() (crt, key []byte, err error) {
 }
 
 // pipeArchive is pipe's archive file: zstd level 3, as pgBackRest's.
-func (w *walBench) pipeArchive(async bool, background string) string {
+func (w *walBench) pipeArchive(async bool, background string, prefetch int) string {
 	return fmt.Sprintf(`variable "secret" { sensitive = true }
 archive "bench" {
   store "s3" {
@@ -295,10 +318,10 @@ archive "bench" {
     spool   = %q
   }
   fetch {
-    prefetch = 8
+    prefetch = %d
   }
 }
-`, w.endpoint, minioUser, background, async, filepath.Join(w.dir, "pipe-spool"))
+`, w.endpoint, minioUser, background, async, filepath.Join(w.dir, "pipe-spool"), prefetch)
 }
 
 func (w *walBench) pipeEnv() []string {
