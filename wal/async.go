@@ -61,7 +61,8 @@ type Pusher struct {
 	// pushes of archive_command, each its own process.
 	Alert func(waiting int)
 	// Spawn, when set, starts a background pusher: this program with Run.
-	Spawn func() error
+	// The channel it returns is closed when that process exits.
+	Spawn func() (<-chan struct{}, error)
 	// Idle is how long the background pusher waits for a ready file
 	// before it exits.
 	Idle time.Duration

@@ -97,9 +97,8 @@ func (c *Command) ahead(walDir string) *Pusher {
 // (Spawn) with this archive's arguments, when it finds none running.
 func (c *Command) startsPusher(ah *Pusher) {
 	args := append([]string{"wal", "push", "--background"}, c.BackgroundArgs...)
-	ah.Spawn = func() error {
-		_, err := c.Spawn(args, filepath.Join(ah.Spool, "pusher.log"))
-		return err
+	ah.Spawn = func() (<-chan struct{}, error) {
+		return c.Spawn(args, filepath.Join(ah.Spool, "pusher.log"))
 	}
 }
 

@@ -24,9 +24,11 @@ const (
 )
 
 // wait waits until the background pusher archived the file, starting a
-// pusher whenever none runs, for at most Wait.
+// pusher whenever none runs (and none it started is still starting), for
+// at most Wait.
 func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err error) {
 	deadline := time.Now().Add(ah.Wait)
+	var started <-chan struct{} // the pusher this wait started, if any
 	perr := poll(ctx, func() bool {
 		if r = NotedPush(ah.Spool, name, p); r != nil {
 			return true
@@ -51,9 +53,14 @@ func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err 
 			if r = NotedPush(ah.Spool, name, p); r != nil {
 				return true
 			}
-			if err = ah.Spawn(); err != nil {
-				err = fmt.Errorf("starting the background pusher: %w", err)
-				return true
+			// One started here takes a moment to hold its lock: another
+			// is started only once it has exited (each would read the
+			// store's settings and find the lock taken).
+			if started == nil || exited(started) {
+				if started, err = ah.Spawn(); err != nil {
+					err = fmt.Errorf("starting the background pusher: %w", err)
+					return true
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -66,6 +73,16 @@ func (ah *Pusher) wait(ctx context.Context, name, p string) (r *PushResult, err 
 		return nil, perr
 	}
 	return r, err
+}
+
+// exited reports whether the process whose exit ch closes has exited.
+func exited(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // errNotReady is wait's answer for a file that is no longer marked ready

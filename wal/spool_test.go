@@ -48,7 +48,7 @@ func TestSpoolFull(t *testing.T) {
 	defer held.Close()
 	spawned := 0
 	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: spool, Workers: 2, Wait: time.Minute, Log: discard(),
-		Spawn: func() error { spawned++; return nil }}
+		Spawn: func() (<-chan struct{}, error) { spawned++; return make(chan struct{}), nil }}
 
 	full.Store(true)
 	start := time.Now()

@@ -489,16 +489,18 @@ func TestAheadBackground(t *testing.T) {
 	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"),
 		Workers: 3, Wait: 10 * time.Second, Idle: 200 * time.Millisecond, Log: discard(),
 		Pushed: func(r *PushResult) { mu.Lock(); pushed[path.Base(r.Key)[:24]]++; mu.Unlock() }}
-	ah.Spawn = func() error {
+	ah.Spawn = func() (<-chan struct{}, error) {
 		spawns++
 		runs.Add(1)
+		exited := make(chan struct{})
 		go func() {
 			defer runs.Done()
+			defer close(exited)
 			if err := ah.Run(ctx); err != nil && !errors.Is(err, ErrBusy) {
 				t.Error(err)
 			}
 		}()
-		return nil
+		return exited, nil
 	}
 	status := filepath.Join(c.dir, "pg_wal", "archive_status")
 	for n := uint64(1); n <= 10; n++ {
@@ -532,6 +534,37 @@ func TestAheadBackground(t *testing.T) {
 		t.Errorf("Push with a failing store: %v", err)
 	}
 	runs.Wait()
+}
+
+// A push waiting for the pusher it started does not start another while
+// that one starts (it holds no lock yet): only once it has exited, as a
+// pusher that could not open the store does.
+func TestAheadStartsOnePusher(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	p := c.write(t, name(1, 1), segment(testSysID, 1, 1))
+	for _, dies := range []bool{false, true} {
+		spawns := 0
+		ah := &Pusher{WalDir: filepath.Join(c.dir, "pg_wal"), Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "push"), Workers: 2,
+			Wait: 500 * time.Millisecond, Log: discard(),
+			Spawn: func() (<-chan struct{}, error) {
+				spawns++
+				exited := make(chan struct{})
+				if dies {
+					close(exited)
+				}
+				return exited, nil // it never takes the lock, nor notes the file
+			}}
+		if _, err := ah.Push(ctx, name(1, 1), p); err == nil || !strings.Contains(err.Error(), "did not archive it") {
+			t.Fatalf("Push with a pusher that never notes: %v", err)
+		}
+		switch {
+		case !dies && spawns != 1:
+			t.Errorf("started %d pushers while the first was starting, want 1", spawns)
+		case dies && spawns < 2:
+			t.Errorf("started %d pushers when each exited at once, want one after another", spawns)
+		}
+	}
 }
 
 // failingStore fails every Create.
