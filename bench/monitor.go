@@ -59,11 +59,8 @@ func (w *walBench) watched() watched {
 	if p, err := filepath.EvalSymlinks(wt.pgBin); err == nil {
 		wt.pgBin = p
 	}
-	if w.osUser != "" {
-		var st syscall.Stat_t
-		if err := syscall.Stat(w.pgdata, &st); err == nil {
-			wt.pgUID = int(st.Uid)
-		}
+	if w.cred != nil {
+		wt.pgUID = int(w.cred.Uid)
 	}
 	return wt
 }

@@ -176,8 +176,8 @@ func (w *walBench) raceReps() int {
 }
 
 // fetchRace: recovery, the same segments fetched in order as
-// restore_command (every tool's archive holds them from the burst), at
-// most raceReps times each, no warm-up. Each run is monitored (watch).
+// restore_command (every tool's archive holds them from the burst),
+// raceReps times each, no warm-up. Each run is monitored (watch).
 func (w *walRaces) fetchRace(ctx context.Context) (*race, error) {
 	restoreDir := filepath.Join(w.dir, "restore")
 	fetch := func(label, tool string, target float64, env []string, argv ...string) *contender {

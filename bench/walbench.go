@@ -51,10 +51,9 @@ type walBench struct {
 	stop     func()
 	// stopMinIO ends the MinIO container.
 	stopMinIO func()
-	// osUser runs the tools as PostgreSQL runs its commands: as postgres
-	// when the harness is root, with cred and userEnv (its HOME, USER
-	// and LOGNAME).
-	osUser  string
+	// cred runs the tools as PostgreSQL runs its commands: as postgres
+	// when the harness is root (nil otherwise), with userEnv (its HOME,
+	// USER and LOGNAME).
 	cred    *syscall.Credential
 	userEnv []string
 }
@@ -76,7 +75,6 @@ func lookPG(tool string) (string, error) {
 func (b *bench) newWALBench(ctx context.Context, mc string, need int) (*walBench, error) {
 	w := &walBench{b: b, mc: mc, port: 55432}
 	if os.Geteuid() == 0 {
-		w.osUser = walPGUser
 		u, err := user.Lookup(walPGUser)
 		if err != nil {
 			return nil, fmt.Errorf("the harness runs as root and there is no %s user to run PostgreSQL as: %w", walPGUser, err)
@@ -145,16 +143,10 @@ func (w *walBench) minioStop() {
 
 // chown gives a path to the postgres user when the harness is root.
 func (w *walBench) chown(p string) error {
-	if w.osUser == "" {
+	if w.cred == nil {
 		return nil
 	}
-	u, err := user.Lookup(w.osUser)
-	if err != nil {
-		return err
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return os.Chown(p, uid, gid)
+	return os.Chown(p, int(w.cred.Uid), int(w.cred.Gid))
 }
 
 // run times a command as PostgreSQL would run it: as its user, in its
@@ -188,7 +180,7 @@ func (w *walBench) runIn(ctx context.Context, dir string, env []string, argv ...
 func shellLine(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		q[i] = shq(a)
 	}
 	return strings.Join(q, " ")
 }

@@ -837,8 +837,9 @@ func TestPrefetchAtOnce(t *testing.T) {
 				pf.Batch(ctx, testSysID, name(1, 1))
 			} else {
 				go func() {
-					// Recovery takes nothing: the prefetcher fills its
-					// window, then idles out.
+					// Recovery takes nothing: once the prefetcher has
+					// filled its window, recovery moves past the end of
+					// the archive and the prefetcher ends.
 					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 						if ents, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24))); len(ents) == n-1 {
 							break
