@@ -10,6 +10,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/wal"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // The WAL archive's promises on a real store (each object store's
@@ -43,11 +44,11 @@ func walArchive(st sdk.Sink, root string) *wal.Archive {
 // exist, or nil when configuring it failed already (which is as good).
 func walStoreSuite(t *testing.T, store sdk.Sink, root string, missing sdk.Sink) {
 	ctx := context.Background()
-	seg := func(n uint64) string { return wal.SegmentName(1, n, 1<<20) }
+	seg := func(n uint64) string { return walname.SegmentName(1, n, 1<<20) }
 	t.Run("two pushes race for one name", func(t *testing.T) {
 		archives := [2]*wal.Archive{walArchive(store, root), walArchive(store, root)}
 		for n := uint64(1); n <= 6; n++ {
-			f, _ := wal.ParseName(seg(n))
+			f, _ := walname.ParseName(seg(n))
 			data := [2][]byte{walSegment(n), walSegment(n + 100)}
 			var errs [2]error
 			var wg sync.WaitGroup
@@ -86,7 +87,7 @@ func walStoreSuite(t *testing.T, store sdk.Sink, root string, missing sdk.Sink) 
 	t.Run("a hole is not the end", func(t *testing.T) {
 		a := walArchive(store, root+"hole/")
 		for _, n := range []uint64{1, 2, 4, 5000} {
-			f, _ := wal.ParseName(seg(n))
+			f, _ := walname.ParseName(seg(n))
 			if _, err := a.PushData(ctx, f, walSegment(n)); err != nil {
 				t.Fatal(err)
 			}

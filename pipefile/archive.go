@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/pipebackup/pipe/pipefile/archiveattrs"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
@@ -37,20 +39,6 @@ type Archive struct {
 	Sign, Trust *Block
 }
 
-var archiveAttrs = []sdk.Attribute{
-	{Name: "system_identifier", Type: sdk.String, Public: true, Description: "The cluster's system identifier (pg_controldata's \"Database system identifier\"). Default: read from global/pg_control of the data directory PostgreSQL runs the command in."},
-	{Name: "segment_size", Type: sdk.Size, Default: int64(16 << 20), Description: "The WAL segment size of the cluster (initdb --wal-segsize), for naming the segments that follow one and finding gaps."},
-	{Name: "background", Type: sdk.String, Default: "auto", Description: "Who pushes ahead (push { async }) and prefetches (fetch { prefetch }): \"auto\", a background process where PID 1 is a known init (systemd, tini, …), else archive_command and restore_command themselves; \"always\", a background process whatever PID 1 is (say so only where it reaps orphans and is not PostgreSQL); \"never\", the commands themselves."},
-}
-
-var archivePushAttrs = []sdk.Attribute{
-	{Name: "async", Type: sdk.Bool, Default: false, Description: "Push ahead: the files PostgreSQL marked ready (pg_wal/archive_status/*.ready) are pushed, workers at once, before their archive_command asks: by a background pusher or by archive_command itself (the archive's background attribute)."},
-	{Name: "workers", Type: sdk.Number, Default: int64(4), Description: "Files pushed at once (async)."},
-	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/push", Description: "Where the notes of files pushed ahead, the lock and the pusher's log are, relative to the data directory."},
-	{Name: "timeout", Type: sdk.Duration, Default: 60 * time.Second, Description: "How long archive_command waits for its file to be pushed ahead (or for another push that holds the spool) before it fails; PostgreSQL then retries."},
-	{Name: "max_backlog", Type: sdk.Number, Default: int64(1024), Description: "Files waiting in pg_wal/archive_status beyond which pipe logs an error and pipe_wal_backlog_exceeded is 1. pipe never drops WAL to keep up: a dropped segment breaks recovery."},
-}
-
 // BinlogAttrs are the binlog block's: where the server's binlog is, and
 // how closely the archive follows it.
 var BinlogAttrs = []sdk.Attribute{
@@ -59,16 +47,10 @@ var BinlogAttrs = []sdk.Attribute{
 	{Name: "part_size", Type: sdk.Size, Default: int64(16 << 20), Description: "The most bytes one segment holds: a busy server's binlog is stored in segments of this size, each held in memory once while it is sealed."},
 }
 
-var archiveFetchAttrs = []sdk.Attribute{
-	{Name: "prefetch", Type: sdk.Number, Default: int64(8), Description: "Segments after the newest one recovery asked for that are brought into the spool, oldest first and at most 8 at once (0: none): by a background prefetcher or by restore_command itself (the archive's background attribute)."},
-	{Name: "spool", Type: sdk.String, Default: "pg_wal/pipe-spool/fetch", Description: "Where prefetched segments wait, relative to the data directory (keep it on pg_wal's file system: they are renamed into place)."},
-	{Name: "retries", Type: sdk.Number, Default: int64(5), Description: "How often a fetch that failed (not a segment that is not archived) is tried again before pipe stops recovery."},
-}
-
 func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Archive, hcl.Diagnostics) {
 	a := &Archive{Name: b.Labels[0], Range: b.DefRange}
 	schema := &hcl.BodySchema{
-		Attributes: attributeSchema(archiveAttrs, ""),
+		Attributes: hclvalue.Schema(archiveattrs.Archive, ""),
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "store", LabelNames: []string{"type"}},
 			{Type: stagekind.Compress.Name}, {Type: stagekind.Encrypt.Name}, {Type: stagekind.Decrypt.Name},
@@ -76,7 +58,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 		},
 	}
 	content, diags := b.Body.Content(schema)
-	attrs, d := f.decodeAttributes("archive", b.DefRange, content.Attributes, archiveAttrs, "", ectx, src)
+	attrs, d := f.decodeAttributes("archive", b.DefRange, content.Attributes, archiveattrs.Archive, "", ectx, src)
 	diags = append(diags, d...)
 	a.Attrs = attrs
 	seen := map[string]hcl.Range{}
@@ -102,10 +84,10 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Not a store",
 					Detail: fmt.Sprintf("%q keeps nothing pipe can read back; a WAL archive needs a store: fs, s3, gcs or azure.", ep.Type), Subject: blk.LabelRanges[0].Ptr()})
 			case ep.Key != nil && (ep.Key.Kind != KeyFolder || ep.Key.UsesRunID()):
-				diags = append(diags, attrDiag(ep.attrs[ep.Key.Attr], "The archive is a folder",
+				diags = append(diags, hclvalue.Diag(ep.attrs[ep.Key.Attr], "The archive is a folder",
 					fmt.Sprintf("%s names where the archive's folder is: one folder, without ${run.id} or ${stream.*}, ending in \"/\" (segments go under it, by system identifier and timeline).", ep.Key.Attr)))
 			case ep.Retention.Set():
-				diags = append(diags, attrDiag(ep.attrs["keep_last"], "No retention in the archive",
+				diags = append(diags, hclvalue.Diag(ep.attrs["keep_last"], "No retention in the archive",
 					"WAL goes with the base backups that need it: keep_last or keep_within on the sink of the base backup pipeline removes, after each run and with pipe backups prune, the WAL archived before the oldest base backup it keeps."))
 			}
 			a.Store = ep
@@ -114,7 +96,7 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			diags = append(diags, d...)
 			a.Binlog = bl
 		case "push", "fetch":
-			attrsOf := map[string][]sdk.Attribute{"push": archivePushAttrs, "fetch": archiveFetchAttrs}[blk.Type]
+			attrsOf := map[string][]sdk.Attribute{"push": archiveattrs.Push, "fetch": archiveattrs.Fetch}[blk.Type]
 			bl, d := f.decodeBlock(blk, blk.Type, attrsOf, "", ectx, src)
 			diags = append(diags, d...)
 			if blk.Type == "push" {
@@ -148,10 +130,10 @@ func (f *File) loadArchive(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src 
 			Detail: fmt.Sprintf(`Archive %q has no store block: add one, e.g. store "s3" { bucket = "backups", key = "wal/" }.`, a.Name), Subject: b.DefRange.Ptr()})
 	}
 	if a.Push == nil {
-		a.Push = defaults(archivePushAttrs, "push", b.DefRange)
+		a.Push = defaults(archiveattrs.Push, "push", b.DefRange)
 	}
 	if a.Fetch == nil {
-		a.Fetch = defaults(archiveFetchAttrs, "fetch", b.DefRange)
+		a.Fetch = defaults(archiveattrs.Fetch, "fetch", b.DefRange)
 	}
 	return a, diags
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pipebackup/pipe/drill"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -58,7 +59,7 @@ func (f *File) loadDrill(b *hcl.Block, vars map[string]cty.Value, funcs map[stri
 		return d
 	}
 	ectx := evalContext(vars, "", o.RunID, funcs)
-	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(drillAttrs, ""),
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: hclvalue.Schema(drillAttrs, ""),
 		Blocks: []hcl.BlockHeaderSchema{{Type: "check", LabelNames: []string{"name"}}}})
 	blk, d := f.decodeAttributes("drill", b.DefRange, content.Attributes, drillAttrs, "", ectx, src)
 	diags = append(diags, d...)
@@ -91,7 +92,7 @@ func (f *File) loadCheck(dr *Drill, b *hcl.Block, ectx *hcl.EvalContext, src []b
 		c.AtLeast, c.HasAtLeast = float64(n), true
 	}
 	if c.HasExpect && c.HasAtLeast {
-		diags = append(diags, attrDiag(blk.attrs["at_least"], "expect or at_least", "A check compares its result with expect, or its first value with at_least: write a check for each."))
+		diags = append(diags, hclvalue.Diag(blk.attrs["at_least"], "expect or at_least", "A check compares its result with expect, or its first value with at_least: write a check for each."))
 	}
 	return c, diags
 }

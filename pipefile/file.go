@@ -14,6 +14,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pipebackup/pipe/catalog"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/stagekind"
 )
@@ -331,7 +332,7 @@ func LoadSource(path string, src []byte, o Options) (*File, hcl.Diagnostics) {
 		o.Now = time.Now()
 	}
 	f := &File{Path: path, parser: hclparse.NewParser(), secrets: map[string]bool{}, unset: map[string]*Variable{}, running: o.running()}
-	if d := checkLimits(path, src); d.HasErrors() {
+	if d := hclvalue.CheckLimits(path, src); d.HasErrors() {
 		return f, d
 	}
 	hf, diags := f.parser.ParseHCL(src, path)
@@ -444,7 +445,7 @@ func evalContext(vars map[string]cty.Value, pipeline, runID string, funcs map[st
 func (f *File) loadPipeline(b *hcl.Block, ectx *hcl.EvalContext, o *Options, src []byte) (*Pipeline, hcl.Diagnostics) {
 	p := &Pipeline{Name: b.Labels[0], Range: b.DefRange}
 	schema := &hcl.BodySchema{
-		Attributes: attributeSchema(pipelineAttrs, ""),
+		Attributes: hclvalue.Schema(pipelineAttrs, ""),
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "source", LabelNames: []string{"type"}},
 			{Type: "sink", LabelNames: []string{"type"}},
@@ -594,7 +595,7 @@ func (f *File) loadPlugins(blocks hcl.Blocks, o *Options, vars map[string]cty.Va
 			continue
 		}
 		seen[name] = true
-		c, d := b.Body.Content(&hcl.BodySchema{Attributes: attributeSchema(pluginAttrs, "")})
+		c, d := b.Body.Content(&hcl.BodySchema{Attributes: hclvalue.Schema(pluginAttrs, "")})
 		diags = append(diags, d...)
 		blk, d := f.decodeAttributes("plugin", b.DefRange, c.Attributes, pluginAttrs, "", fctx, src)
 		diags = append(diags, d...)
@@ -663,17 +664,6 @@ func (f *File) loadEndpoint(blk *hcl.Block, ectx *hcl.EvalContext, o *Options, s
 		ep.Key = k
 	}
 	return ep, diags
-}
-
-func attributeSchema(attrs []sdk.Attribute, skip string) []hcl.AttributeSchema {
-	out := make([]hcl.AttributeSchema, 0, len(attrs))
-	for _, a := range attrs {
-		if a.Name == skip {
-			continue
-		}
-		out = append(out, hcl.AttributeSchema{Name: a.Name, Required: a.Required})
-	}
-	return out
 }
 
 // pos prints a position as file:line:column.

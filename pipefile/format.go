@@ -3,6 +3,7 @@ package pipefile
 import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 )
 
 // ParseSyntax checks that src is HCL within the loader's limits, before
@@ -12,7 +13,7 @@ import (
 // starts once per WAL segment.
 func ParseSyntax(path string, src []byte) (*hclparse.Parser, hcl.Diagnostics) {
 	p := hclparse.NewParser()
-	if diags := checkLimits(path, src); diags.HasErrors() {
+	if diags := hclvalue.CheckLimits(path, src); diags.HasErrors() {
 		return p, diags
 	}
 	_, diags := p.ParseHCL(src, path)

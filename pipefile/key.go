@@ -2,8 +2,10 @@ package pipefile
 
 import (
 	"fmt"
-	"github.com/pipebackup/pipe/manifest"
 	"strings"
+
+	"github.com/pipebackup/pipe/manifest"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -91,7 +93,7 @@ func (f *File) newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalCo
 	}
 	val, marks := val.UnmarkDeep()
 	if _, ok := marks[sensitiveMark]; ok {
-		return nil, hcl.Diagnostics{attrDiag(attr, "Sensitive value in an object's name",
+		return nil, hcl.Diagnostics{hclvalue.Diag(attr, "Sensitive value in an object's name",
 			fmt.Sprintf("%s names where objects go; object names are printed in plans and summaries and stored in manifests, so they are never secret: keep sensitive variables out of it.", name))}
 	}
 	if !val.IsKnown() && !f.running {
@@ -108,12 +110,12 @@ func (f *File) newKeyTemplate(name string, attr *hcl.Attribute, ectx *hcl.EvalCo
 		return k, nil
 	}
 	if val.IsNull() || !val.IsKnown() || val.Type() != cty.String {
-		return nil, hcl.Diagnostics{attrDiag(attr, "Incorrect attribute value type", fmt.Sprintf("%s must be a string path.", name))}
+		return nil, hcl.Diagnostics{hclvalue.Diag(attr, "Incorrect attribute value type", fmt.Sprintf("%s must be a string path.", name))}
 	}
 	s := val.AsString()
 	switch {
 	case s == "":
-		return nil, hcl.Diagnostics{attrDiag(attr, "Empty path", fmt.Sprintf("%s is empty: name a folder (ending in /) or a file.", name))}
+		return nil, hcl.Diagnostics{hclvalue.Diag(attr, "Empty path", fmt.Sprintf("%s is empty: name a folder (ending in /) or a file.", name))}
 	case perStream:
 		k.Kind = KeyPerStream
 	case strings.HasSuffix(s, "/"):

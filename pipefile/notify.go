@@ -11,6 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/pipebackup/pipe/notify"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -93,19 +94,19 @@ func checkNotify(blk *Block, n *Notify) hcl.Diagnostics {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Notify where?",
 			Detail: fmt.Sprintf("notify %q needs one of webhook (a URL pipe POSTs JSON to), healthchecks (a ping URL) or command (a program).", n.Name), Subject: n.Range.Ptr()})
 	case len(set) > 1:
-		diags = append(diags, attrDiag(blk.attrs[set[1]], "One target per notify block",
+		diags = append(diags, hclvalue.Diag(blk.attrs[set[1]], "One target per notify block",
 			fmt.Sprintf("notify %q sets both %s and %s: write a notify block for each.", n.Name, set[0], set[1])))
 	}
 	for _, a := range []string{"webhook", "healthchecks"} {
 		if v := blk.String(a); v != "" {
 			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				// The value is a secret: the message does not repeat it.
-				diags = append(diags, attrDiag(blk.attrs[a], "Not an http(s) URL", a+" must be an http:// or https:// URL with a host."))
+				diags = append(diags, hclvalue.Diag(blk.attrs[a], "Not an http(s) URL", a+" must be an http:// or https:// URL with a host."))
 			}
 		}
 	}
 	if blk.Has("headers") && !blk.Has("webhook") {
-		diags = append(diags, attrDiag(blk.attrs["headers"], "Headers without a webhook", "headers are sent with webhook requests only."))
+		diags = append(diags, hclvalue.Diag(blk.attrs["headers"], "Headers without a webhook", "headers are sent with webhook requests only."))
 	}
 	for _, e := range n.Target.On {
 		if !slices.Contains(notify.Events, e) {
@@ -113,7 +114,7 @@ func checkNotify(blk *Block, n *Notify) hcl.Diagnostics {
 			if s := suggest(e, notify.Events); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			diags = append(diags, attrDiag(blk.attrs["on"], "Unknown event",
+			diags = append(diags, hclvalue.Diag(blk.attrs["on"], "Unknown event",
 				fmt.Sprintf("%q is not an event%s; the events are %s.", e, hint, strings.Join(notify.Events, ", "))))
 		}
 	}
@@ -121,7 +122,7 @@ func checkNotify(blk *Block, n *Notify) hcl.Diagnostics {
 		diags = append(diags, commandSecret(blk))
 	}
 	if blk.Has("timeout") && n.Target.Timeout <= 0 {
-		diags = append(diags, attrDiag(blk.attrs["timeout"], "Timeout too short", "A notify timeout is longer than zero (default 2s)."))
+		diags = append(diags, hclvalue.Diag(blk.attrs["timeout"], "Timeout too short", "A notify timeout is longer than zero (default 2s)."))
 	}
 	return diags
 }
@@ -143,7 +144,7 @@ func (f *File) loadHook(p *Pipeline, b *hcl.Block, ectx *hcl.EvalContext, src []
 	h := &Hook{When: when, Range: b.DefRange, Command: blk.Strings("command")}
 	h.Timeout, _ = blk.Values["timeout"].(time.Duration)
 	if blk.Has("timeout") && h.Timeout <= 0 {
-		diags = append(diags, attrDiag(blk.attrs["timeout"], "Timeout too short", "A hook's timeout is longer than zero (default 10m)."))
+		diags = append(diags, hclvalue.Diag(blk.attrs["timeout"], "Timeout too short", "A hook's timeout is longer than zero (default 10m)."))
 	}
 	if blk.Sensitive["command"] {
 		diags = append(diags, commandSecret(blk))
@@ -180,6 +181,6 @@ func blockName(what string, b *hcl.Block, prev func(name string) *hcl.Range) hcl
 // commandSecret is the error of a command line that holds a sensitive
 // value.
 func commandSecret(blk *Block) *hcl.Diagnostic {
-	return attrDiag(blk.attrs["command"], "A secret in a command line",
+	return hclvalue.Diag(blk.attrs["command"], "A secret in a command line",
 		"command holds a sensitive value, and a command line is visible to every user of the machine (ps): let the program read the secret from a file or its own configuration.")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -199,12 +200,12 @@ func TestParseSize(t *testing.T) {
 		{"", 0, false, true},
 		{"2EiB", 0, false, true},
 	} {
-		n, warn, err := ParseSize(tc.in)
+		n, warn, err := hclvalue.ParseSize(tc.in)
 		if (err != nil) != tc.err || n != tc.n || (warn != "") != tc.warn {
 			t.Errorf("%q: %d %q %v", tc.in, n, warn, err)
 		}
 	}
-	_, warn, _ := ParseSize("1PB")
+	_, warn, _ := hclvalue.ParseSize("1PB")
 	if !strings.Contains(warn, `write "1PiB"`) {
 		t.Errorf("advice: %s", warn)
 	}
@@ -235,7 +236,7 @@ func TestParseRate(t *testing.T) {
 // The loader bounds what it accepts: hostile files draw a positioned
 // diagnostic instead of running the parser out of stack or memory.
 func TestLoaderLimits(t *testing.T) {
-	big := strings.Repeat("# a comment line that pads the file out\n", MaxFileSize/40+1)
+	big := strings.Repeat("# a comment line that pads the file out\n", hclvalue.MaxFileSize/40+1)
 	for name, tc := range map[string]struct{ src, want string }{
 		"60,000 [":        {"x = " + strings.Repeat("[", 60000), "too complex"},
 		"65 nested [":     {`variable "x" { default = ` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + " }", "nested too deeply"},

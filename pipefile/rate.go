@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plugins/sdk"
 )
 
@@ -22,7 +23,7 @@ func ParseRate(s string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%q is not a rate: write a size per second, e.g. \"200MiB/s\"", s)
 	}
-	n, _, err := ParseSize(size)
+	n, _, err := hclvalue.ParseSize(size)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a rate: write a size per second, e.g. \"200MiB/s\"", s)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -140,7 +141,7 @@ func (v *Variable) readSensitive(content *hcl.BodyContent) hcl.Diagnostics {
 		return d
 	}
 	if sv.Type() != cty.Bool || sv.IsNull() {
-		return append(d, attrDiag(a, "Incorrect attribute value type", "sensitive must be true or false."))
+		return append(d, hclvalue.Diag(a, "Incorrect attribute value type", "sensitive must be true or false."))
 	}
 	v.Sensitive = sv.True()
 	return d
@@ -173,7 +174,7 @@ func defaultValue(a *hcl.Attribute, ty cty.Type, fctx *hcl.EvalContext, vd hcl.D
 	}
 	cv, err := convert.Convert(val, ty)
 	if err != nil {
-		return cty.NilVal, append(vd, attrDiag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
+		return cty.NilVal, append(vd, hclvalue.Diag(a, "Invalid default value for variable", fmt.Sprintf("The default does not fit the type %s: %v.", ty.FriendlyName(), err)))
 	}
 	return cv, vd
 }

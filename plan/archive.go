@@ -18,6 +18,7 @@ import (
 	"github.com/pipebackup/pipe/stages/encrypt"
 	"github.com/pipebackup/pipe/stages/stagekind"
 	"github.com/pipebackup/pipe/wal"
+	"github.com/pipebackup/pipe/wal/spool"
 )
 
 // Archive is a resolved WAL archive.
@@ -33,7 +34,7 @@ type Archive struct {
 	SystemID    uint64
 	SegmentSize int64
 	// Background is the background attribute: who pushes ahead and
-	// prefetches (wal.Background).
+	// prefetches (spool.Background).
 	Background string
 	// Push and fetch settings.
 	Async       bool
@@ -168,7 +169,7 @@ func (a *Archive) resolveAttrs(def *pipefile.Archive) hcl.Diagnostics {
 			fmt.Sprintf("%s is not a WAL segment size: PostgreSQL makes powers of two from 1MiB to 1GiB.", pipefile.HumanSize(n))))
 	}
 	a.Background = def.Attrs.String("background")
-	if !slices.Contains(wal.BackgroundModes, a.Background) {
+	if !slices.Contains(spool.BackgroundModes, a.Background) {
 		diags = append(diags, errAt(def.Attrs.AttrRange("background"), "Invalid background",
 			fmt.Sprintf("background = %q: give \"auto\" (a background process where PID 1 is a known init), \"always\" (whatever PID 1 is: only where it reaps orphans and is not PostgreSQL) or \"never\".", a.Background)))
 	}
@@ -422,12 +423,12 @@ func (a *Archive) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  cluster      system identifier %s, segments of %s\n", id, size(a.SegmentSize))
 	if a.Async || a.Prefetch > 0 {
-		bg, why := wal.Background(a.Background)
+		bg, why := spool.Background(a.Background)
 		who := "archive_command and restore_command push ahead and prefetch themselves"
 		if bg {
 			who = "a background pusher and prefetcher"
 		}
-		if a.Background == wal.BackgroundAuto {
+		if a.Background == spool.BackgroundAuto {
 			who += ", here: " + why
 		}
 		fmt.Fprintf(w, "  background   %s (background = %q)\n", who, a.Background)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/profiles"
@@ -127,7 +128,7 @@ func ParseSweeps(flags []string) ([]Sweep, error) {
 func knobValue(knob, t string) (int64, error) {
 	switch knob {
 	case "chunk_size", "part_size":
-		n, _, err := pipefile.ParseSize(t)
+		n, _, err := hclvalue.ParseSize(t)
 		if err != nil {
 			return 0, err
 		}

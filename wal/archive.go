@@ -18,6 +18,8 @@ import (
 	"github.com/pipebackup/pipe/signing"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/wal/spool"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // Store is where an archive keeps its objects: a storage sink.
@@ -122,13 +124,13 @@ type PushResult struct {
 
 // systemID is the cluster's system identifier for a file: the configured
 // one, else pg_control's; a segment's own header must agree.
-func (a *Archive) systemID(f File, data []byte) (uint64, error) {
+func (a *Archive) systemID(f walname.File, data []byte) (uint64, error) {
 	id := a.SystemID
 	if id == 0 {
 		b, err := a.control()
 		switch {
 		case err == nil:
-			if id, err = ControlSystemID(b); err != nil {
+			if id, err = walname.ControlSystemID(b); err != nil {
 				return 0, err
 			}
 		case !hasHeader(f) || data == nil:
@@ -136,7 +138,7 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 		}
 	}
 	if hasHeader(f) && data != nil {
-		h, err := ParseHeader(data)
+		h, err := walname.ParseHeader(data)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", f.Name, err)
 		}
@@ -158,16 +160,16 @@ func (a *Archive) systemID(f File, data []byte) (uint64, error) {
 
 // hasHeader reports whether a file starts with a segment's page header:
 // a segment, or a .partial one.
-func hasHeader(f File) bool { return f.Kind == Segment || f.Kind == Partial }
+func hasHeader(f walname.File) bool { return f.Kind == walname.Segment || f.Kind == walname.Partial }
 
 // find returns the archived objects of a file (not its name's claim).
-func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, keys []string, err error) {
+func (a *Archive) find(ctx context.Context, dir, name string) (objs []walname.Object, keys []string, err error) {
 	infos, err := a.Store.List(ctx, a.Root+dir+name+"-")
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, in := range infos {
-		o, err := ParseObject(path.Base(in.Key))
+		o, err := walname.ParseObject(path.Base(in.Key))
 		if err != nil || o.Name != name {
 			continue // a temporary file, or another file's
 		}
@@ -183,7 +185,7 @@ func (a *Archive) find(ctx context.Context, dir, name string) (objs []Object, ke
 // durably. The same content again writes nothing; other content under an
 // archived name is ErrConflict.
 func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
-	f, err := ParseName(filepath.Base(p))
+	f, err := walname.ParseName(filepath.Base(p))
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +193,7 @@ func (a *Archive) Push(ctx context.Context, p string) (*PushResult, error) {
 }
 
 // PushFile archives the file at p as file f (see Push).
-func (a *Archive) PushFile(ctx context.Context, f File, p string) (*PushResult, error) {
+func (a *Archive) PushFile(ctx context.Context, f walname.File, p string) (*PushResult, error) {
 	fh, err := os.Open(p)
 	if err != nil {
 		return nil, err
@@ -208,7 +210,7 @@ func (a *Archive) PushFile(ctx context.Context, f File, p string) (*PushResult, 
 }
 
 // PushData archives the contents of file f (see push).
-func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResult, error) {
+func (a *Archive) PushData(ctx context.Context, f walname.File, data []byte) (*PushResult, error) {
 	return a.push(ctx, f, bytes.NewReader(data), int64(len(data)))
 }
 
@@ -216,7 +218,7 @@ func (a *Archive) PushData(ctx context.Context, f File, data []byte) (*PushResul
 // different content under one name, at any moment, exactly one archives
 // its file: the one whose claim of the name the store created (see
 // ClaimExt); the other returns ErrConflict.
-func (a *Archive) push(ctx context.Context, f File, src io.ReaderAt, size int64) (*PushResult, error) {
+func (a *Archive) push(ctx context.Context, f walname.File, src io.ReaderAt, size int64) (*PushResult, error) {
 	if !a.Exclusive {
 		return nil, fmt.Errorf("%s: the archive's store cannot create an object only if none is there (its plugin does not declare exclusive create), so two servers could archive different files under one name: keep the archive in an fs, s3, gcs or azure store", f.Name)
 	}
@@ -231,7 +233,7 @@ func (a *Archive) push(ctx context.Context, f File, src io.ReaderAt, size int64)
 	if err != nil {
 		return nil, err
 	}
-	dir := Dir(id, f.Timeline)
+	dir := walname.Dir(id, f.Timeline)
 	res := &PushResult{SystemID: id, Bytes: size}
 	// Two things at once: the file's encoding, which also gives its
 	// digest (one read of the file), and the look at the archive (a
@@ -287,12 +289,12 @@ func (a *Archive) sameFile(like string, src io.ReaderAt, size int64, sum string)
 
 // readHead reads what push checks of a file before it archives it: a
 // segment's first page header, or a small file whole.
-func readHead(f File, src io.ReaderAt, size int64) ([]byte, error) {
+func readHead(f walname.File, src io.ReaderAt, size int64) ([]byte, error) {
 	n := size
 	if hasHeader(f) {
 		n = min(size, 64)
 	} else if size > maxSmallFile {
-		return nil, fmt.Errorf("it has %d bytes, more than any %s", size, map[Kind]string{History: "timeline history file", Backup: "backup history file"}[f.Kind])
+		return nil, fmt.Errorf("it has %d bytes, more than any %s", size, map[walname.Kind]string{walname.History: "timeline history file", walname.Backup: "backup history file"}[f.Kind])
 	}
 	head := make([]byte, n)
 	if _, err := src.ReadAt(head, 0); err != nil && !(errors.Is(err, io.EOF) && n == size) {
@@ -307,18 +309,18 @@ func (a *Archive) objectName(dir, name, fileSum, storedSum string) string {
 	if a.Sign != nil {
 		return signedName(a.Sign, dir, name, fileSum, storedSum, a.ext())
 	}
-	return ObjectName(name, fileSum, storedSum, a.ext())
+	return walname.ObjectName(name, fileSum, storedSum, a.ext())
 }
 
 // stands reports whether an archived object of the same content as a
 // push's file stands for it: with a signing key, only an object signed
 // with that key does (push stores a signed one beside another, so that a
 // fetch that trusts the key finds one).
-func (a *Archive) stands(o Object, dir string) bool {
+func (a *Archive) stands(o walname.Object, dir string) bool {
 	if a.Sign == nil {
 		return true
 	}
-	_, err := o.checkSignature(signing.Trust{a.Sign.Public()}, dir)
+	_, err := checkSignature(o, signing.Trust{a.Sign.Public()}, dir)
 	return err == nil
 }
 
@@ -344,7 +346,7 @@ func (a *Archive) claim(ctx context.Context, dir, name string, sameAs func(like,
 	// The listing still decides for names archived before claims existed
 	// (an object, no claim).
 	type listing struct {
-		objs []Object
+		objs []walname.Object
 		keys []string
 		err  error
 	}
@@ -467,7 +469,7 @@ func (a *Archive) putFrom(ctx context.Context, key, stream string, size int64, w
 // later WAL of its timeline: a missing segment before archived ones is
 // ErrHole, which recovery must stop at rather than end there.
 func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
-	f, err := ParseName(name)
+	f, err := walname.ParseName(name)
 	if err != nil {
 		return err
 	}
@@ -484,7 +486,7 @@ func (a *Archive) Fetch(ctx context.Context, name, dest string) error {
 	if rerr := a.CheckRoot(ctx); rerr != nil {
 		return rerr
 	}
-	if f.Kind == Segment {
+	if f.Kind == walname.Segment {
 		if herr := a.hole(ctx, id, f); herr != nil {
 			return herr
 		}
@@ -517,12 +519,12 @@ const holePage = 64
 // hole returns ErrHole, naming the next archived file, when the archive
 // holds WAL of f's timeline after segment f (a later segment, a .partial
 // or a .backup file); nil when f would be the end of it.
-func (a *Archive) hole(ctx context.Context, id uint64, f File) error {
-	n, err := SegmentNumber(f.Name, a.SegmentSize)
+func (a *Archive) hole(ctx context.Context, id uint64, f walname.File) error {
+	n, err := walname.SegmentNumber(f.Name, a.SegmentSize)
 	if err != nil {
 		return err
 	}
-	prefix := a.Root + Dir(id, f.Timeline)
+	prefix := a.Root + walname.Dir(id, f.Timeline)
 	// "~" sorts after every character of an archived name: the keys
 	// after it are of later files.
 	after := prefix + f.Name + "~"
@@ -532,11 +534,11 @@ func (a *Archive) hole(ctx context.Context, id uint64, f File) error {
 			return fmt.Errorf("%s is not in the archive, and looking for later WAL of its timeline failed: %w", f.Name, err)
 		}
 		for _, in := range infos {
-			o, err := ParseObject(path.Base(in.Key))
-			if err != nil || o.Kind == History {
+			o, err := walname.ParseObject(path.Base(in.Key))
+			if err != nil || o.Kind == walname.History {
 				continue // a claim, or not archived WAL
 			}
-			if k, err := SegmentNumber(o.Name[:24], a.SegmentSize); err == nil && k > n {
+			if k, err := walname.SegmentNumber(o.Name[:24], a.SegmentSize); err == nil && k > n {
 				return fmt.Errorf("%w: the segment is missing while the archive holds later WAL of timeline %d (%s, %s): recovery cannot pass it; bring the segment back (from the old server's pg_wal or another copy) with pipe wal push, or recover to a target before it",
 					ErrHole, f.Timeline, o.Name, in.Key)
 			}
@@ -572,33 +574,33 @@ func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, dur
 	if err != nil {
 		return err
 	}
-	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.read(ctx, o, key, w) }); err != nil {
+	if err := spool.WriteAtomicWith(dest, durable, func(w io.Writer) error { return a.read(ctx, o, key, w) }); err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
 	return nil
 }
 
 // locate finds the archived file name of cluster id: its object and key.
-func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, string, error) {
-	f, err := ParseName(name)
+func (a *Archive) locate(ctx context.Context, id uint64, name string) (walname.Object, string, error) {
+	f, err := walname.ParseName(name)
 	if err != nil {
-		return Object{}, "", err
+		return walname.Object{}, "", err
 	}
-	objs, keys, err := a.find(ctx, Dir(id, f.Timeline), name)
+	objs, keys, err := a.find(ctx, walname.Dir(id, f.Timeline), name)
 	if err != nil {
-		return Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
+		return walname.Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
 	}
 	if len(objs) == 0 {
-		return Object{}, "", fmt.Errorf("%s: %w", name, ErrNotArchived)
+		return walname.Object{}, "", fmt.Errorf("%s: %w", name, ErrNotArchived)
 	}
 	if a.Trust != nil {
-		if objs, keys, err = a.trusted(Dir(id, f.Timeline), objs, keys); err != nil {
-			return Object{}, "", err
+		if objs, keys, err = a.trusted(walname.Dir(id, f.Timeline), objs, keys); err != nil {
+			return walname.Object{}, "", err
 		}
 	}
 	for _, o := range objs[1:] {
 		if o.FileSum != objs[0].FileSum {
-			return Object{}, "", fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
+			return walname.Object{}, "", fmt.Errorf("%s is archived twice with different content (%s, %s): the archive is damaged; recovery stops rather than guess", name, keys[0], keys[1])
 		}
 	}
 	return objs[0], keys[0], nil
@@ -608,11 +610,11 @@ func (a *Archive) locate(ctx context.Context, id uint64, name string) (Object, s
 // trusted key signed. None is an error wrapping ErrUntrusted that names
 // each object and why: recovery stops rather than replay WAL that the
 // archive's writer may not have written.
-func (a *Archive) trusted(dir string, objs []Object, keys []string) ([]Object, []string, error) {
-	var good []Object
+func (a *Archive) trusted(dir string, objs []walname.Object, keys []string) ([]walname.Object, []string, error) {
+	var good []walname.Object
 	var goodKeys, why []string
 	for i, o := range objs {
-		if _, err := o.checkSignature(a.Trust, dir); err != nil {
+		if _, err := checkSignature(o, a.Trust, dir); err != nil {
 			why = append(why, fmt.Sprintf("%s: %v", keys[i], err))
 			continue
 		}
@@ -628,7 +630,7 @@ func (a *Archive) trusted(dir string, objs []Object, keys []string) ([]Object, [
 
 // read reads one object, checks it and decodes it into w as it reads:
 // what w received is good only without an error.
-func (a *Archive) read(ctx context.Context, o Object, key string, w io.Writer) error {
+func (a *Archive) read(ctx context.Context, o walname.Object, key string, w io.Writer) error {
 	done, err := a.coding(ctx)
 	if err != nil {
 		return err
@@ -668,7 +670,7 @@ func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, dur
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if err := writeAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeStream(ctx, o, key, tmp, w) }); err != nil {
+	if err := spool.WriteAtomicWith(dest, durable, func(w io.Writer) error { return a.decodeStream(ctx, o, key, tmp, w) }); err != nil {
 		return fmt.Errorf("restoring %s to %s: %w", name, dest, err)
 	}
 	return nil
@@ -678,7 +680,7 @@ func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, dur
 // against the digest in the object's name, read back from f. A store's
 // reader that writes into a file at offsets (the object stores' ranged
 // reader) does so through a small buffer, not one of the object's size.
-func (a *Archive) download(r io.Reader, o Object, key string, f *os.File) error {
+func (a *Archive) download(r io.Reader, o walname.Object, key string, f *os.File) error {
 	most := a.MaxObject()
 	var err error
 	if wa, ok := r.(interface {
@@ -715,7 +717,7 @@ func (a *Archive) readObject(ctx context.Context, size int64, key string, fn fun
 
 // storedDigest reads an object and returns the SHA-256 of its bytes, as
 // its name carries it.
-func (a *Archive) storedDigest(ctx context.Context, o Object, key string) (string, error) {
+func (a *Archive) storedDigest(ctx context.Context, o walname.Object, key string) (string, error) {
 	var sum string
 	err := a.readObject(ctx, o.Size, key, func(r io.Reader) (err error) {
 		sum, err = a.newStoredReader(r).sum(key)
@@ -733,7 +735,7 @@ func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
 	b, err := a.control()
 	if err == nil {
 		var id uint64
-		if id, err = ControlSystemID(b); err == nil {
+		if id, err = walname.ControlSystemID(b); err == nil {
 			return id, nil
 		}
 	}
@@ -747,16 +749,6 @@ func (a *Archive) FetchSystemID(ctx context.Context) (uint64, error) {
 	return 0, fmt.Errorf("the cluster's system identifier: %w; run pipe in the data directory, or set system_identifier", err)
 }
 
-// DataDirSystemID reads the system identifier from a data directory's
-// global/pg_control.
-func DataDirSystemID(dataDir string) (uint64, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "global", "pg_control"))
-	if err != nil {
-		return 0, err
-	}
-	return ControlSystemID(b)
-}
-
 // SystemIDs lists the clusters whose WAL the archive holds.
 func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
 	infos, err := a.Store.List(ctx, a.Root)
@@ -767,47 +759,11 @@ func (a *Archive) SystemIDs(ctx context.Context) ([]uint64, error) {
 	var out []uint64
 	for _, in := range infos {
 		first, _, _ := strings.Cut(strings.TrimPrefix(in.Key, a.Root), "/")
-		if id, err := parseSysID(first); err == nil && !seen[id] {
+		if id, err := walname.ParseSystemID(first); err == nil && !seen[id] {
 			seen[id] = true
 			out = append(out, id)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out, nil
-}
-
-// writeAtomic writes data to dest through a temporary file beside it.
-func writeAtomic(dest string, data []byte, durable bool) error {
-	err := writeAtomicWith(dest, durable, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", dest, err)
-	}
-	return nil
-}
-
-// writeAtomicWith writes dest through a temporary file beside it, which
-// fill writes; dest appears, whole, only when fill and the writes
-// succeeded (fsynced first if durable), and nothing is left otherwise.
-func writeAtomicWith(dest string, durable bool, fill func(w io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(dest), ".pipe-tmp-"+filepath.Base(dest)+"-")
-	if err != nil {
-		return err
-	}
-	err = fill(tmp)
-	if err == nil && durable {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dest)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

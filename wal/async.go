@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/pipebackup/pipe/wal/spool"
+	"github.com/pipebackup/pipe/wal/walname"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -68,11 +69,6 @@ type Pusher struct {
 	Idle time.Duration
 }
 
-const (
-	pushLock = "push.lock"
-	okExt    = ".ok"
-)
-
 // ErrTimeout is returned by Push when another push held the spool's lock
 // for longer than Wait.
 var ErrTimeout = errors.New("another pipe wal push held the spool for too long")
@@ -81,25 +77,29 @@ var ErrTimeout = errors.New("another pipe wal push held the spool for too long")
 // Workers-1 more ready files with it. A file pushed ahead by an earlier
 // push returns at once.
 func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error) {
-	f, err := ParseName(name)
+	f, err := walname.ParseName(name)
 	if err != nil {
 		return nil, err
 	}
-	if r := NotedPush(ah.Spool, name, p); r != nil {
+	if r := ah.noted(name, p); r != nil {
 		return r, nil
 	}
-	if err := spoolProblem(ah.Spool); err != nil {
+	if err := spool.Problem(ah.Spool); err != nil {
 		return nil, err
 	}
 	if ah.Spawn != nil {
-		return ah.wait(ctx, name, p)
+		key, err := ah.spool().Wait(ctx, name, p, ah.Wait, ah.Spawn)
+		if err != nil {
+			return nil, err
+		}
+		return &PushResult{Key: key, Already: true, Ahead: true}, nil
 	}
 	l, err := ah.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	if r := NotedPush(ah.Spool, name, p); r != nil {
+	if r := ah.noted(name, p); r != nil {
 		return r, nil // pushed by the push that held the lock
 	}
 	others, waiting, err := ah.ready(name)
@@ -114,7 +114,7 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 	g.SetLimit(max(ah.Workers-1, 1))
 	for _, other := range others {
 		g.Go(func() error {
-			of, _ := ParseName(other)
+			of, _ := walname.ParseName(other)
 			r, err := ah.Archive.PushFile(ctx, of, filepath.Join(ah.WalDir, other))
 			if err != nil {
 				// Its own archive_command will push it, and say why it
@@ -194,65 +194,31 @@ func (ah *Pusher) mark(name, p string, r *PushResult) {
 	if ah.Pushed != nil {
 		ah.Pushed(r)
 	}
-	note := r.Key + "\n"
-	if id, err := fileID(p); err == nil {
-		note += id + "\n"
-	}
-	if err := writeAtomic(filepath.Join(ah.Spool, name+okExt), []byte(note), false); err != nil {
+	if err := ah.spool().Note(name, p, r.Key); err != nil {
 		ah.Log.Warn("noting a file pushed ahead", "file", name, "error", err)
 	}
 }
 
-// NotedPush returns the result of an earlier push of the file name at p, if
-// a push noted it in the spool and the note still describes the file: the
-// same device, inode, size and modification time, or else the same
-// digest (read in full). A note left by another copy of the data
-// directory, or for a file rewritten since, never passes for this file.
-// It needs no store: archive_command for a file pushed ahead returns
-// without one.
-func NotedPush(spool, name, p string) *PushResult {
-	mp := filepath.Join(spool, name+okExt)
-	b, err := os.ReadFile(mp)
-	if err != nil {
-		return nil
-	}
-	key, id, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	o, err := ParseObject(filepath.Base(key))
-	ok := err == nil && o.Name == name
-	if ok {
-		if cur, err := fileID(p); err != nil || cur != id {
-			ok = fileIs(p, o.FileSum)
-		}
-	}
-	if !ok {
-		_ = os.Remove(mp) // stale: push the file again
-		return nil
-	}
-	// The note stays until PostgreSQL marks the file done (ready then
-	// drops it): a pusher looking now must not push it again.
-	return &PushResult{Key: key, Already: true, Ahead: true}
-}
+// spool is the pusher's spool, whose notes are checked against a file's
+// digest when its identity changed.
+func (ah *Pusher) spool() spool.Push { return spool.Push{Dir: ah.Spool, Same: fileIs} }
 
-// fileID is what identifies a file's contents without reading them: its
-// device, inode, size and modification time.
-func fileID(p string) (string, error) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return "", err
+// noted is the result of an earlier push of the file name at p, if a push
+// noted it in the spool and the note still describes the file (see
+// spool.Push.Noted).
+func (ah *Pusher) noted(name, p string) *PushResult {
+	if key, _ := ah.spool().Noted(name, p); key != "" {
+		return &PushResult{Key: key, Already: true, Ahead: true}
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "", errors.New("no inode")
-	}
-	return fmt.Sprintf("%d %d %d %d", st.Dev, st.Ino, fi.Size(), fi.ModTime().UnixNano()), nil
+	return nil
 }
 
 // lock takes the spool's lock, waiting up to Wait.
 func (ah *Pusher) lock(ctx context.Context) (*os.File, error) {
 	deadline := time.Now().Add(ah.Wait)
 	for {
-		l, err := lock(ah.Spool, pushLock)
-		if !errors.Is(err, ErrBusy) {
+		l, err := spool.Lock(ah.Spool, spool.PushLock)
+		if !errors.Is(err, spool.ErrBusy) {
 			return l, err
 		}
 		if time.Now().After(deadline) {
@@ -277,7 +243,7 @@ func (ah *Pusher) ready(name string) ([]string, int, error) {
 	ready := map[string]bool{}
 	for _, e := range ents {
 		if n, ok := strings.CutSuffix(e.Name(), ".ready"); ok {
-			if _, err := ParseName(n); err == nil {
+			if _, err := walname.ParseName(n); err == nil {
 				ready[n] = true
 			}
 		}
@@ -292,9 +258,9 @@ func (ah *Pusher) ready(name string) ([]string, int, error) {
 	marked := map[string]bool{}
 	oks := 0
 	for _, e := range marks {
-		n, ok := strings.CutSuffix(e.Name(), okExt)
+		n, ok := strings.CutSuffix(e.Name(), spool.OKExt)
 		if !ok {
-			n, ok = strings.CutSuffix(e.Name(), errorExt)
+			n, ok = strings.CutSuffix(e.Name(), spool.ErrorExt)
 		}
 		switch {
 		case !ok:
@@ -302,7 +268,7 @@ func (ah *Pusher) ready(name string) ([]string, int, error) {
 			_ = os.Remove(filepath.Join(ah.Spool, e.Name())) // archived and done with
 		default:
 			marked[n] = true
-			if strings.HasSuffix(e.Name(), okExt) {
+			if strings.HasSuffix(e.Name(), spool.OKExt) {
 				oks++
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // checkContent checks that a file's bytes are what its name says it is,
@@ -18,31 +19,31 @@ import (
 // is one PostgreSQL can read, and a backup label's history names the
 // position its file name does. Anything else would be archived only to
 // fail a recovery later.
-func checkContent(f File, data []byte, segSize uint32) error {
+func checkContent(f walname.File, data []byte, segSize uint32) error {
 	return checkFile(f, int64(len(data)), data, segSize)
 }
 
 // checkFile is checkContent of a file of size bytes that starts with
 // head: a segment's first page header, or a small file whole.
-func checkFile(f File, size int64, head []byte, segSize uint32) error {
+func checkFile(f walname.File, size int64, head []byte, segSize uint32) error {
 	data := head
 	switch f.Kind {
-	case Segment, Partial:
+	case walname.Segment, walname.Partial:
 		if segSize != 0 && size != int64(segSize) {
 			return fmt.Errorf("it has %d bytes, not a whole segment of %d", size, segSize)
 		}
-		h, err := ParseHeader(data)
+		h, err := walname.ParseHeader(data)
 		if err != nil {
 			return fmt.Errorf("not a WAL segment: %w", err)
 		}
 		if h.Version == 0 {
-			return fmt.Errorf("its pages are in the WAL format 0x%04X, which is not of a PostgreSQL version pipe knows (%s): a newer pipe may archive it", h.Magic, KnownVersions)
+			return fmt.Errorf("its pages are in the WAL format 0x%04X, which is not of a PostgreSQL version pipe knows (%s): a newer pipe may archive it", h.Magic, walname.KnownVersions)
 		}
-	case History:
+	case walname.History:
 		if _, err := ParseHistory(f.Timeline, data); err != nil {
 			return err
 		}
-	case Backup:
+	case walname.Backup:
 		b, err := ParseBackupLabel(data)
 		if err != nil {
 			return err
@@ -165,11 +166,11 @@ func labelLocation(v string) (uint64, uint32, error) {
 	}
 	file, ok := strings.CutPrefix(rest, "(file ")
 	file, ok2 := strings.CutSuffix(file, ")")
-	if !ok || !ok2 || !segmentRE.MatchString(file) {
+	f, err := walname.ParseName(file)
+	if !ok || !ok2 || err != nil || f.Kind != walname.Segment {
 		return 0, 0, fmt.Errorf("%q names no segment", v)
 	}
-	tli, _ := strconv.ParseUint(file[:8], 16, 32)
-	return at, uint32(tli), nil
+	return at, f.Timeline, nil
 }
 
 // BackupLabelName is the name of the backup history file of a backup that
@@ -189,7 +190,7 @@ func BackupLabelName(tli uint32, start uint64, segSize uint32, like string) stri
 		return BackupLabelName(tli, start, 16<<20, "")
 	}
 	seg := start / uint64(segSize)
-	return fmt.Sprintf("%s.%08X.backup", SegmentName(tli, seg, segSize), start%uint64(segSize))
+	return fmt.Sprintf("%s.%08X.backup", walname.SegmentName(tli, seg, segSize), start%uint64(segSize))
 }
 
 // FormatLSN writes a WAL position as PostgreSQL prints it.
@@ -200,7 +201,7 @@ func FormatLSN(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(
 // first page and size; the whole of a history file or backup label, which
 // are small.
 type contentCheck struct {
-	f       File
+	f       walname.File
 	sysid   uint64
 	segSize uint32
 	n       int64
@@ -220,7 +221,7 @@ func (c *contentCheck) Write(p []byte) (int, error) {
 		c.head = append(c.head, p[:min(len(p), keep-len(c.head))]...)
 	}
 	if !hasHeader(c.f) && c.n > maxSmallFile {
-		return 0, fmt.Errorf("%s is larger than %d bytes: not a %s", c.f.Name, maxSmallFile, map[Kind]string{History: "timeline history file", Backup: "backup history file"}[c.f.Kind])
+		return 0, fmt.Errorf("%s is larger than %d bytes: not a %s", c.f.Name, maxSmallFile, map[walname.Kind]string{walname.History: "timeline history file", walname.Backup: "backup history file"}[c.f.Kind])
 	}
 	return len(p), nil
 }
@@ -228,11 +229,11 @@ func (c *contentCheck) Write(p []byte) (int, error) {
 // check checks what was written, and returns a backup label's contents.
 func (c *contentCheck) check() (*BackupLabel, error) {
 	switch c.f.Kind {
-	case Segment, Partial:
+	case walname.Segment, walname.Partial:
 		if c.segSize != 0 && c.n != int64(c.segSize) {
 			return nil, fmt.Errorf("decodes to %d bytes, not a whole segment of %d", c.n, c.segSize)
 		}
-		h, err := ParseHeader(c.head)
+		h, err := walname.ParseHeader(c.head)
 		if err != nil {
 			return nil, fmt.Errorf("decodes to something that is not a WAL segment: %w", err)
 		}
@@ -240,7 +241,7 @@ func (c *contentCheck) check() (*BackupLabel, error) {
 			return nil, fmt.Errorf("decodes to a segment of the cluster with system identifier %d, in the folder of %d", h.SystemID, c.sysid)
 		}
 		return nil, nil
-	case Backup:
+	case walname.Backup:
 		b, err := ParseBackupLabel(c.head)
 		if err == nil {
 			err = checkContent(c.f, c.head, c.segSize)

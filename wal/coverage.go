@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/pipebackup/pipe/plugins/sdk"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // The facts a base backup's run records (the postgres_basebackup
@@ -52,7 +53,7 @@ func BackupRange(facts map[string]string) (r Range, ok bool, err error) {
 		r.StopTLI = uint32(tli)
 	}
 	seg, err := strconv.ParseUint(facts[factSegSize], 10, 32)
-	if err != nil || !ValidSegmentSize(uint32(seg)) {
+	if err != nil || !walname.ValidSegmentSize(uint32(seg)) {
 		return bad(factSegSize)
 	}
 	r.SegmentSize = uint32(seg)
@@ -83,7 +84,7 @@ func (r Range) Segments() (first, last uint64) {
 // Names are the names of the first and last segment the range needs.
 func (r Range) Names() (first, last string) {
 	f, l := r.Segments()
-	return SegmentName(r.StartTLI, f, r.SegmentSize), SegmentName(r.StopTLI, l, r.SegmentSize)
+	return walname.SegmentName(r.StartTLI, f, r.SegmentSize), walname.SegmentName(r.StopTLI, l, r.SegmentSize)
 }
 
 // Missing names the segments of r the archive lacks (the first max of
@@ -92,10 +93,10 @@ func (r Range) Names() (first, last string) {
 func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 	have := map[uint64]bool{}
 	for _, e := range l.Entries {
-		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StartTLI || e.Timeline > r.StopTLI || e.Untrusted != "" {
+		if e.Kind != walname.Segment || e.SystemID != r.SystemID || e.Timeline < r.StartTLI || e.Timeline > r.StopTLI || e.Untrusted != "" {
 			continue
 		}
-		if k, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {
+		if k, err := walname.SegmentNumber(e.Name, r.SegmentSize); err == nil {
 			have[k] = true
 		}
 	}
@@ -106,7 +107,7 @@ func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 		}
 		n++
 		if len(names) < max {
-			names = append(names, SegmentName(r.StopTLI, k, r.SegmentSize))
+			names = append(names, walname.SegmentName(r.StopTLI, k, r.SegmentSize))
 		}
 	}
 	return names, n
@@ -121,10 +122,10 @@ func (l *Listing) Missing(r Range, max int) (names []string, n uint64) {
 func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
 	var out []Entry
 	for _, e := range l.Entries {
-		if e.SystemID != sysid || e.Kind == History {
+		if e.SystemID != sysid || e.Kind == walname.History {
 			continue
 		}
-		n, err := SegmentNumber(e.Name[:24], segSize)
+		n, err := walname.SegmentNumber(e.Name[:24], segSize)
 		if err == nil && n < first {
 			out = append(out, e)
 		}
@@ -137,10 +138,10 @@ func (l *Listing) Before(sysid uint64, first uint64, segSize uint32) []Entry {
 func (l *Listing) ClaimsBefore(sysid uint64, first uint64, segSize uint32) []Claim {
 	var out []Claim
 	for _, c := range l.Claims {
-		if c.SystemID != sysid || c.Kind == History {
+		if c.SystemID != sysid || c.Kind == walname.History {
 			continue
 		}
-		n, err := SegmentNumber(c.Name[:24], segSize)
+		n, err := walname.SegmentNumber(c.Name[:24], segSize)
 		if err == nil && n < first {
 			out = append(out, c)
 		}
@@ -163,10 +164,10 @@ func (l *Listing) GapsAfter(r Range) []TimelineGap {
 	_, last := r.Segments()
 	segs := map[uint32][]uint64{}
 	for _, e := range l.Entries {
-		if e.Kind != Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI || e.Untrusted != "" || e.Again {
+		if e.Kind != walname.Segment || e.SystemID != r.SystemID || e.Timeline < r.StopTLI || e.Untrusted != "" || e.Again {
 			continue
 		}
-		if n, err := SegmentNumber(e.Name, r.SegmentSize); err == nil {
+		if n, err := walname.SegmentNumber(e.Name, r.SegmentSize); err == nil {
 			segs[e.Timeline] = append(segs[e.Timeline], n)
 		}
 	}
@@ -188,7 +189,7 @@ func (l *Listing) GapsAfter(r Range) []TimelineGap {
 				continue
 			}
 			if have && n > prev+1 {
-				out = append(out, TimelineGap{Timeline: t, Gap: Gap{From: SegmentName(t, prev+1, r.SegmentSize), To: SegmentName(t, n-1, r.SegmentSize), Count: n - prev - 1}})
+				out = append(out, TimelineGap{Timeline: t, Gap: Gap{From: walname.SegmentName(t, prev+1, r.SegmentSize), To: walname.SegmentName(t, n-1, r.SegmentSize), Count: n - prev - 1}})
 			}
 			prev, have = n, true
 		}

@@ -14,11 +14,12 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/signing"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // Entry is one archived object.
 type Entry struct {
-	Object
+	walname.Object
 	Key      string
 	SystemID uint64
 	Size     int64
@@ -36,7 +37,7 @@ type Entry struct {
 
 // Claim is a file name's claim (see ClaimExt).
 type Claim struct {
-	File
+	walname.File
 	Key      string
 	SystemID uint64
 }
@@ -145,18 +146,18 @@ func (ls *lister) add(in sdk.ObjectInfo) {
 	rel := strings.TrimPrefix(in.Key, ls.root)
 	dir, base := path.Split(rel)
 	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-	if c, ok := parseClaim(base); ok && len(parts) == 2 && Dir(mustSysID(parts[0]), c.Timeline) == dir {
+	if c, ok := parseClaim(base); ok && len(parts) == 2 && walname.Dir(mustSysID(parts[0]), c.Timeline) == dir {
 		l.Claims = append(l.Claims, Claim{File: c, Key: in.Key, SystemID: mustSysID(parts[0])})
 		return
 	}
-	o, err := ParseObject(base)
-	if err != nil || len(parts) != 2 || Dir(mustSysID(parts[0]), o.Timeline) != dir {
+	o, err := walname.ParseObject(base)
+	if err != nil || len(parts) != 2 || walname.Dir(mustSysID(parts[0]), o.Timeline) != dir {
 		l.Other++
 		return
 	}
 	id := mustSysID(parts[0])
 	if ls.trust != nil {
-		if _, err := o.checkSignature(ls.trust, dir); err != nil {
+		if _, err := checkSignature(o, ls.trust, dir); err != nil {
 			why := untrusted(err)
 			l.Entries = append(l.Entries, Entry{Object: o, Key: in.Key, SystemID: id, Size: in.Size, Modified: in.Modified, Untrusted: why})
 			l.Untrusted = append(l.Untrusted, BadObject{Key: in.Key, Error: why})
@@ -173,7 +174,7 @@ func (ls *lister) add(in sdk.ObjectInfo) {
 
 // duplicate reports whether the file o in dir was listed already, and
 // notes it among the duplicates when its content differs.
-func (ls *lister) duplicate(dir string, o Object) bool {
+func (ls *lister) duplicate(dir string, o walname.Object) bool {
 	if sum, ok := ls.seen[dir+o.Name]; ok {
 		if sum != o.FileSum && !ls.dup[dir+o.Name] {
 			ls.dup[dir+o.Name] = true
@@ -198,12 +199,12 @@ func (ls *lister) timeline(dir string, id uint64, tli uint32) *Timeline {
 }
 
 // count adds the archived file o, stored as in, to its timeline t.
-func (ls *lister) count(t *Timeline, dir string, o Object, in sdk.ObjectInfo) {
+func (ls *lister) count(t *Timeline, dir string, o walname.Object, in sdk.ObjectInfo) {
 	l := ls.l
 	t.Bytes += in.Size
 	switch o.Kind {
-	case Segment:
-		n, _ := SegmentNumber(o.Name, ls.segSize)
+	case walname.Segment:
+		n, _ := walname.SegmentNumber(o.Name, ls.segSize)
 		ls.segs[dir] = append(ls.segs[dir], n)
 		t.Segments++
 		if in.Modified.After(t.Newest) {
@@ -212,11 +213,11 @@ func (ls *lister) count(t *Timeline, dir string, o Object, in sdk.ObjectInfo) {
 		if in.Modified.After(l.Newest) {
 			l.Newest, l.NewestName = in.Modified, o.Name
 		}
-	case History:
+	case walname.History:
 		t.History = append(t.History, o.Name)
-	case Backup:
+	case walname.Backup:
 		t.Backups = append(t.Backups, o.Name)
-	case Partial:
+	case walname.Partial:
 		t.Partials = append(t.Partials, o.Name)
 	}
 }
@@ -225,7 +226,7 @@ func (ls *lister) count(t *Timeline, dir string, o Object, in sdk.ObjectInfo) {
 func (ls *lister) finish() *Listing {
 	l := ls.l
 	for _, t := range l.Timelines {
-		t.summarize(ls.segs[Dir(t.SystemID, t.Timeline)], ls.segSize)
+		t.summarize(ls.segs[walname.Dir(t.SystemID, t.Timeline)], ls.segSize)
 	}
 	sort.Slice(l.Timelines, func(i, j int) bool {
 		x, y := l.Timelines[i], l.Timelines[j]
@@ -247,10 +248,10 @@ func (t *Timeline) summarize(ns []uint64, segSize uint32) {
 	if len(ns) == 0 {
 		return
 	}
-	t.First, t.Last = SegmentName(t.Timeline, ns[0], segSize), SegmentName(t.Timeline, ns[len(ns)-1], segSize)
+	t.First, t.Last = walname.SegmentName(t.Timeline, ns[0], segSize), walname.SegmentName(t.Timeline, ns[len(ns)-1], segSize)
 	for i := 1; i < len(ns); i++ {
 		if ns[i] > ns[i-1]+1 {
-			t.Gaps = append(t.Gaps, Gap{From: SegmentName(t.Timeline, ns[i-1]+1, segSize), To: SegmentName(t.Timeline, ns[i]-1, segSize), Count: ns[i] - ns[i-1] - 1})
+			t.Gaps = append(t.Gaps, Gap{From: walname.SegmentName(t.Timeline, ns[i-1]+1, segSize), To: walname.SegmentName(t.Timeline, ns[i]-1, segSize), Count: ns[i] - ns[i-1] - 1})
 		}
 	}
 	sort.Strings(t.History)
@@ -259,17 +260,17 @@ func (t *Timeline) summarize(ns []uint64, segSize uint32) {
 }
 
 // parseClaim parses a claim's base name.
-func parseClaim(base string) (File, bool) {
+func parseClaim(base string) (walname.File, bool) {
 	n, ok := strings.CutSuffix(base, ClaimExt)
 	if !ok {
-		return File{}, false
+		return walname.File{}, false
 	}
-	f, err := ParseName(n)
+	f, err := walname.ParseName(n)
 	return f, err == nil
 }
 
 func mustSysID(s string) uint64 {
-	id, err := parseSysID(s)
+	id, err := walname.ParseSystemID(s)
 	if err != nil || fmt.Sprint(id) != s {
 		return 0
 	}
@@ -362,10 +363,10 @@ type LabelGap struct {
 func (a *Archive) labelGaps(l *Listing, decoded map[string]BackupLabel) []LabelGap {
 	var out []LabelGap
 	for _, e := range l.Entries {
-		if e.Kind != Backup || a.SegmentSize == 0 || e.Untrusted != "" || e.Again {
+		if e.Kind != walname.Backup || a.SegmentSize == 0 || e.Untrusted != "" || e.Again {
 			continue
 		}
-		n, err := SegmentNumber(e.Name[:24], a.SegmentSize)
+		n, err := walname.SegmentNumber(e.Name[:24], a.SegmentSize)
 		off, err2 := strconv.ParseUint(e.Name[25:33], 16, 32)
 		if err != nil || err2 != nil {
 			continue

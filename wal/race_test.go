@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // Two pushes of different content under one name at the same moment,
@@ -22,7 +24,7 @@ func TestPushRace(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "wal")
 	archives := [2]*Archive{newArchive(t, root, c), newArchive(t, root, c)}
 	for n := uint64(1); n <= 16; n++ {
-		f, _ := ParseName(name(1, n))
+		f, _ := walname.ParseName(name(1, n))
 		data := [2][]byte{segment(testSysID, 1, n), segment(testSysID, 1, n+1000)}
 		var errs [2]error
 		var wg sync.WaitGroup
@@ -77,8 +79,8 @@ func TestClaimWithoutObject(t *testing.T) {
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	data, other := segment(testSysID, 1, 1), segment(testSysID, 1, 2)
-	f, _ := ParseName(name(1, 1))
-	claim := filepath.Join(a.Root, Dir(testSysID, 1), f.Name+ClaimExt)
+	f, _ := walname.ParseName(name(1, 1))
+	claim := filepath.Join(a.Root, walname.Dir(testSysID, 1), f.Name+ClaimExt)
 	must(t, os.MkdirAll(filepath.Dir(claim), 0o700))
 	must(t, os.WriteFile(claim, []byte(fileDigest(data)+"\n"), 0o600))
 	if _, err := a.FetchData(ctx, f.Name); !errors.Is(err, ErrNotArchived) {
@@ -94,8 +96,8 @@ func TestClaimWithoutObject(t *testing.T) {
 		t.Fatalf("fetch after the retry: %v", err)
 	}
 	must(t, os.WriteFile(claim+"x", nil, 0o600)) // not a claim: another object
-	must(t, os.WriteFile(filepath.Join(a.Root, Dir(testSysID, 1), name(1, 2)+ClaimExt), []byte("junk\n"), 0o600))
-	if _, err := a.PushData(ctx, File{Name: name(1, 2), Kind: Segment, Timeline: 1}, other); err == nil || errors.Is(err, ErrConflict) {
+	must(t, os.WriteFile(filepath.Join(a.Root, walname.Dir(testSysID, 1), name(1, 2)+ClaimExt), []byte("junk\n"), 0o600))
+	if _, err := a.PushData(ctx, walname.File{Name: name(1, 2), Kind: walname.Segment, Timeline: 1}, other); err == nil || errors.Is(err, ErrConflict) {
 		t.Fatalf("a damaged claim: %v, want an error that is not a conflict", err)
 	}
 }
@@ -165,12 +167,12 @@ func TestMissingRoot(t *testing.T) {
 
 // putRaw archives data under f's name as an older pipe could have, with
 // no look at its content.
-func putRaw(t *testing.T, a *Archive, f File, data []byte) {
+func putRaw(t *testing.T, a *Archive, f walname.File, data []byte) {
 	t.Helper()
 	st, sum, err := a.encodeFile(context.Background(), bytes.NewReader(data), int64(len(data)))
 	must(t, err)
 	defer st.release()
-	key := a.Root + Dir(testSysID, f.Timeline) + ObjectName(f.Name, sum, st.digest(), a.ext())
+	key := a.Root + walname.Dir(testSysID, f.Timeline) + walname.ObjectName(f.Name, sum, st.digest(), a.ext())
 	must(t, a.putFrom(context.Background(), key, f.Name, st.n, st.WriteTo, false))
 }
 
@@ -194,7 +196,7 @@ func TestVerifyContent(t *testing.T) {
 	_, err = a.Push(ctx, c.write(t, label2, []byte(backupLabel(1, 4*seg+0x28, 5*seg+0x100))))
 	must(t, err)
 	for _, f := range []string{"00000002.history", name(1, 6) + ".00000028.backup", name(1, 7) + ".partial"} {
-		pf, _ := ParseName(f)
+		pf, _ := walname.ParseName(f)
 		putRaw(t, a, pf, []byte("junk\n"))
 	}
 	l, err := a.List(ctx)
@@ -213,7 +215,7 @@ func TestVerifyContent(t *testing.T) {
 	must(t, err)
 	bad := map[string]bool{}
 	for _, b := range rep.Bad {
-		o, _ := ParseObject(filepath.Base(b.Key))
+		o, _ := walname.ParseObject(filepath.Base(b.Key))
 		bad[o.Name] = true
 	}
 	if len(rep.Bad) != 3 || !bad["00000002.history"] || !bad[name(1, 6)+".00000028.backup"] || !bad[name(1, 7)+".partial"] {

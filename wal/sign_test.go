@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pipebackup/pipe/signing"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 func signingKey(t *testing.T) *signing.PrivateKey {
@@ -28,7 +29,7 @@ func signingKey(t *testing.T) *signing.PrivateKey {
 // name.
 func TestSignedNames(t *testing.T) {
 	k := signingKey(t)
-	dir := Dir(testSysID, 1)
+	dir := walname.Dir(testSysID, 1)
 	fileSum, storedSum := strings.Repeat("a", 32), strings.Repeat("b", 64)
 	longest := "000000010000000000000003.00000028.backup"
 	for _, n := range []string{name(1, 3), "00000001.history", longest, name(1, 3) + ".partial"} {
@@ -37,48 +38,48 @@ func TestSignedNames(t *testing.T) {
 			if tmp := ".pipe-tmp-" + base + "-917f1d8dfa81"; len(tmp) > 255 || !strings.HasSuffix(base, ext) {
 				t.Fatalf("%s: %d bytes, as the fs store's temporary file %d", base, len(base), len(tmp))
 			}
-			o, err := ParseObject(base)
+			o, err := walname.ParseObject(base)
 			if err != nil {
 				t.Fatalf("ParseObject(%s): %v", base, err)
 			}
-			if o.Name != n || o.FileSum != fileSum || o.StoredSum != storedSum || o.Ext != ext || len(o.Sig) != sigLen {
+			if o.Name != n || o.FileSum != fileSum || o.StoredSum != storedSum || o.Ext != ext || len(o.Sig) != walname.SigLen || sigEncoding.EncodedLen(64) != walname.SigLen {
 				t.Fatalf("ParseObject(%s) = %+v", base, o)
 			}
-			if o.Unsigned() != ObjectName(n, fileSum, storedSum, ext) {
+			if o.Unsigned() != walname.ObjectName(n, fileSum, storedSum, ext) {
 				t.Fatalf("Unsigned() = %s", o.Unsigned())
 			}
-			if fp, err := o.checkSignature(signing.Trust{k.Public()}, dir); err != nil || fp != k.Fingerprint() {
+			if fp, err := checkSignature(o, signing.Trust{k.Public()}, dir); err != nil || fp != k.Fingerprint() {
 				t.Fatalf("checkSignature: %s, %v", fp, err)
 			}
 		}
 	}
 	base := signedName(k, dir, name(1, 3), fileSum, storedSum, ".zst.age")
-	o, _ := ParseObject(base)
+	o, _ := walname.ParseObject(base)
 	for what, check := range map[string]func() error{
 		"another key": func() error {
-			_, err := o.checkSignature(signing.Trust{signingKey(t).Public()}, dir)
+			_, err := checkSignature(o, signing.Trust{signingKey(t).Public()}, dir)
 			return err
 		},
 		"another cluster's folder": func() error {
-			_, err := o.checkSignature(signing.Trust{k.Public()}, Dir(testSysID+1, 1))
+			_, err := checkSignature(o, signing.Trust{k.Public()}, walname.Dir(testSysID+1, 1))
 			return err
 		},
 		"another stored digest": func() error {
 			o2 := o
 			o2.StoredSum = strings.Repeat("c", 64)
-			_, err := o2.checkSignature(signing.Trust{k.Public()}, dir)
+			_, err := checkSignature(o2, signing.Trust{k.Public()}, dir)
 			return err
 		},
 		"another extension": func() error {
 			o2 := o
 			o2.Ext = ".zst"
-			_, err := o2.checkSignature(signing.Trust{k.Public()}, dir)
+			_, err := checkSignature(o2, signing.Trust{k.Public()}, dir)
 			return err
 		},
 		"unsigned": func() error {
 			o2 := o
 			o2.Sig = ""
-			_, err := o2.checkSignature(signing.Trust{k.Public()}, dir)
+			_, err := checkSignature(o2, signing.Trust{k.Public()}, dir)
 			return err
 		},
 	} {
@@ -95,7 +96,7 @@ func TestSignedNames(t *testing.T) {
 			c = 'B'
 		}
 		o2.Sig = o.Sig[:i] + string(c) + o.Sig[i+1:]
-		if _, err := o2.checkSignature(signing.Trust{k.Public()}, dir); err == nil {
+		if _, err := checkSignature(o2, signing.Trust{k.Public()}, dir); err == nil {
 			t.Fatalf("signature character %d changed, and it still verifies", i)
 		}
 	}
@@ -117,7 +118,7 @@ func TestSignedPushFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := ParseObject(path.Base(r.Key))
+	o, err := walname.ParseObject(path.Base(r.Key))
 	if err != nil || o.Sig == "" {
 		t.Fatalf("pushed %s: %+v %v", r.Key, o, err)
 	}

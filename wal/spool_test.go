@@ -5,18 +5,18 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pipebackup/pipe/wal/spool"
 	"golang.org/x/sys/unix"
 )
 
 // fullDisk makes statfs report the spool's disk full once full is set.
 func fullDisk(t *testing.T, full *atomic.Bool) {
-	real := statfs
-	statfs = func(path string, st *unix.Statfs_t) error {
+	real := spool.Statfs
+	spool.Statfs = func(path string, st *unix.Statfs_t) error {
 		if err := real(path, st); err != nil {
 			return err
 		}
@@ -25,12 +25,12 @@ func fullDisk(t *testing.T, full *atomic.Bool) {
 		}
 		return nil
 	}
-	t.Cleanup(func() { statfs = real })
+	t.Cleanup(func() { spool.Statfs = real })
 }
 
 // A push spool on a full disk: no note can be written, so a push does
 // not wait for the background pusher's (its whole timeout, blaming the
-// pusher), nor take the spool's lock to push ahead; it returns ErrSpool,
+// pusher), nor take the spool's lock to push ahead; it returns spool.ErrSpool,
 // naming the disk, at once, and pipe wal push pushes its file itself. A
 // disk that fills while a push waits ends the wait too, and pipe-wal's
 // wait as well.
@@ -41,71 +41,44 @@ func TestSpoolFull(t *testing.T) {
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
 	p := c.write(t, name(1, 1), segment(testSysID, 1, 1))
-	spool := filepath.Join(c.dir, "pg_wal", "pipe-spool", "push")
+	dir := filepath.Join(c.dir, "pg_wal", "pipe-spool", "push")
 	// A pusher that runs and never notes anything.
-	held, err := lock(spool, pusherLock)
+	held, err := spool.Lock(dir, spool.PusherLock)
 	must(t, err)
 	defer held.Close()
 	spawned := 0
-	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: spool, Workers: 2, Wait: time.Minute, Log: discard(),
+	ah := &Pusher{Archive: a, WalDir: filepath.Join(c.dir, "pg_wal"), Spool: dir, Workers: 2, Wait: time.Minute, Log: discard(),
 		Spawn: func() (<-chan struct{}, error) { spawned++; return make(chan struct{}), nil }}
 
 	full.Store(true)
 	start := time.Now()
 	_, err = ah.Push(ctx, name(1, 1), p)
-	if !errors.Is(err, ErrSpool) || !strings.Contains(err.Error(), "is full") || !strings.Contains(err.Error(), spool) {
+	if !errors.Is(err, spool.ErrSpool) || !strings.Contains(err.Error(), "is full") || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("a push with the spool's disk full: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the push took %s to notice", d)
 	}
-	if r := WaitNoted(ctx, spool, name(1, 1), p, time.Minute); r != nil || time.Since(start) > 5*time.Second {
-		t.Errorf("pipe-wal's wait with the disk full: %+v after %s", r, time.Since(start))
+	if key := (spool.Push{Dir: dir}).WaitNoted(ctx, name(1, 1), p, time.Minute); key != "" || time.Since(start) > 5*time.Second {
+		t.Errorf("pipe-wal's wait with the disk full: %q after %s", key, time.Since(start))
 	}
 
 	// The disk fills while the push waits.
 	full.Store(false)
 	go func() { time.Sleep(300 * time.Millisecond); full.Store(true) }()
 	start = time.Now()
-	if _, err = ah.Push(ctx, name(1, 1), p); !errors.Is(err, ErrSpool) || time.Since(start) > 5*time.Second {
+	if _, err = ah.Push(ctx, name(1, 1), p); !errors.Is(err, spool.ErrSpool) || time.Since(start) > 5*time.Second {
 		t.Errorf("a push whose spool filled while it waited: %v after %s", err, time.Since(start))
 	}
 
 	// Without a background pusher: before the spool's lock.
 	ah.Spawn = nil
-	if _, err := ah.Push(ctx, name(1, 1), p); !errors.Is(err, ErrSpool) {
+	if _, err := ah.Push(ctx, name(1, 1), p); !errors.Is(err, spool.ErrSpool) {
 		t.Errorf("a push ahead with the spool's disk full: %v", err)
 	}
 	// Room again: it pushes.
 	full.Store(false)
 	if r, err := ah.Push(ctx, name(1, 1), p); err != nil || r.Key == "" {
 		t.Errorf("a push with room in the spool: %+v, %v", r, err)
-	}
-}
-
-// A pusher or prefetcher that starts while commands poll whether one runs
-// (locked takes the lock for an instant) still takes the lock: a poll is
-// not another pusher.
-func TestLockBesidePolls(t *testing.T) {
-	dir := t.TempDir()
-	stop := make(chan struct{})
-	var poller sync.WaitGroup
-	poller.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default: // far more often than commands poll (every 2 ms at most)
-				locked(dir, prefetchLock)
-			}
-		}
-	})
-	defer func() { close(stop); poller.Wait() }()
-	for i := range 200 {
-		l, err := lock(dir, prefetchLock)
-		if err != nil {
-			t.Fatalf("lock %d beside polls: %v", i, err)
-		}
-		l.Close()
 	}
 }

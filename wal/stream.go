@@ -17,6 +17,7 @@ import (
 
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // Files stream through push and fetch: a push reads its file in blocks
@@ -357,7 +358,7 @@ func digestAt(src io.ReaderAt, size int64, like string) (string, error) {
 // decompresses them into w as it reads, and checks the stored bytes
 // against the digest in the object's name and what it wrote against the
 // file's: what w received is good only without an error.
-func (a *Archive) decodeFrom(ctx context.Context, o Object, key string, r io.Reader, w io.Writer) error {
+func (a *Archive) decodeFrom(ctx context.Context, o walname.Object, key string, r io.Reader, w io.Writer) error {
 	in := a.newStoredReader(r)
 	err := a.decodeStream(ctx, o, key, in, w)
 	// The stored bytes' check first: a damaged object is named as one,
@@ -413,7 +414,7 @@ func (s *storedReader) check(key, want string) error {
 
 // decodeStream decrypts and decompresses an object's stored bytes from
 // in into w, and checks what it wrote against the file's digest.
-func (a *Archive) decodeStream(ctx context.Context, o Object, key string, in io.Reader, w io.Writer) error {
+func (a *Archive) decodeStream(ctx context.Context, o walname.Object, key string, in io.Reader, w io.Writer) error {
 	ext := o.Ext
 	if len(ext) >= len(encrypt.Ext) && ext[len(ext)-len(encrypt.Ext):] == encrypt.Ext {
 		if a.Decrypt == nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/wal/spool"
 )
 
 // Pushes whose stored bytes outgrow the archive's StoredMemory spill to
@@ -165,15 +166,16 @@ func TestPushNoLongerReady(t *testing.T) {
 	p := c.write(t, name(1, 3), data)
 	ready := filepath.Join(c.dir, "pg_wal", "archive_status", name(1, 3)+".ready")
 	spawns := 0
-	cmd := &Command{DataDir: c.dir, Log: discard(),
-		Settings: CommandSettings{Async: true, Background: BackgroundAlways, Workers: 2, PushSpool: "pg_wal/pipe-spool/push", PushTimeout: 30 * time.Second},
-		Open:     func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
+	cmd := &Command{Command: spool.Command{DataDir: c.dir, Log: discard(),
+		Settings: spool.Settings{Async: true, Background: spool.BackgroundAlways, Workers: 2, PushSpool: "pg_wal/pipe-spool/push", PushTimeout: 30 * time.Second},
 		// The pusher this push starts never runs; meanwhile the file is
 		// marked done.
 		Spawn: func([]string, string) (<-chan struct{}, error) {
 			spawns++
 			return nil, os.Rename(ready, strings.TrimSuffix(ready, ".ready")+".done")
 		},
+	},
+		Open: func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
 	}
 	start := time.Now()
 	r, err := cmd.Push(ctx, p)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // firstPages are the first 40 bytes of segment 000000010000000000000001
@@ -34,12 +36,12 @@ func TestHeaderOfEachVersion(t *testing.T) {
 	sysids := map[int]uint64{13: 7713325500655702051, 14: 7713325500655702051, 15: 7713325503352864804, 16: 7713325503352864804, 17: 7713325504604090402, 18: 7713325505081634851}
 	for _, p := range firstPages {
 		b, _ := hex.DecodeString(p.header)
-		h, err := ParseHeader(b)
+		h, err := walname.ParseHeader(b)
 		if err != nil || h.Version != p.version || h.Timeline != 1 || h.SegmentSize != 16<<20 || h.SystemID != sysids[p.version] {
 			t.Errorf("PostgreSQL %d: %+v %v", p.version, h, err)
 		}
 		c, _ := hex.DecodeString(p.contrl)
-		if id, err := ControlSystemID(c); err != nil || id != h.SystemID {
+		if id, err := walname.ControlSystemID(c); err != nil || id != h.SystemID {
 			t.Errorf("PostgreSQL %d: pg_control's system identifier %d %v, the segment's %d", p.version, id, err, h.SystemID)
 		}
 	}
@@ -68,7 +70,7 @@ func TestPushRefusesAnUnknownWALFormat(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("0x%04X", magic)) || !strings.Contains(err.Error(), "PostgreSQL 13 to 18") {
 			t.Errorf("magic 0x%04X: %v", magic, err)
 		}
-		if objs, _, err := a.find(ctx, Dir(testSysID, 1), n); err != nil || len(objs) != 0 {
+		if objs, _, err := a.find(ctx, walname.Dir(testSysID, 1), n); err != nil || len(objs) != 0 {
 			t.Errorf("magic 0x%04X: archived as %v (%v)", magic, objs, err)
 		}
 	}

@@ -24,11 +24,16 @@ import (
 	"github.com/pipebackup/pipe/plugins/storage/fs"
 	"github.com/pipebackup/pipe/stages/compress"
 	"github.com/pipebackup/pipe/stages/encrypt"
+	"github.com/pipebackup/pipe/wal/spool"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 const (
 	testSysID   = 7301234567890123456
 	testSegSize = 1 << 20
+	// xlpLongHeader is PostgreSQL's XLP_LONG_HEADER: the first page of a
+	// segment has the long header.
+	xlpLongHeader = 0x0002
 )
 
 // segment returns a WAL segment of the cluster sysid on timeline tli: a
@@ -102,22 +107,22 @@ func newArchive(t *testing.T, root string, c *cluster) *Archive {
 	return a
 }
 
-func name(tli uint32, n uint64) string { return SegmentName(tli, n, testSegSize) }
+func name(tli uint32, n uint64) string { return walname.SegmentName(tli, n, testSegSize) }
 
 func TestNames(t *testing.T) {
 	for _, ok := range []string{"000000010000000000000003", "00000002.history", "000000010000000000000003.00000028.backup", "000000010000000000000003.partial"} {
-		if _, err := ParseName(ok); err != nil {
+		if _, err := walname.ParseName(ok); err != nil {
 			t.Errorf("ParseName(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "../000000010000000000000003", "000000010000000000000003/x", "000000000000000000000003", "00000001000000000000003", "00000001000000000000000g", "000000010000000000000003.ready", "RECOVERYHISTORY"} {
-		if _, err := ParseName(bad); err == nil {
+		if _, err := walname.ParseName(bad); err == nil {
 			t.Errorf("ParseName(%q) accepted it", bad)
 		}
 	}
 	for _, n := range []uint64{0, 1, 255, 256, 4095, 4096, 1 << 20} {
 		s := name(3, n)
-		got, err := SegmentNumber(s, testSegSize)
+		got, err := walname.SegmentNumber(s, testSegSize)
 		if err != nil || got != n {
 			t.Errorf("SegmentNumber(%s) = %d, %v; want %d", s, got, err, n)
 		}
@@ -126,18 +131,18 @@ func TestNames(t *testing.T) {
 	if got := name(1, 4096); got != "000000010000000100000000" {
 		t.Errorf("segment 4096 is %s", got)
 	}
-	o, err := ParseObject(ObjectName("00000002.history", strings.Repeat("a", 64), strings.Repeat("b", 64), ".zst.age"))
-	if err != nil || o.Kind != History || o.Timeline != 2 || o.Ext != ".zst.age" {
+	o, err := walname.ParseObject(walname.ObjectName("00000002.history", strings.Repeat("a", 64), strings.Repeat("b", 64), ".zst.age"))
+	if err != nil || o.Kind != walname.History || o.Timeline != 2 || o.Ext != ".zst.age" {
 		t.Errorf("ParseObject: %+v, %v", o, err)
 	}
-	if _, err := ParseObject("000000010000000000000003-x-y.zst"); err == nil {
+	if _, err := walname.ParseObject("000000010000000000000003-x-y.zst"); err == nil {
 		t.Error("ParseObject accepted a name without digests")
 	}
-	h, err := ParseHeader(segment(testSysID, 5, 1))
+	h, err := walname.ParseHeader(segment(testSysID, 5, 1))
 	if err != nil || h.SystemID != testSysID || h.Timeline != 5 || h.SegmentSize != testSegSize {
 		t.Errorf("ParseHeader: %+v, %v", h, err)
 	}
-	if _, err := ParseHeader(make([]byte, 100)); err == nil {
+	if _, err := walname.ParseHeader(make([]byte, 100)); err == nil {
 		t.Error("ParseHeader accepted a page without a long header")
 	}
 }
@@ -329,12 +334,12 @@ func TestTampered(t *testing.T) {
 	// stored digest matches, what it decodes to does not.
 	r2, err := a.Push(ctx, c.write(t, name(1, 2), segment(testSysID, 1, 2)))
 	must(t, err)
-	o1, err := ParseObject(filepath.Base(r.Key))
+	o1, err := walname.ParseObject(filepath.Base(r.Key))
 	must(t, err)
-	o2, err := ParseObject(filepath.Base(r2.Key))
+	o2, err := walname.ParseObject(filepath.Base(r2.Key))
 	must(t, err)
 	must(t, os.Remove(r.Key))
-	forged := filepath.Join(filepath.Dir(r.Key), ObjectName(name(1, 1), o1.FileSum, o2.StoredSum, o2.Ext))
+	forged := filepath.Join(filepath.Dir(r.Key), walname.ObjectName(name(1, 1), o1.FileSum, o2.StoredSum, o2.Ext))
 	b2, err := os.ReadFile(r2.Key)
 	must(t, err)
 	must(t, os.WriteFile(forged, b2, 0o600))
@@ -459,7 +464,7 @@ func TestAhead(t *testing.T) {
 		t.Errorf("a push whose marker does not match: %v, want ErrConflict", err)
 	}
 	// A push that holds the spool's lock makes another wait, then fail.
-	l, err := lock(ah.Spool, pushLock)
+	l, err := spool.Lock(ah.Spool, spool.PushLock)
 	must(t, err)
 	if _, err := ah.Push(ctx, name(1, 7), walPath(name(1, 7))); err != nil {
 		t.Errorf("a file pushed ahead needs no lock: %v", err)
@@ -496,7 +501,7 @@ func TestAheadBackground(t *testing.T) {
 		go func() {
 			defer runs.Done()
 			defer close(exited)
-			if err := ah.Run(ctx); err != nil && !errors.Is(err, ErrBusy) {
+			if err := ah.Run(ctx); err != nil && !errors.Is(err, spool.ErrBusy) {
 				t.Error(err)
 			}
 		}()
@@ -601,9 +606,9 @@ func TestPrefetch(t *testing.T) {
 		_, err := a.Push(ctx, c.write(t, name(1, n), segs[name(1, n)]))
 		must(t, err)
 	}
-	pf := &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 4, SegmentSize: testSegSize, Log: discard()}
+	pf := &Prefetch{Archive: a, Prefetch: spool.Prefetch{Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: 4, SegmentSize: testSegSize, Log: discard()}}
 	spooled := func(n uint64) bool {
-		_, err := os.Stat(filepath.Join(pf.dir(testSysID), name(1, n)))
+		_, err := os.Stat(filepath.Join(pf.Dir(testSysID), name(1, n)))
 		return err == nil
 	}
 	waitFor := func(n uint64) {
@@ -622,7 +627,7 @@ func TestPrefetch(t *testing.T) {
 	if spooled(6) {
 		t.Error("prefetched more than 4 ahead")
 	}
-	if pf.Run(ctx, testSysID, name(1, 1)) != ErrBusy {
+	if pf.Run(ctx, testSysID, name(1, 1)) != spool.ErrBusy {
 		t.Error("a second prefetcher ran beside the first")
 	}
 	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
@@ -648,12 +653,12 @@ func TestPrefetch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the prefetcher did not end at the end of the archive")
 	}
-	left, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24))) // segments; the notes of those found missing stay
+	left, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))) // segments; the notes of those found missing stay
 	if len(left) != 0 {
 		t.Errorf("spool holds %v", left)
 	}
 	// Replay moved on without the spool: older spooled segments go.
-	must(t, os.WriteFile(filepath.Join(pf.dir(testSysID), name(1, 3)), []byte("x"), 0o600))
+	must(t, os.WriteFile(filepath.Join(pf.Dir(testSysID), name(1, 3)), []byte("x"), 0o600))
 	if ok, err := pf.Take(testSysID, name(1, 5), dest); ok || err != nil {
 		t.Errorf("Take of a segment not spooled: %v, %v", ok, err)
 	}
@@ -672,7 +677,7 @@ func archivedPrefetch(ctx context.Context, t *testing.T, n uint64, ahead int) (*
 		_, err := a.Push(ctx, c.write(t, name(1, i), segment(testSysID, 1, i)))
 		must(t, err)
 	}
-	return c, &Prefetch{Archive: a, Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: ahead, SegmentSize: testSegSize, Log: discard()}
+	return c, &Prefetch{Archive: a, Prefetch: spool.Prefetch{Spool: filepath.Join(c.dir, "pg_wal", "pipe-spool", "fetch"), Ahead: ahead, SegmentSize: testSegSize, Log: discard()}}
 }
 
 // A prefetcher whose timeline recovery left (it asks for a segment of
@@ -726,8 +731,8 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 	var running sync.WaitGroup
 	defer running.Wait()
 	opened := 0
-	cmd := &Command{DataDir: c.dir, Log: discard(),
-		Settings: CommandSettings{Background: BackgroundAlways, Prefetch: 3, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: testSegSize},
+	cmd := &Command{Command: spool.Command{DataDir: c.dir, Log: discard(),
+		Settings: spool.Settings{Background: spool.BackgroundAlways, Prefetch: 3, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: testSegSize}},
 		Open: func(context.Context) (*Archive, func(), error) {
 			mu.Lock()
 			opened++
@@ -799,19 +804,37 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 }
 
 // gaugedStore counts the objects open at once, each held open a moment so
-// that fetches started together overlap.
+// that fetches started together overlap, and the order in which fetches
+// start: each first looks for its segment (List). Opens wait (at most a
+// few seconds) until PrefetchAtOnce segments have been looked for, so no
+// fetch ends, and lets another start, before the first ones did: a fetch
+// the scheduler ran late does not pass for one started late.
 type gaugedStore struct {
 	Store
 	mu         sync.Mutex
 	open, most int
-	order      []string
+	started    []string
+	firstOnes  chan struct{} // closed once PrefetchAtOnce segments were looked for
+}
+
+func (g *gaugedStore) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+	g.mu.Lock()
+	g.started = append(g.started, strings.TrimSuffix(path.Base(prefix), "-"))
+	if len(g.started) == PrefetchAtOnce {
+		close(g.firstOnes)
+	}
+	g.mu.Unlock()
+	return g.Store.List(ctx, prefix)
 }
 
 func (g *gaugedStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	select {
+	case <-g.firstOnes:
+	case <-time.After(5 * time.Second):
+	}
 	g.mu.Lock()
 	g.open++
 	g.most = max(g.most, g.open)
-	g.order = append(g.order, key)
 	g.mu.Unlock()
 	time.Sleep(20 * time.Millisecond)
 	rc, err := g.Store.Open(ctx, key)
@@ -831,7 +854,7 @@ func TestPrefetchAtOnce(t *testing.T) {
 	for _, way := range []string{"Batch", "Run"} {
 		t.Run(way, func(t *testing.T) {
 			_, pf := archivedPrefetch(ctx, t, n, n-1)
-			g := &gaugedStore{Store: pf.Archive.Store}
+			g := &gaugedStore{Store: pf.Archive.Store, firstOnes: make(chan struct{})}
 			pf.Archive.Store = g
 			if way == "Batch" {
 				pf.Batch(ctx, testSysID, name(1, 1))
@@ -841,11 +864,11 @@ func TestPrefetchAtOnce(t *testing.T) {
 					// filled its window, recovery moves past the end of
 					// the archive and the prefetcher ends.
 					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-						if ents, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24))); len(ents) == n-1 {
+						if ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))); len(ents) == n-1 {
 							break
 						}
 					}
-					if err := os.WriteFile(filepath.Join(pf.dir(testSysID), positionFile), []byte(name(1, n+1)), 0o600); err != nil { // past the end: it ends
+					if err := os.WriteFile(filepath.Join(pf.Dir(testSysID), spool.PositionFile), []byte(name(1, n+1)), 0o600); err != nil { // past the end: it ends
 						t.Error(err)
 					}
 				}()
@@ -853,22 +876,22 @@ func TestPrefetchAtOnce(t *testing.T) {
 				prefetchIdle = time.Hour
 				must(t, pf.Run(ctx, testSysID, name(1, 1)))
 			}
-			ents, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), strings.Repeat("?", 24)))
+			ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24)))
 			if len(ents) != n-1 {
 				t.Fatalf("spooled %d segments, want %d", len(ents), n-1)
 			}
 			if g.most > PrefetchAtOnce || g.most < 2 {
 				t.Errorf("%d objects open at once, want 2 to %d", g.most, PrefetchAtOnce)
 			}
-			// The first PrefetchAtOnce opened are the oldest ones, in any
-			// order; the last one waited for them.
+			// The first PrefetchAtOnce started are the oldest ones, in
+			// any order; the next one waited for one of them to end.
 			first := map[string]bool{}
 			for i := uint64(2); i < 2+PrefetchAtOnce; i++ {
 				first[name(1, i)] = true
 			}
-			for _, key := range g.order[:PrefetchAtOnce] {
-				if o, err := ParseObject(filepath.Base(key)); err != nil || !first[o.Name] {
-					t.Errorf("opened %s among the first %d, want segments 2 to %d", key, PrefetchAtOnce, 1+PrefetchAtOnce)
+			for _, seg := range g.started[:PrefetchAtOnce] {
+				if !first[seg] {
+					t.Errorf("started %s among the first %d, want segments 2 to %d", seg, PrefetchAtOnce, 1+PrefetchAtOnce)
 				}
 			}
 		})
@@ -882,7 +905,7 @@ func TestPrefetchBatch(t *testing.T) {
 	_, pf := archivedPrefetch(ctx, t, 6, 4)
 	spooled := func() []string {
 		var out []string
-		ents, _ := os.ReadDir(pf.dir(testSysID))
+		ents, _ := os.ReadDir(pf.Dir(testSysID))
 		for _, e := range ents {
 			if len(e.Name()) == 24 {
 				out = append(out, e.Name())
@@ -907,10 +930,10 @@ func TestPrefetchBatch(t *testing.T) {
 			t.Errorf("after the end was found, Next(%s) = %v, want none", name(1, n), next)
 		}
 	}
-	// A mark of the end older than endFresh says nothing: the archive
+	// A mark of the end older than spool.EndFresh says nothing: the archive
 	// may have grown since.
-	old := time.Now().Add(-2 * endFresh)
-	marks, _ := filepath.Glob(filepath.Join(pf.dir(testSysID), "*"+endExt))
+	old := time.Now().Add(-2 * spool.EndFresh)
+	marks, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), "*"+spool.EndExt))
 	if len(marks) != 3 {
 		t.Errorf("marks of the end %v, want 7 to 9's", marks)
 	}
@@ -921,10 +944,10 @@ func TestPrefetchBatch(t *testing.T) {
 		t.Errorf("with the end's mark stale, Next(%s) = %v, want 7 to 10", name(1, 6), next)
 	}
 	// A prefetcher at work: Batch leaves it alone.
-	l, err := lock(pf.Spool, prefetchLock)
+	l, err := spool.Lock(pf.Spool, spool.PrefetchLock)
 	must(t, err)
 	defer l.Close()
-	must(t, os.Remove(filepath.Join(pf.dir(testSysID), name(1, 6))))
+	must(t, os.Remove(filepath.Join(pf.Dir(testSysID), name(1, 6))))
 	pf.Batch(ctx, testSysID, name(1, 5))
 	if len(spooled()) != 4 {
 		t.Error("Batch fetched while another process held the prefetch lock")
@@ -942,7 +965,7 @@ func TestReadBounded(t *testing.T) {
 	data := segment(testSysID, 1, 9)
 	r, err := a.Push(ctx, c.write(t, name(1, 9), data))
 	must(t, err)
-	o, err := ParseObject(filepath.Base(r.Key))
+	o, err := walname.ParseObject(filepath.Base(r.Key))
 	must(t, err)
 	good := a.Store
 	a.Store = hugeStore{good}
@@ -1031,7 +1054,7 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 // FetchData returns the contents of the archived file name, through the
 // checks Fetch makes.
 func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
-	if _, err := ParseName(name); err != nil {
+	if _, err := walname.ParseName(name); err != nil {
 		return nil, err
 	}
 	id, err := a.FetchSystemID(ctx)
@@ -1047,37 +1070,6 @@ func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-func TestBackground(t *testing.T) {
-	comm := filepath.Join(t.TempDir(), "comm")
-	defer func(old string) { initComm = old }(initComm)
-	initComm = comm
-	for _, c := range []struct {
-		pid1, mode string
-		want       bool
-		why        string
-	}{
-		{"systemd\n", BackgroundAuto, true, "PID 1 is systemd, an init"},
-		{"tini\n", BackgroundAuto, true, "an init"},
-		{"pause\n", BackgroundAuto, true, "an init"},
-		{"postgres\n", BackgroundAuto, false, "PID 1 is postgres, not an init pipe knows"},
-		{"docker-entrypoi\n", BackgroundAuto, false, "not an init"},
-		{"postgres\n", BackgroundAlways, true, `"always"`},
-		{"systemd\n", BackgroundNever, false, `"never"`},
-		{"", BackgroundAuto, false, "cannot be read"},
-	} {
-		_ = os.Remove(comm)
-		if c.pid1 != "" {
-			if err := os.WriteFile(comm, []byte(c.pid1), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, why := Background(c.mode)
-		if got != c.want || !strings.Contains(why, c.why) {
-			t.Errorf("PID 1 %q, %s: %v (%s), want %v (%s)", strings.TrimSpace(c.pid1), c.mode, got, why, c.want, c.why)
-		}
-	}
-}
-
 // TestSHA256Named: an object archived before XXH3 names the file by its
 // SHA-256. A fetch checks what it decodes with that digest, a push of the
 // same file finds it archived, a push of other content is refused, and
@@ -1090,14 +1082,14 @@ func TestSHA256Named(t *testing.T) {
 	p := c.write(t, name(1, 1), data)
 	r, err := a.Push(ctx, p)
 	must(t, err)
-	o, err := ParseObject(filepath.Base(r.Key))
+	o, err := walname.ParseObject(filepath.Base(r.Key))
 	must(t, err)
 	if len(o.FileSum) != 32 || o.FileSum != fileDigest(data) {
 		t.Fatalf("a new object's file digest is %s, want XXH3-128's %s", o.FileSum, fileDigest(data))
 	}
-	old := filepath.Join(filepath.Dir(r.Key), ObjectName(o.Name, objectDigest(data), o.StoredSum, o.Ext))
+	old := filepath.Join(filepath.Dir(r.Key), walname.ObjectName(o.Name, objectDigest(data), o.StoredSum, o.Ext))
 	must(t, os.Rename(r.Key, old))
-	if po, err := ParseObject(filepath.Base(old)); err != nil || po.FileSum != objectDigest(data) {
+	if po, err := walname.ParseObject(filepath.Base(old)); err != nil || po.FileSum != objectDigest(data) {
 		t.Fatalf("the SHA-256 named object parses as %+v (%v)", po, err)
 	}
 
@@ -1120,7 +1112,7 @@ func TestSHA256Named(t *testing.T) {
 	}
 
 	// The SHA-256 of other bytes in its name: the decoded file is refused.
-	must(t, os.Rename(old, filepath.Join(filepath.Dir(old), ObjectName(o.Name, objectDigest(segment(testSysID, 1, 2)), o.StoredSum, o.Ext))))
+	must(t, os.Rename(old, filepath.Join(filepath.Dir(old), walname.ObjectName(o.Name, objectDigest(segment(testSysID, 1, 2)), o.StoredSum, o.Ext))))
 	must(t, os.Remove(dest))
 	if err := a.Fetch(ctx, name(1, 1), dest); err == nil || !strings.Contains(err.Error(), "decodes to other bytes") {
 		t.Errorf("fetching an object whose SHA-256 names other bytes: %v", err)
@@ -1130,7 +1122,7 @@ func TestSHA256Named(t *testing.T) {
 // backupLabel is a backup history file as pg_backup_stop writes it, for
 // a backup on timeline tli from start to stop.
 func backupLabel(tli uint32, start, stop uint64) string {
-	file := func(lsn uint64) string { return SegmentName(tli, lsn/testSegSize, testSegSize) }
+	file := func(lsn uint64) string { return walname.SegmentName(tli, lsn/testSegSize, testSegSize) }
 	return fmt.Sprintf("START WAL LOCATION: %s (file %s)\nSTOP WAL LOCATION: %s (file %s)\nCHECKPOINT LOCATION: %s\nBACKUP METHOD: streamed\nBACKUP FROM: primary\nSTART TIME: 2026-11-28 10:00:00 UTC\nLABEL: pipe\nSTART TIMELINE: %d\nSTOP TIME: 2026-11-28 10:00:01 UTC\nSTOP TIMELINE: %d\n",
 		FormatLSN(start), file(start), FormatLSN(stop), file(stop), FormatLSN(start), tli, tli)
 }

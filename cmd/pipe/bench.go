@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pipebackup/pipe/pipefile"
+	"github.com/pipebackup/pipe/pipefile/hclvalue"
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/profiles"
 	"github.com/pipebackup/pipe/runner"
@@ -148,7 +149,7 @@ func (a *app) benchFlags(o *benchOptions) (*benchInput, error) {
 	}
 	in := &benchInput{vars: vars}
 	if o.synthetic != "" {
-		if in.synthSize, _, err = pipefile.ParseSize(o.synthetic); err != nil || in.synthSize <= 0 {
+		if in.synthSize, _, err = hclvalue.ParseSize(o.synthetic); err != nil || in.synthSize <= 0 {
 			return nil, a.benchFail("--synthetic %s: give the bytes of each stream, e.g. 1GiB", o.synthetic)
 		}
 		if o.synthStreams < 1 || o.synthStreams > 1024 {

@@ -18,7 +18,7 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/plugins/host"
 	"github.com/pipebackup/pipe/runner"
-	"github.com/pipebackup/pipe/wal"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 type drillFlags struct {
@@ -297,7 +297,7 @@ func (a *app) fetchDrillWAL(ctx context.Context, pa *plan.Archive, sc *drill.Scr
 	n := 0
 	fetched := map[string]bool{} // a file may have several objects: fetch picks one
 	for _, e := range l.Entries {
-		if e.SystemID != id || fetched[e.Name] || (e.Kind != wal.History && (e.Kind != wal.Segment || e.Name[8:] < first[8:])) {
+		if e.SystemID != id || fetched[e.Name] || (e.Kind != walname.History && (e.Kind != walname.Segment || e.Name[8:] < first[8:])) {
 			continue
 		}
 		fetched[e.Name] = true

@@ -16,6 +16,8 @@ import (
 	"github.com/pipebackup/pipe/plan"
 	"github.com/pipebackup/pipe/runner"
 	"github.com/pipebackup/pipe/wal"
+	"github.com/pipebackup/pipe/wal/spool"
+	"github.com/pipebackup/pipe/wal/walname"
 )
 
 // exitStopRecovery is what pipe wal fetch exits with when it failed for
@@ -234,7 +236,7 @@ name is signed with that key.`,
 				return nil // exit 0: an orphan's other status would make a postmaster that reaps it restart the server
 			}
 			name := filepath.Base(args[1])
-			if _, err := wal.ParseName(name); err != nil {
+			if _, err := walname.ParseName(name); err != nil {
 				fmt.Fprintln(a.stderr, "Error:", err)
 				return &exitError{exitInvalid}
 			}
@@ -271,18 +273,20 @@ func (a *app) reportPush(pa *plan.Archive, mx *runMetrics, name string, r *wal.P
 // metrics and the way to start a background pipe.
 func (a *app) walCommand(file string, pa *plan.Archive, f *walFlags, mx *runMetrics) *wal.Command {
 	return &wal.Command{
-		Settings: wal.CommandSettings{Async: pa.Async, Background: pa.Background, Workers: pa.Workers, MaxBacklog: pa.MaxBacklog,
-			PushSpool: pa.PushSpool, FetchSpool: pa.FetchSpool, PushTimeout: time.Duration(pa.PushTimeout),
-			Prefetch: pa.Prefetch, Retries: pa.Retries, SystemID: pa.SystemID, SegmentSize: uint32(pa.SegmentSize)},
-		DataDir:        f.pgdata,
-		Open:           func(ctx context.Context) (*wal.Archive, func(), error) { return a.openStore(ctx, pa, f) },
-		Spawn:          wal.SpawnSelf,
-		BackgroundArgs: f.args(file, pa.Name),
-		Log:            a.log,
-		Pushed:         func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
-		Backlog:        func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) },
-		Fetched:        func(from string) { mx.walFetched(pa.Name, from) },
-		BacklogAlert:   func(waiting int) { a.notifyBacklog(file, pa, waiting) },
+		Command: spool.Command{
+			Settings: spool.Settings{Async: pa.Async, Background: pa.Background, Workers: pa.Workers, MaxBacklog: pa.MaxBacklog,
+				PushSpool: pa.PushSpool, FetchSpool: pa.FetchSpool, PushTimeout: time.Duration(pa.PushTimeout),
+				Prefetch: pa.Prefetch, Retries: pa.Retries, SystemID: pa.SystemID, SegmentSize: uint32(pa.SegmentSize)},
+			DataDir:        f.pgdata,
+			Spawn:          spool.SpawnSelf,
+			BackgroundArgs: f.args(file, pa.Name),
+			Log:            a.log,
+		},
+		Open:         func(ctx context.Context) (*wal.Archive, func(), error) { return a.openStore(ctx, pa, f) },
+		Pushed:       func(r *wal.PushResult) { mx.walPushed(pa.Name, r) },
+		Backlog:      func(waiting int, exceeded bool) { mx.walBacklog(pa.Name, waiting, exceeded) },
+		Fetched:      func(from string) { mx.walFetched(pa.Name, from) },
+		BacklogAlert: func(waiting int) { a.notifyBacklog(file, pa, waiting) },
 	}
 }
 
@@ -375,7 +379,7 @@ func (a *app) walFetch(ctx context.Context, args []string, f *walFlags, mf *metr
 		return nil
 	}
 	name, dest := args[1], args[2]
-	if _, err := wal.ParseName(name); err != nil {
+	if _, err := walname.ParseName(name); err != nil {
 		fmt.Fprintln(a.stderr, "Error:", err)
 		return &exitError{exitStopRecovery}
 	}

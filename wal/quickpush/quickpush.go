@@ -4,9 +4,12 @@
 // archived already (the pusher's note in the spool) or wait for it; pipe,
 // which links every store's SDK, spends 10-17 ms of CPU starting up for
 // that, and on a server writing WAL in a burst those starts compete with
-// the pusher for the same CPUs. This package links no store: it reads the
-// archive's push settings from the file's text, answers for a file the
-// pusher noted (or notes while it waits), and otherwise hands the command
+// the pusher for the same CPUs. This package links no store, codec or
+// hash (package spool answers, package archiveattrs reads the archive's
+// literal settings from the file's text): an answer costs about 3 ms of
+// CPU, where one that linked packages wal and pipefile cost 5-7. It
+// answers for a file the pusher noted (or notes while it waits), and
+// otherwise hands the command
 // to pipe wal with the same arguments (exec: PostgreSQL sees one process
 // and pipe's exit status). Without a background pusher (background =
 // "never", or PostgreSQL as PID 1) each archive_command that starts a
@@ -24,7 +27,8 @@
 //
 // It starts the background pusher and the prefetcher itself; everything
 // else it does not answer for, pipe does: a failure the pusher noted, a
-// file no push sent ahead, a synchronous push, a segment no prefetcher
+// note whose file's identity changed (its digest decides), a file no push
+// sent ahead, a synchronous push, a segment no prefetcher
 // brought, flags other than --archive, --pgdata and --var, and every
 // other pipe wal command. A fetch it can neither answer nor hand over
 // exits 255, which stops recovery (1 would end it early).
@@ -44,8 +48,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/pipebackup/pipe/pipefile"
-	"github.com/pipebackup/pipe/wal"
+	"github.com/pipebackup/pipe/pipefile/archiveattrs"
+	"github.com/pipebackup/pipe/wal/spool"
 )
 
 // Main runs pipe-wal with args (without the program's name) and returns
@@ -144,19 +148,19 @@ func answered(ctx context.Context, args []string) bool {
 	if !ok {
 		return false
 	}
-	s, err := pipefile.ReadQuickSettings(p.file, p.archive)
-	if err != nil || !slices.Contains(wal.BackgroundModes, s.Background) {
+	s, err := archiveattrs.ReadLiteral(p.file, p.archive)
+	if err != nil || !slices.Contains(spool.BackgroundModes, s.Background) {
 		return false
 	}
-	c := &wal.Command{DataDir: p.pgdata, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Settings: wal.CommandSettings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout,
+	c := &spool.Command{DataDir: p.pgdata, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Settings: spool.Settings{Async: s.Async, Background: s.Background, PushSpool: s.Spool, PushTimeout: s.Timeout,
 			Prefetch: s.Prefetch, FetchSpool: s.FetchSpool, SegmentSize: uint32(s.SegmentSize)}}
 	// A background pusher or prefetcher to start: pipe-wal starts it
 	// (pipe beside it, with the arguments pipe would give it) rather than
 	// hand over to a pipe that would start it, and wait beside it, for
 	// this one file.
 	if pipe, err := pipeProgram(); err == nil {
-		c.Spawn = func(args []string, logPath string) (<-chan struct{}, error) { return wal.Spawn(pipe, args, logPath) }
+		c.Spawn = func(args []string, logPath string) (<-chan struct{}, error) { return spool.Spawn(pipe, args, logPath) }
 		c.BackgroundArgs = append([]string{p.file, "--archive", s.Archive, "--pgdata", p.pgdata}, varArgs(p.vars)...)
 	}
 	if p.command == "fetch" {
@@ -170,7 +174,7 @@ func answered(ctx context.Context, args []string) bool {
 	if !s.Async {
 		return false
 	}
-	return c.Answer(ctx, p.path) != nil
+	return c.Answer(ctx, p.path) != ""
 }
 
 // varArgs are --var flags for values.

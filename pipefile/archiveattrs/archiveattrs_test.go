@@ -1,4 +1,4 @@
-package pipefile
+package archiveattrs
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestReadQuickSettings(t *testing.T) {
+func TestReadLiteral(t *testing.T) {
 	dir := t.TempDir()
 	write := func(src string) string {
 		p := filepath.Join(dir, "pg.hcl")
@@ -25,11 +25,11 @@ archive "pg" {
     secret_access_key = var.secret
   }
 }`)
-	s, err := ReadQuickSettings(p, "")
+	s, err := ReadLiteral(p, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := QuickSettings{Archive: "pg", Background: "auto", Async: false, Spool: "pg_wal/pipe-spool/push", Timeout: 60 * time.Second,
+	want := Settings{Archive: "pg", Background: "auto", Async: false, Spool: "pg_wal/pipe-spool/push", Timeout: 60 * time.Second,
 		Prefetch: 8, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: 16 << 20}
 	if *s != want {
 		t.Errorf("defaults: %+v, want %+v", *s, want)
@@ -58,18 +58,18 @@ archive "b" {
     spool    = "/var/spool/fetch"
   }
 }`)
-	s, err = ReadQuickSettings(p, "b")
+	s, err = ReadLiteral(p, "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = QuickSettings{Archive: "b", Background: "always", Async: true, Spool: "/var/spool/pipe", Timeout: 90 * time.Second,
+	want = Settings{Archive: "b", Background: "always", Async: true, Spool: "/var/spool/pipe", Timeout: 90 * time.Second,
 		Prefetch: 16, FetchSpool: "/var/spool/fetch", SegmentSize: 64 << 20, SystemID: "7301234567890123456"}
 	if *s != want {
 		t.Errorf("archive b: %+v, want %+v", *s, want)
 	}
 	// Two archives and none named, or a name not there: pipe decides.
 	for _, name := range []string{"", "c"} {
-		if _, err := ReadQuickSettings(p, name); !errors.Is(err, ErrNotLiteral) {
+		if _, err := ReadLiteral(p, name); !errors.Is(err, ErrNotLiteral) {
 			t.Errorf("archive %q: %v, want ErrNotLiteral", name, err)
 		}
 	}
@@ -90,7 +90,7 @@ archive "pg" {
     ` + push + `
   }
 }`)
-		if _, err := ReadQuickSettings(p, ""); err == nil {
+		if _, err := ReadLiteral(p, ""); err == nil {
 			t.Errorf("push { %s }: read, want an error", push)
 		}
 	}
@@ -106,11 +106,11 @@ archive "pg" {
   store "fs" { path = "/a/" }
   ` + fetch + `
 }`)
-		if _, err := ReadQuickSettings(p, ""); err == nil {
+		if _, err := ReadLiteral(p, ""); err == nil {
 			t.Errorf("%s: read, want an error", fetch)
 		}
 	}
-	if _, err := ReadQuickSettings(filepath.Join(dir, "missing.hcl"), ""); err == nil {
+	if _, err := ReadLiteral(filepath.Join(dir, "missing.hcl"), ""); err == nil {
 		t.Error("a missing file: read")
 	}
 }
