@@ -400,8 +400,11 @@ func TestAhead(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
 	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	// A push sends up to aheadPerPush × Workers files: with one worker,
+	// a batch and three more.
+	const batch = aheadPerPush
 	segs := map[string][]byte{}
-	for n := uint64(1); n <= 7; n++ {
+	for n := uint64(1); n <= batch+3; n++ {
 		segs[name(1, n)] = segment(testSysID, 1, n)
 		c.write(t, name(1, n), segs[name(1, n)])
 	}
@@ -417,37 +420,37 @@ func TestAhead(t *testing.T) {
 		t.Helper()
 		must(t, os.Rename(filepath.Join(c.dir, "pg_wal", "archive_status", n+".ready"), filepath.Join(c.dir, "pg_wal", "archive_status", n+".done")))
 	}
-	// archive_command for segment 1 pushes 1 and 2 to 4 (a push sends
-	// up to aheadPerPush × Workers files).
+	// archive_command for segment 1 pushes 1 and the next batch-1.
 	r, err := ah.Push(ctx, name(1, 1), walPath(name(1, 1)))
 	if err != nil || r.Already || !strings.Contains(r.Key, name(1, 1)) {
 		t.Fatalf("Push: %+v, %v", r, err)
 	}
-	if pushed != 4 || waiting != 7 {
-		t.Errorf("pushed %d files with 7 waiting (saw %d), want 4", pushed, waiting)
+	if pushed != batch || waiting != batch+3 {
+		t.Errorf("pushed %d files with %d waiting (saw %d), want %d", pushed, batch+3, waiting, batch)
 	}
 	done(name(1, 1))
-	// The next three return at once: pushed ahead.
-	for n := uint64(2); n <= 4; n++ {
+	// The rest of the batch returns at once: pushed ahead.
+	for n := uint64(2); n <= batch; n++ {
 		r, err := ah.Push(ctx, name(1, n), walPath(name(1, n)))
 		if err != nil || !r.Ahead {
 			t.Fatalf("Push %d: %+v, %v", n, r, err)
 		}
 		done(name(1, n))
 	}
-	if pushed != 4 {
-		t.Errorf("pushed %d files, want still 4", pushed)
+	if pushed != batch {
+		t.Errorf("pushed %d files, want still %d", pushed, batch)
 	}
-	// 5 pushes 5 to 7; the markers of files PostgreSQL marked done go.
-	if _, err := ah.Push(ctx, name(1, 5), walPath(name(1, 5))); err != nil {
+	// The next pushes the last three; the markers of files PostgreSQL
+	// marked done go.
+	if _, err := ah.Push(ctx, name(1, batch+1), walPath(name(1, batch+1))); err != nil {
 		t.Fatal(err)
 	}
-	if pushed != 7 {
-		t.Errorf("pushed %d files, want 7", pushed)
+	if pushed != batch+3 {
+		t.Errorf("pushed %d files, want %d", pushed, batch+3)
 	}
 	marks, _ := filepath.Glob(filepath.Join(ah.Spool, "*.ok"))
 	if len(marks) != 2 {
-		t.Errorf("markers %v, want those of 6 and 7", marks)
+		t.Errorf("markers %v, want those of the last two", marks)
 	}
 	for n, data := range segs {
 		got, err := a.FetchData(ctx, n)
@@ -458,7 +461,7 @@ func TestAhead(t *testing.T) {
 	// A marker that does not match the file (a copied data directory, a
 	// file rewritten) is not believed: the file is pushed, which finds
 	// the other content archived and refuses.
-	n6 := name(1, 6)
+	n6 := name(1, batch+2)
 	must(t, os.WriteFile(walPath(n6), segment(testSysID, 1, 66), 0o600))
 	if _, err := ah.Push(ctx, n6, walPath(n6)); !errors.Is(err, ErrConflict) {
 		t.Errorf("a push whose marker does not match: %v, want ErrConflict", err)
@@ -466,11 +469,11 @@ func TestAhead(t *testing.T) {
 	// A push that holds the spool's lock makes another wait, then fail.
 	l, err := spool.Lock(ah.Spool, spool.PushLock)
 	must(t, err)
-	if _, err := ah.Push(ctx, name(1, 7), walPath(name(1, 7))); err != nil {
+	if _, err := ah.Push(ctx, name(1, batch+3), walPath(name(1, batch+3))); err != nil {
 		t.Errorf("a file pushed ahead needs no lock: %v", err)
 	}
-	c.write(t, name(1, 8), segment(testSysID, 1, 8))
-	if _, err := ah.Push(ctx, name(1, 8), walPath(name(1, 8))); !errors.Is(err, ErrTimeout) {
+	c.write(t, name(1, batch+4), segment(testSysID, 1, batch+4))
+	if _, err := ah.Push(ctx, name(1, batch+4), walPath(name(1, batch+4))); !errors.Is(err, ErrTimeout) {
 		t.Errorf("while another push holds the lock: %v, want ErrTimeout", err)
 	}
 	l.Close()
