@@ -570,7 +570,7 @@ func (a *Archive) listAfter(ctx context.Context, prefix, after string, limit int
 // buffer of the file's size), renamed into place once both digests
 // match, fsynced first if durable.
 func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, durable bool) error {
-	o, key, err := a.locate(ctx, id, name)
+	o, key, err := a.locate(ctx, id, name, nil)
 	if err != nil {
 		return err
 	}
@@ -581,12 +581,12 @@ func (a *Archive) fetchTo(ctx context.Context, id uint64, name, dest string, dur
 }
 
 // locate finds the archived file name of cluster id: its object and key.
-func (a *Archive) locate(ctx context.Context, id uint64, name string) (walname.Object, string, error) {
+func (a *Archive) locate(ctx context.Context, id uint64, name string, lists *listCache) (walname.Object, string, error) {
 	f, err := walname.ParseName(name)
 	if err != nil {
 		return walname.Object{}, "", err
 	}
-	objs, keys, err := a.find(ctx, walname.Dir(id, f.Timeline), name)
+	objs, keys, err := lists.find(ctx, a, walname.Dir(id, f.Timeline), name)
 	if err != nil {
 		return walname.Object{}, "", fmt.Errorf("looking for %s in the archive: %w", name, err)
 	}
@@ -645,8 +645,9 @@ func (a *Archive) read(ctx context.Context, o walname.Object, key string, w io.W
 // digest in the object's name), as many at once as are prefetched, each
 // waiting only for the network; then decoded from there, as many at once
 // as there are CPUs (Coders), each holding a codec's state.
-func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, durable bool) error {
-	o, key, err := a.locate(ctx, id, name)
+// It looks name up through lists (nil: by name alone).
+func (a *Archive) spoolTo(ctx context.Context, id uint64, name, dest string, durable bool, lists *listCache) error {
+	o, key, err := a.locate(ctx, id, name, lists)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,8 @@ import (
 type Prefetch struct {
 	spool.Prefetch
 	Archive *Archive
+
+	lists listCache // what the prefetch listed of the archive
 }
 
 // prefetchIdle is how long the prefetcher waits for recovery to take a
@@ -198,11 +200,18 @@ func (r *prefetchRun) drain() {
 	}
 }
 
+// testHookFetch, when set, is told of each fetch into the spool as it
+// starts.
+var testHookFetch func(seg string)
+
 // fetchInto fetches seg into the spool's folder dir.
 func (pf *Prefetch) fetchInto(ctx context.Context, sysid uint64, dir, seg string) error {
+	if testHookFetch != nil {
+		testHookFetch(seg)
+	}
 	// Durable only where the spool's folder cannot tell one boot from the
 	// next (see dir).
-	return pf.Archive.spoolTo(ctx, sysid, seg, filepath.Join(dir, seg), spool.BootID() == "")
+	return pf.Archive.spoolTo(ctx, sysid, seg, filepath.Join(dir, seg), spool.BootID() == "", &pf.lists)
 }
 
 // Batch is prefetching where no process may outlive restore_command: it

@@ -808,26 +808,25 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 
 // gaugedStore counts the objects open at once, each held open a moment so
 // that fetches started together overlap, and the order in which fetches
-// start: each first looks for its segment (List). Opens wait (at most a
-// few seconds) until PrefetchAtOnce segments have been looked for, so no
-// fetch ends, and lets another start, before the first ones did: a fetch
-// the scheduler ran late does not pass for one started late.
+// start (fetching, as testHookFetch). Opens wait (at most a few seconds)
+// until PrefetchAtOnce fetches have started, so no fetch ends, and lets
+// another start, before the first ones did: a fetch the scheduler ran
+// late does not pass for one started late.
 type gaugedStore struct {
 	Store
 	mu         sync.Mutex
 	open, most int
-	started    []string
-	firstOnes  chan struct{} // closed once PrefetchAtOnce segments were looked for
+	started    []string      // the files fetched, in order
+	firstOnes  chan struct{} // closed once PrefetchAtOnce fetches started
 }
 
-func (g *gaugedStore) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+func (g *gaugedStore) fetching(seg string) {
 	g.mu.Lock()
-	g.started = append(g.started, strings.TrimSuffix(path.Base(prefix), "-"))
+	defer g.mu.Unlock()
+	g.started = append(g.started, seg)
 	if len(g.started) == PrefetchAtOnce {
 		close(g.firstOnes)
 	}
-	g.mu.Unlock()
-	return g.Store.List(ctx, prefix)
 }
 
 func (g *gaugedStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -859,6 +858,8 @@ func TestPrefetchAtOnce(t *testing.T) {
 			_, pf := archivedPrefetch(ctx, t, n, n-1)
 			g := &gaugedStore{Store: pf.Archive.Store, firstOnes: make(chan struct{})}
 			pf.Archive.Store = g
+			testHookFetch = g.fetching
+			defer func() { testHookFetch = nil }()
 			if way == "Batch" {
 				pf.Batch(ctx, testSysID, name(1, 1))
 			} else {
@@ -896,6 +897,74 @@ func TestPrefetchAtOnce(t *testing.T) {
 				if !first[seg] {
 					t.Errorf("started %s among the first %d, want segments 2 to %d", seg, PrefetchAtOnce, 1+PrefetchAtOnce)
 				}
+			}
+		})
+	}
+}
+
+// listingStore records the prefixes listed.
+type listingStore struct {
+	Store
+	mu    sync.Mutex
+	lists []string
+}
+
+func (l *listingStore) List(ctx context.Context, prefix string) ([]sdk.ObjectInfo, error) {
+	l.mu.Lock()
+	l.lists = append(l.lists, path.Base(prefix))
+	l.mu.Unlock()
+	return l.Store.List(ctx, prefix)
+}
+
+// A prefetch looks segments up sixteen at a time, one List for the names
+// that differ only in their last digit, however many fetch at once; a
+// segment it did not see listed, or asks for again, is listed again:
+// one archived since is found.
+func TestPrefetchListsGroups(t *testing.T) {
+	ctx := context.Background()
+	for _, way := range []string{"Batch", "Run"} {
+		t.Run(way, func(t *testing.T) {
+			c, pf := archivedPrefetch(ctx, t, 20, 19)
+			ls := &listingStore{Store: pf.Archive.Store}
+			pf.Archive.Store = ls
+			var listed []string // before the prefetch looked past 20
+			if way == "Batch" {
+				pf.Batch(ctx, testSysID, name(1, 1))
+				listed = ls.lists
+			} else {
+				go func() {
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+						if ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))); len(ents) == 19 {
+							break
+						}
+					}
+					ls.mu.Lock()
+					listed = slices.Clone(ls.lists)
+					ls.mu.Unlock()
+					if err := os.WriteFile(filepath.Join(pf.Dir(testSysID), spool.PositionFile), []byte(name(1, 21)), 0o600); err != nil { // past the end: it ends
+						t.Error(err)
+					}
+				}()
+				must(t, pf.Run(ctx, testSysID, name(1, 1)))
+			}
+			if ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))); len(ents) != 19 {
+				t.Fatalf("spooled %d segments, want 19", len(ents))
+			}
+			// Segments 2 to 15 and 16 to 20 (0x10 to 0x14).
+			if want := []string{name(1, 2)[:23], name(1, 16)[:23]}; !slices.Equal(listed, want) {
+				t.Errorf("listed %v, want %v", listed, want)
+			}
+			// Archived after the List: found.
+			_, err := pf.Archive.Push(ctx, c.write(t, name(1, 21), segment(testSysID, 1, 21)))
+			must(t, err)
+			dest := filepath.Join(t.TempDir(), "x")
+			must(t, pf.Archive.spoolTo(ctx, testSysID, name(1, 21), dest, false, &pf.lists))
+			// Asked for again: listed again, not answered from the List
+			// that found it.
+			ls.lists = nil
+			must(t, pf.Archive.spoolTo(ctx, testSysID, name(1, 21), dest, false, &pf.lists))
+			if len(ls.lists) != 1 {
+				t.Errorf("a segment asked for again was listed %d times, want once", len(ls.lists))
 			}
 		})
 	}
@@ -994,7 +1063,7 @@ func TestReadBounded(t *testing.T) {
 			}
 			// A prefetch downloads to the spool first (through WriteAtTo
 			// where the store's reader has it), then decodes.
-			if err := a.spoolTo(ctx, testSysID, name(1, 9), dest, false); err == nil || !strings.Contains(err.Error(), "digest in its name") {
+			if err := a.spoolTo(ctx, testSysID, name(1, 9), dest, false, nil); err == nil || !strings.Contains(err.Error(), "digest in its name") {
 				t.Errorf("%s (WriteAtTo %v): a prefetch says %v, want the digest in the name named", what, at, err)
 			}
 			if ents, _ := os.ReadDir(filepath.Dir(dest)); len(ents) != 0 {
@@ -1005,7 +1074,7 @@ func TestReadBounded(t *testing.T) {
 	for _, at := range []bool{false, true} {
 		a.Store = bodyStore{good, stored, at}
 		dest := filepath.Join(t.TempDir(), name(1, 9))
-		must(t, a.spoolTo(ctx, testSysID, name(1, 9), dest, false))
+		must(t, a.spoolTo(ctx, testSysID, name(1, 9), dest, false, nil))
 		if got, err := os.ReadFile(dest); err != nil || !bytes.Equal(got, data) {
 			t.Errorf("a prefetch (WriteAtTo %v) wrote %d bytes (%v), not the segment", at, len(got), err)
 		}
@@ -1064,7 +1133,7 @@ func (a *Archive) FetchData(ctx context.Context, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, key, err := a.locate(ctx, id, name)
+	o, key, err := a.locate(ctx, id, name, nil)
 	if err != nil {
 		return nil, err
 	}
