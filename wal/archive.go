@@ -75,6 +75,7 @@ type Archive struct {
 	limitsOnce  sync.Once
 	lim         *limits
 	frames      sync.Pool // *compress.FrameWriter
+	pushLists   listCache // what pushes listed of the archive
 }
 
 // control returns the data directory's global/pg_control.
@@ -353,7 +354,7 @@ func (a *Archive) claim(ctx context.Context, dir, name string, sameAs func(like,
 	listed := make(chan listing, 1)
 	go func() {
 		var l listing
-		l.objs, l.keys, l.err = a.find(ctx, dir, name)
+		l.objs, l.keys, l.err = a.pushLists.findForPush(ctx, a, dir, name)
 		listed <- l
 	}()
 	if sum = <-sums; sum == "" {
@@ -397,6 +398,17 @@ func (a *Archive) claim(ctx context.Context, dir, name string, sameAs func(like,
 	}
 	if held != sum {
 		return "", sum, a.conflict(name, dir, held, sum, "another push claimed the name first, for its content; the archive keeps that")
+	}
+	// This content: stored already if that push ended after the listing
+	// (one of its group, from before: see findForPush).
+	objs, keys, err := a.find(ctx, dir, name)
+	if err != nil {
+		return "", sum, fmt.Errorf("looking for %s in the archive: %w", name, err)
+	}
+	for i, o := range objs {
+		if sameAs(o.FileSum, sum) && a.stands(o, dir) {
+			return keys[i], sum, nil
+		}
 	}
 	return "", sum, nil
 }

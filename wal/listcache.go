@@ -54,7 +54,8 @@ func groupPrefix(name string) (string, bool) {
 	return name[:23], true
 }
 
-// find is Archive.find through the cache c (nil: straight to the store).
+// find is Archive.find through the cache c (nil: straight to the store),
+// for a fetch: the objects of name as its group's List found them.
 func (c *listCache) find(ctx context.Context, a *Archive, dir, name string) ([]walname.Object, []string, error) {
 	prefix, ok := groupPrefix(name)
 	if c == nil || !ok {
@@ -68,28 +69,62 @@ func (c *listCache) find(ctx context.Context, a *Archive, dir, name string) ([]w
 	// Not seen: list the group, unless another fetch of it did since
 	// this one looked (fetches of a group's segments at once share a
 	// List).
-	g.listing.Lock()
-	defer g.listing.Unlock()
-	if c.lists(g) == seen {
-		infos, err := a.Store.List(ctx, a.Root+dir+prefix)
-		if err != nil {
-			return nil, nil, err
-		}
-		files := map[string][]listed{}
-		for _, in := range infos {
-			o, err := walname.ParseObject(path.Base(in.Key))
-			if err != nil {
-				continue // a temporary file
-			}
-			o.Size = in.Size
-			files[o.Name] = append(files[o.Name], listed{o, in.Key})
-		}
-		c.mu.Lock()
-		g.files, g.lists = files, g.lists+1
-		c.mu.Unlock()
+	if err := c.list(ctx, a, dir, prefix, g, seen); err != nil {
+		return nil, nil, err
 	}
 	objs, keys, _, _ = c.take(g, name) // none: not archived when listed
 	return objs, keys, nil
+}
+
+// findForPush is Archive.find through the cache c (nil: straight to the
+// store), for a push, whose claim (see Archive.claim) decides for what was
+// archived after any List: what matters of the listing is only what was
+// archived before claims existed. A file its group's List, of whenever,
+// did not find is not looked up again; one it found is, so that a push
+// that skips its upload skips it for what is archived now.
+func (c *listCache) findForPush(ctx context.Context, a *Archive, dir, name string) ([]walname.Object, []string, error) {
+	prefix, ok := groupPrefix(name)
+	if c == nil || !ok {
+		return a.find(ctx, dir, name)
+	}
+	g := c.group(dir + prefix)
+	if err := c.list(ctx, a, dir, prefix, g, 0); err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	_, found := g.files[name]
+	c.mu.Unlock()
+	if found {
+		return a.find(ctx, dir, name)
+	}
+	return nil, nil, nil
+}
+
+// list lists group g (the names in dir that begin with prefix) unless it
+// was listed more than seen times.
+func (c *listCache) list(ctx context.Context, a *Archive, dir, prefix string, g *listGroup, seen int) error {
+	g.listing.Lock()
+	defer g.listing.Unlock()
+	if c.lists(g) > seen {
+		return nil
+	}
+	infos, err := a.Store.List(ctx, a.Root+dir+prefix)
+	if err != nil {
+		return err
+	}
+	files := map[string][]listed{}
+	for _, in := range infos {
+		o, err := walname.ParseObject(path.Base(in.Key))
+		if err != nil {
+			continue // a claim, or a temporary file
+		}
+		o.Size = in.Size
+		files[o.Name] = append(files[o.Name], listed{o, in.Key})
+	}
+	c.mu.Lock()
+	g.files, g.lists = files, g.lists+1
+	c.mu.Unlock()
+	return nil
 }
 
 // group returns the group named key, made if new: the oldest one goes

@@ -970,6 +970,48 @@ func TestPrefetchListsGroups(t *testing.T) {
 	}
 }
 
+// Pushes look their files up sixteen at a time too: one List for the
+// names that differ only in their last digit, whose claims decide for
+// what was archived after it. A file archived since is still found
+// (pushed again: archived already), and other content still refused.
+func TestPushListsGroups(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	a := newArchive(t, filepath.Join(t.TempDir(), "wal"), c)
+	ls := &listingStore{Store: a.Store}
+	a.Store = ls
+	for i := uint64(1); i <= 20; i++ {
+		r, err := a.Push(ctx, c.write(t, name(1, i), segment(testSysID, 1, i)))
+		must(t, err)
+		if r.Already {
+			t.Fatalf("%s: archived already, in an empty archive", name(1, i))
+		}
+	}
+	if want := []string{name(1, 1)[:23], name(1, 16)[:23]}; !slices.Equal(ls.lists, want) {
+		t.Errorf("listed %v, want %v", ls.lists, want)
+	}
+	f, _ := walname.ParseName(name(1, 3))
+	if r, err := a.PushData(ctx, f, segment(testSysID, 1, 3)); err != nil || !r.Already {
+		t.Errorf("a file archived after its group's List, again: %+v, %v; want archived already", r, err)
+	}
+	if _, err := a.PushData(ctx, f, segment(testSysID, 1, 1003)); !errors.Is(err, ErrConflict) {
+		t.Errorf("other content under a name archived after its group's List: %v, want ErrConflict", err)
+	}
+	// An object archived before claims existed (none beside it) is found
+	// by its group's List.
+	old, _ := walname.ParseName(name(1, 33))
+	_, err := a.PushData(ctx, old, segment(testSysID, 1, 33))
+	must(t, err)
+	must(t, os.Remove(filepath.Join(a.Root, walname.Dir(testSysID, 1), old.Name+ClaimExt)))
+	b := newArchive(t, strings.TrimSuffix(a.Root, "/"), c)
+	if _, err := b.PushData(ctx, old, segment(testSysID, 1, 1033)); !errors.Is(err, ErrConflict) {
+		t.Errorf("other content under a name archived without a claim: %v, want ErrConflict", err)
+	}
+	if r, err := b.PushData(ctx, old, segment(testSysID, 1, 33)); err != nil || !r.Already {
+		t.Errorf("the content archived without a claim, again: %+v, %v; want archived already", r, err)
+	}
+}
+
 // Batch, where nothing may outlive restore_command, spools the segments
 // after the one asked for and stops at the end of the archive.
 func TestPrefetchBatch(t *testing.T) {
