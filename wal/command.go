@@ -46,12 +46,6 @@ func (c *Command) ahead(walDir string) *Pusher {
 		Wait: c.Settings.PushTimeout, Idle: PusherIdle, Log: c.Log, Pushed: c.Pushed, Backlog: c.Backlog, Alert: c.BacklogAlert}
 }
 
-// startsPusher has ah start the background pusher, this program's
-// (Spawn) with this archive's arguments, when it finds none running.
-func (c *Command) startsPusher(ah *Pusher) {
-	ah.Spawn = c.PusherSpawn(ah.Spool)
-}
-
 // use makes ar the archive the pusher pushes to; what its pushes cannot
 // hold in memory spills to the spool.
 func (ah *Pusher) use(ar *Archive) {
@@ -75,7 +69,7 @@ func (c *Command) Push(ctx context.Context, p string) (*PushResult, error) {
 	async := c.Async(p)
 	ah := c.ahead(filepath.Dir(p))
 	if async && c.BackgroundAllowed() {
-		c.startsPusher(ah)
+		ah.Spawn = c.PusherSpawn(ah.Spool) // the background pusher, started when none runs
 	}
 	if async {
 		if r := ah.noted(name, p); r != nil || ah.Spawn != nil {
