@@ -341,26 +341,15 @@ func (m *mariaServer) pitrWriter(t *testing.T) (w *writer, base int64) {
 	return w, base
 }
 
-// committedBy is what a time target of the second at (the server's
-// "2006-01-02 15:04:05") must restore of shop.p, as "count\tmax id":
-// the rows whose transaction the server's binlog stamps at or before
-// that second. A row's ts is its statement's start; from MariaDB 11 on,
-// its commit (Xid) event carries the commit's own time, which can fall
-// in the next second, and such a row committed after the target. Rows
-// are 1, 2, … in GTID order from base on (pitrWriter).
-func (m *mariaServer) committedBy(t *testing.T, at string, base int64) string {
+// commitStamps reads the server's binlog (every file in its index):
+// each GTID sequence of domain 0, and the time of its transaction's
+// newest event, its commit. A row's ts is its statement's start; from
+// MariaDB 11 on, its commit (Xid) event carries the commit's own time,
+// which can fall in the next second.
+func (m *mariaServer) commitStamps(t *testing.T) map[int64]time.Time {
 	t.Helper()
-	second, err := time.Parse("2006-01-02 15:04:05", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	row, err := strconv.ParseInt(m.sql(t, fmt.Sprintf("SELECT IFNULL(MAX(id), 0) FROM shop.p WHERE ts <= '%s'", at)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every event's header, in the server's binlog, with its time.
 	out := m.mustInside(t, "sh", "-c", "cd /var/lib/mysql && TZ=UTC mariadb-binlog --no-defaults $(cat mysql-bin.index) 2>/dev/null | grep -E '^#[0-9]{6} '")
-	stamps := map[int64]time.Time{} // GTID sequence → its newest event
+	stamps := map[int64]time.Time{}
 	var seq int64
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
@@ -377,6 +366,25 @@ func (m *mariaServer) committedBy(t *testing.T, at string, base int64) string {
 		if ts.After(stamps[seq]) {
 			stamps[seq] = ts
 		}
+	}
+	return stamps
+}
+
+// committedBy is what a time target of the second at (the server's
+// "2006-01-02 15:04:05") must restore of shop.p, as "count\tmax id": the
+// rows whose transaction the binlog stamps (commitStamps, read after the
+// writes ended) at or before that second; one whose statement began in
+// it but committed later committed after the target. Rows are 1, 2, … in
+// GTID order from base on (pitrWriter).
+func (m *mariaServer) committedBy(t *testing.T, stamps map[int64]time.Time, at string, base int64) string {
+	t.Helper()
+	second, err := time.Parse("2006-01-02 15:04:05", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := strconv.ParseInt(m.sql(t, fmt.Sprintf("SELECT IFNULL(MAX(id), 0) FROM shop.p WHERE ts <= '%s'", at)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for row > 0 && stamps[base+row].After(second) {
 		row--
@@ -488,6 +496,7 @@ func TestMariaDBPITR(t *testing.T) {
 	}
 	incAt := gtidSeq(t, inc.Source["gtid_position"]) - base
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 36))
+	stamps := m.commitStamps(t)
 	for i := range 10 {
 		vars := []string{"target=/restore/t" + strconv.Itoa(i)}
 		var want string
@@ -500,7 +509,7 @@ func TestMariaDBPITR(t *testing.T) {
 			}
 			target := at.Add(time.Duration(rng.Int64N(int64(time.Second)))).Format("2006-01-02 15:04:05.000Z07:00")
 			vars = append(vars, "time="+target)
-			want = m.committedBy(t, ts, base)
+			want = m.committedBy(t, stamps, ts, base)
 		} else {
 			row := firstAfter + rng.Int64N(total-firstAfter)
 			g := fmt.Sprintf("0-1-%d", base+row)
@@ -614,7 +623,7 @@ func smokePhysical(t *testing.T, version string) {
 	if err != nil {
 		t.Fatalf("no row to recover to after the incremental's end %s: %q", end, ts)
 	}
-	want := m.committedBy(t, ts, base)
+	want := m.committedBy(t, m.commitStamps(t), ts, base)
 	m.mustPhysical(t, b, bucket, "restore", "target=/restore/pitr", "time="+at.Add(300*time.Millisecond).Format(time.RFC3339Nano))
 	client = m.startRestored(t, "/restore/pitr", 3308)
 	if got := strings.TrimSpace(m.mustInside(t, append(client, "-e", "SELECT COUNT(*), MAX(id) FROM shop.p")...)); got != want {

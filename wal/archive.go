@@ -169,15 +169,7 @@ func (a *Archive) find(ctx context.Context, dir, name string) (objs []walname.Ob
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, in := range infos {
-		o, err := walname.ParseObject(path.Base(in.Key))
-		if err != nil || o.Name != name {
-			continue // a temporary file, or another file's
-		}
-		o.Size = in.Size
-		objs = append(objs, o)
-		keys = append(keys, in.Key)
-	}
+	objs, keys = split(objectsByName(infos)[name]) // not a temporary file, nor another file's
 	return objs, keys, nil
 }
 

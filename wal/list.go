@@ -312,9 +312,12 @@ func (a *Archive) Verify(ctx context.Context, l *Listing, decode bool, workers i
 	labels := map[string]BackupLabel{} // decoded backup labels, by key
 	for _, e := range l.Entries {
 		if e.Untrusted != "" {
-			// Nothing it holds counts: it is not read.
+			// Nothing it holds counts: it is not read. The checks already
+			// started count too, under mu.
+			mu.Lock()
 			rep.Objects++
 			rep.Bad = append(rep.Bad, BadObject{Key: e.Key, Error: e.Untrusted})
+			mu.Unlock()
 			continue
 		}
 		g.Go(func() error {

@@ -5,17 +5,15 @@ import (
 	"path"
 	"sync"
 
+	"github.com/pipebackup/pipe/plugins/sdk"
 	"github.com/pipebackup/pipe/wal/walname"
 )
 
-// listCache is what a prefetch learnt of the archive's objects, sixteen
-// segments at a time: the segments whose names differ only in their
-// last digit are one List, where looking each up is sixteen, each a
-// request the store serves and may charge for (pgBackRest's archive-get
-// keeps such a list too). It answers only for a segment it saw listed,
-// and once: a segment it did not see, or asked for again (a fetch tried
-// again), is listed afresh, since it may have been archived, or removed,
-// since.
+// listCache is what a prefetch (find) or a process's pushes
+// (findForPush) learnt of the archive's objects, sixteen segments at a
+// time: the segments whose names differ only in their last digit are one
+// List, where looking each up is sixteen, each a request the store serves
+// and may charge for (pgBackRest's archive-get keeps such a list too).
 type listCache struct {
 	mu     sync.Mutex
 	groups map[string]*listGroup // by folder + the names' shared prefix
@@ -55,7 +53,10 @@ func groupPrefix(name string) (string, bool) {
 }
 
 // find is Archive.find through the cache c (nil: straight to the store),
-// for a fetch: the objects of name as its group's List found them.
+// for a fetch: the objects of name as its group's List found them. It
+// answers only for a segment it saw listed, and once: a segment it did
+// not see, or asked for again (a fetch tried again), is listed afresh,
+// since it may have been archived, or removed, since.
 func (c *listCache) find(ctx context.Context, a *Archive, dir, name string) ([]walname.Object, []string, error) {
 	prefix, ok := groupPrefix(name)
 	if c == nil || !ok {
@@ -112,15 +113,7 @@ func (c *listCache) list(ctx context.Context, a *Archive, dir, prefix string, g 
 	if err != nil {
 		return err
 	}
-	files := map[string][]listed{}
-	for _, in := range infos {
-		o, err := walname.ParseObject(path.Base(in.Key))
-		if err != nil {
-			continue // a claim, or a temporary file
-		}
-		o.Size = in.Size
-		files[o.Name] = append(files[o.Name], listed{o, in.Key})
-	}
+	files := objectsByName(infos)
 	c.mu.Lock()
 	g.files, g.lists = files, g.lists+1
 	c.mu.Unlock()
@@ -155,10 +148,7 @@ func (c *listCache) take(g *listGroup, name string) (objs []walname.Object, keys
 	defer c.mu.Unlock()
 	files, found := g.files[name]
 	delete(g.files, name)
-	for _, l := range files {
-		objs = append(objs, l.o)
-		keys = append(keys, l.key)
-	}
+	objs, keys = split(files)
 	return objs, keys, found, g.lists
 }
 
@@ -167,4 +157,28 @@ func (c *listCache) lists(g *listGroup) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return g.lists
+}
+
+// objectsByName is a List's archived objects by file name, sizes filled
+// in; claims and temporary files are not objects.
+func objectsByName(infos []sdk.ObjectInfo) map[string][]listed {
+	files := map[string][]listed{}
+	for _, in := range infos {
+		o, err := walname.ParseObject(path.Base(in.Key))
+		if err != nil {
+			continue
+		}
+		o.Size = in.Size
+		files[o.Name] = append(files[o.Name], listed{o, in.Key})
+	}
+	return files
+}
+
+// split is a file's objects and their keys, in the List's order.
+func split(files []listed) (objs []walname.Object, keys []string) {
+	for _, l := range files {
+		objs = append(objs, l.o)
+		keys = append(keys, l.key)
+	}
+	return objs, keys
 }

@@ -21,7 +21,8 @@ type Prefetch struct {
 	spool.Prefetch
 	Archive *Archive
 
-	lists listCache // what the prefetch listed of the archive
+	lists   listCache        // what the prefetch listed of the archive
+	onFetch func(seg string) // when set, told of each fetch as it starts (tests)
 }
 
 // prefetchIdle is how long the prefetcher waits for recovery to take a
@@ -200,14 +201,10 @@ func (r *prefetchRun) drain() {
 	}
 }
 
-// testHookFetch, when set, is told of each fetch into the spool as it
-// starts.
-var testHookFetch func(seg string)
-
 // fetchInto fetches seg into the spool's folder dir.
 func (pf *Prefetch) fetchInto(ctx context.Context, sysid uint64, dir, seg string) error {
-	if testHookFetch != nil {
-		testHookFetch(seg)
+	if pf.onFetch != nil {
+		pf.onFetch(seg)
 	}
 	// Durable only where the spool's folder cannot tell one boot from the
 	// next (see dir).

@@ -808,7 +808,7 @@ func TestAnswerFetchStartsPrefetcher(t *testing.T) {
 
 // gaugedStore counts the objects open at once, each held open a moment so
 // that fetches started together overlap, and the order in which fetches
-// start (fetching, as testHookFetch). Opens wait (at most a few seconds)
+// start (fetching, as Prefetch.onFetch). Opens wait (at most a few seconds)
 // until PrefetchAtOnce fetches have started, so no fetch ends, and lets
 // another start, before the first ones did: a fetch the scheduler ran
 // late does not pass for one started late.
@@ -858,8 +858,7 @@ func TestPrefetchAtOnce(t *testing.T) {
 			_, pf := archivedPrefetch(ctx, t, n, n-1)
 			g := &gaugedStore{Store: pf.Archive.Store, firstOnes: make(chan struct{})}
 			pf.Archive.Store = g
-			testHookFetch = g.fetching
-			defer func() { testHookFetch = nil }()
+			pf.onFetch = g.fetching
 			if way == "Batch" {
 				pf.Batch(ctx, testSysID, name(1, 1))
 			} else {
@@ -932,6 +931,7 @@ func TestPrefetchListsGroups(t *testing.T) {
 				pf.Batch(ctx, testSysID, name(1, 1))
 				listed = ls.lists
 			} else {
+				seen := make(chan []string, 1)
 				go func() {
 					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 						if ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))); len(ents) == 19 {
@@ -939,13 +939,14 @@ func TestPrefetchListsGroups(t *testing.T) {
 						}
 					}
 					ls.mu.Lock()
-					listed = slices.Clone(ls.lists)
+					seen <- slices.Clone(ls.lists)
 					ls.mu.Unlock()
 					if err := os.WriteFile(filepath.Join(pf.Dir(testSysID), spool.PositionFile), []byte(name(1, 21)), 0o600); err != nil { // past the end: it ends
 						t.Error(err)
 					}
 				}()
 				must(t, pf.Run(ctx, testSysID, name(1, 1)))
+				listed = <-seen
 			}
 			if ents, _ := filepath.Glob(filepath.Join(pf.Dir(testSysID), strings.Repeat("?", 24))); len(ents) != 19 {
 				t.Fatalf("spooled %d segments, want 19", len(ents))
