@@ -86,7 +86,9 @@ func (c *Codec) FrameMemory(level, frame int) int64 {
 
 // DecodeStream decompresses r (any number of frames) into w as it reads,
 // refusing output of more than limit bytes: what was written before an
-// error is the caller's to discard.
+// error is the caller's to discard. Frames carry no checksum: a byte
+// changed inside one may decode, without an error, to other bytes, which
+// the caller's digest of the output catches.
 func (c *Codec) DecodeStream(ctx context.Context, w io.Writer, r io.Reader, limit int64) error {
 	out := &limitWriter{w: w, limit: limit}
 	var err error

@@ -75,8 +75,11 @@ func TestDecodeStreamReusesDecoders(t *testing.T) {
 		t.Fatal(err)
 	}
 	frames := b.Bytes()
-	corrupt := bytes.Clone(frames)
-	corrupt[len(corrupt)/2] ^= 0xff
+	// Cut off within a frame: an error for any decoder. (The frames carry
+	// no checksum, so a byte changed inside a block may decode to other
+	// bytes of the right length; DecodeStream's caller checks a digest, as
+	// wal does: TestTampered.)
+	corrupt := bytes.Clone(frames[:len(frames)/2])
 	ctx := context.Background()
 	for range 3 {
 		if err := c.DecodeStream(ctx, io.Discard, bytes.NewReader(corrupt), int64(len(src))); err == nil {
@@ -101,5 +104,47 @@ func TestDecodeStreamReusesDecoders(t *testing.T) {
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// DecodeStream decodes a frame of up to decodeFrame at a time; a larger
+// one (a stream of other frames, or written before frames were 1 MiB)
+// switches the rest of the stream to the streaming decoder, mid-stream
+// too.
+func TestDecodeStreamLargeFrames(t *testing.T) {
+	c, _ := Lookup("zstd")
+	encode := func(src []byte, frame int) []byte {
+		t.Helper()
+		fw, err := c.NewFrameWriter(3, frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		fw.Reset(&b)
+		if _, err := fw.Write(src); err != nil {
+			t.Fatal(err)
+		}
+		if err := fw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	small, large := text(1, 2*decodeFrame+5), text(2, 5*decodeFrame/2)
+	for _, tc := range []struct {
+		name   string
+		stored []byte
+		want   []byte
+	}{
+		{"frames of decodeFrame", encode(small, decodeFrame), small},
+		{"frames of 2 × decodeFrame", encode(large, 2*decodeFrame), large},
+		{"small frames, then large ones", append(encode(small, decodeFrame), encode(large, 2*decodeFrame)...), append(bytes.Clone(small), large...)},
+	} {
+		var got bytes.Buffer
+		if err := c.DecodeStream(context.Background(), &got, bytes.NewReader(tc.stored), int64(len(tc.want))); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !bytes.Equal(got.Bytes(), tc.want) {
+			t.Errorf("%s: decoded %d bytes, not the %d encoded", tc.name, got.Len(), len(tc.want))
+		}
 	}
 }
