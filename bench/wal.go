@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -161,7 +162,7 @@ func (w *walRaces) burstRace(ctx context.Context) (*race, error) {
 			push("barman-cloud-wal-archive", "barman", 1.2, w.barmanEnv(), "barman-cloud-wal-archive", "-z", "--endpoint-url", w.endpoint, "s3://barman/wal", walBarmanID),
 			push("pipe-wal (async, 4 workers, in archive_command)", "pipe-incommand", 0, w.pipeEnv(), w.pipeWAL, "push", w.files.inCommand),
 		},
-		notes: []string{"the harness plays PostgreSQL's archiver: one archive_command per segment, in order, each waited for; pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets; archive_command is pipe-wal push, which answers for the files an earlier command sent); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode"}}
+		notes: []string{"the harness plays PostgreSQL's archiver: one archive_command per ready segment, in order, each waited for (a segment an earlier command marked done is skipped, as PostgreSQL 15 and later skip it); pipe pushes ahead (async = true, workers = 4) by a background pusher (background = \"always\"; archive_command is pipe-wal push), and, in its second row, each archive_command sends its own and the next ready files (background = \"never\", what the official postgres image gets; it marks those it sent done but the newest, whose archive_command pipe-wal answers); pgBackRest runs its async process (archive-async, process-max = 2), barman-cloud-wal-archive has no async mode"}}
 	r.refs[1].skip = w.b.cfg.skipBarman
 	return r, r.run(ctx, w.raceReps())
 }
@@ -366,13 +367,20 @@ func (w *walBench) watch(res *walResult, scenario, tool string, rep int, run fun
 }
 
 // archiver plays PostgreSQL's archiver over segs: argv plus the segment's
-// path, in order, each waited for, then .ready renamed to .done. maxRSS is
-// the largest peak of one command.
+// path, in order, each waited for, then .ready renamed to .done; a segment
+// whose .ready an earlier command renamed is skipped, as PostgreSQL 15
+// and later skip it. maxRSS is the largest peak of one command.
 func (w *walBench) archiver(ctx context.Context, segs []string, env []string, argv ...string) (measurement, error) {
 	var total measurement
 	start := time.Now()
 	status := filepath.Join(w.pgdata, "pg_wal", "archive_status")
 	for _, s := range segs {
+		if _, err := os.Stat(filepath.Join(status, s+".ready")); errors.Is(err, os.ErrNotExist) {
+			// Marked done by an earlier command, which archived it: as
+			// PostgreSQL's archiver (15 and later) looks before each
+			// command, it skips the file.
+			continue
+		}
 		m, err := w.runIn(ctx, w.pgdata, env, append(argv[:len(argv):len(argv)], "pg_wal/"+s)...)
 		total.cpu += m.cpu
 		total.maxRSS = max(total.maxRSS, m.maxRSS)

@@ -402,6 +402,17 @@ func TestWAL(t *testing.T) {
 				if pushes == 0 || pushes >= n {
 					t.Errorf("pipe-wal handed %d of %d pushes to pipe, where it should answer for those sent ahead and hand over the others", pushes, n)
 				}
+				// A push marks the files it sent ahead done, but the
+				// newest: PostgreSQL skips them, and its archiver's
+				// statistics still reached the last segment (above).
+				commands, err := strconv.Atoi(c.psql(t, 5432, "SELECT archived_count FROM pg_stat_archiver"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("PostgreSQL ran archive_command %d times for %d segments", commands, n)
+				if commands >= n {
+					t.Errorf("PostgreSQL ran archive_command %d times for %d segments: the files pushed ahead were not marked done", commands, n)
+				}
 			}
 			// Byte-identical after fetch, as restore_command fetches
 			// them (with the prefetch spool).

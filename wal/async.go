@@ -110,8 +110,24 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 	if n := aheadPerPush * ah.Workers; len(others) > n-1 {
 		others = others[:n-1]
 	}
+	// One pool, Workers at once, this command's own file first: errgroup's
+	// Go waits for a free slot, so a file pushed beside the pool would
+	// only start once every other had started.
 	var g errgroup.Group
-	g.SetLimit(max(ah.Workers-1, 1))
+	g.SetLimit(max(ah.Workers, 1))
+	var newest string // the last file this push sends ahead, if any
+	if len(others) > 0 {
+		newest = others[len(others)-1]
+	}
+	var r *PushResult
+	var pushErr error
+	g.Go(func() error {
+		r, pushErr = ah.Archive.PushFile(ctx, f, p)
+		if pushErr == nil && ah.Pushed != nil {
+			ah.Pushed(r)
+		}
+		return nil
+	})
 	for _, other := range others {
 		g.Go(func() error {
 			of, _ := walname.ParseName(other)
@@ -123,15 +139,14 @@ func (ah *Pusher) Push(ctx context.Context, name, p string) (*PushResult, error)
 				return nil
 			}
 			ah.mark(other, filepath.Join(ah.WalDir, other), r)
+			if other != newest {
+				ah.markDone(other)
+			}
 			return nil
 		})
 	}
-	r, err := ah.Archive.PushFile(ctx, f, p)
-	if err == nil && ah.Pushed != nil {
-		ah.Pushed(r)
-	}
-	_ = g.Wait() // each failure was logged; its own push retries it
-	return r, err
+	_ = g.Wait() // each failure of another file was logged; its own push retries it
+	return r, pushErr
 }
 
 // backlog reports the ready files waiting, and logs an error when they
@@ -202,6 +217,25 @@ func (ah *Pusher) mark(name, p string, r *PushResult) {
 	}
 	if err := ah.spool().Note(name, p, r.Key); err != nil {
 		ah.Log.Warn("noting a file pushed ahead", "file", name, "error", err)
+	}
+}
+
+// markDone tells PostgreSQL that the file name, pushed ahead and noted,
+// is archived, as its archiver does after archive_command succeeds:
+// archive_status/<name>.ready becomes .done, and the archiver, which runs
+// one command at a time and is waiting for this one, skips the file
+// instead of starting a command only to be answered from the note
+// (PostgreSQL 15 and later look for the .ready file again before each
+// command; 13 and 14 read the folder before each). A push that sends
+// files ahead marks all but the newest of them: that one's
+// archive_command still runs (and finds it noted), so that
+// pg_stat_archiver's last_archived_wal follows the archive. Should the
+// rename fail, or the machine crash before it is on disk, the file's
+// archive_command runs and is answered from the note.
+func (ah *Pusher) markDone(name string) {
+	status := filepath.Join(ah.WalDir, "archive_status", name)
+	if err := os.Rename(status+".ready", status+".done"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		ah.Log.Debug("marking a file pushed ahead done", "file", name, "error", err)
 	}
 }
 
