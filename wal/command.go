@@ -219,15 +219,16 @@ func (c *Command) prefetch() *Prefetch {
 }
 
 // prefetchNext has the segments after name brought into the spool: by a
-// background prefetcher where one may run, else, when half of them are
-// missing, by this process, all at once, before it returns (nothing may
-// outlive restore_command there). ar is the store if open already.
+// background prefetcher where one may run, else, when none of them is
+// spooled (BatchDue), by this process, all at once, before it returns
+// (nothing may outlive restore_command there). ar is the store if open
+// already.
 func (c *Command) prefetchNext(ctx context.Context, pf *Prefetch, ar *Archive, sysid uint64, name string) {
 	next := len(pf.Next(sysid, name))
 	switch {
 	case c.BackgroundAllowed() && next > 0:
 		c.StartPrefetcher(&pf.Prefetch, name)
-	case next > c.Settings.Prefetch/2:
+	case c.BatchDue(next):
 		if ar == nil {
 			var done func()
 			var err error

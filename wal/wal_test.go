@@ -1032,6 +1032,49 @@ func TestPushListsGroups(t *testing.T) {
 	}
 }
 
+// Where nothing may outlive restore_command, recovery played as
+// PostgreSQL runs it (pipe-wal fetch, handing over to pipe wal fetch what
+// it does not answer) fetches the segments after one only when none of
+// them is spooled: one batch per window, each segment byte for byte.
+func TestFetchBatchesWhenNoneSpooled(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, testSysID)
+	root := filepath.Join(t.TempDir(), "wal")
+	a := newArchive(t, root, c)
+	segs := map[string][]byte{}
+	for n := uint64(1); n <= 12; n++ {
+		segs[name(1, n)] = segment(testSysID, 1, n)
+		_, err := a.Push(ctx, c.write(t, name(1, n), segs[name(1, n)]))
+		must(t, err)
+	}
+	cmd := &Command{Command: spool.Command{DataDir: c.dir, Log: discard(),
+		Settings: spool.Settings{Background: spool.BackgroundNever, Prefetch: 4, FetchSpool: "pg_wal/pipe-spool/fetch", SegmentSize: testSegSize}},
+		Open: func(context.Context) (*Archive, func(), error) { return newArchive(t, root, c), func() {}, nil },
+	}
+	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
+	var handed []uint64
+	for n := uint64(1); n <= 12; n++ {
+		if !cmd.AnswerFetch(ctx, name(1, n), dest) {
+			handed = append(handed, n)
+			if _, err := cmd.Fetch(ctx, name(1, n), dest); err != nil {
+				t.Fatalf("Fetch %s: %v", name(1, n), err)
+			}
+		}
+		got, err := os.ReadFile(dest)
+		must(t, err)
+		if !bytes.Equal(got, segs[name(1, n)]) {
+			t.Fatalf("%s restored differs", name(1, n))
+		}
+		must(t, os.Remove(dest))
+	}
+	// 1 is not spooled; 5 and 9 are, but none of the 4 after them is. 13
+	// is not archived: the batch from 9 finds the end, and 10 to 12 are
+	// answered from the spool.
+	if !slices.Equal(handed, []uint64{1, 5, 9}) {
+		t.Errorf("handed over to pipe for %v, want 1, 5 and 9", handed)
+	}
+}
+
 // Batch, where nothing may outlive restore_command, spools the segments
 // after the one asked for and stops at the end of the archive.
 func TestPrefetchBatch(t *testing.T) {
@@ -1057,8 +1100,8 @@ func TestPrefetchBatch(t *testing.T) {
 		t.Fatalf("spooled %v, want 2 to 6", got)
 	}
 	// The end found, the segments after it count no more: the fetches
-	// of 5 and 6 take theirs from the spool, not the store (with 7 to 9
-	// counted, more than half of the 4 after 5 would be missing).
+	// of 5 and 6 take theirs from the spool, not the store (with 7 to 10
+	// counted, none of the 4 after 6 would be spooled).
 	for _, n := range []uint64{5, 6} {
 		if next := pf.Next(testSysID, name(1, n)); len(next) != 0 {
 			t.Errorf("after the end was found, Next(%s) = %v, want none", name(1, n), next)
