@@ -62,19 +62,7 @@ func TestFrameWriter(t *testing.T) {
 func TestDecodeStreamReusesDecoders(t *testing.T) {
 	c, _ := Lookup("zstd")
 	src := text(9, 5*chunk+3)
-	fw, err := c.NewFrameWriter(3, 2*chunk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	fw.Reset(&b)
-	if _, err := fw.Write(src); err != nil {
-		t.Fatal(err)
-	}
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	frames := b.Bytes()
+	frames := encodeFrames(t, c, src, 2*chunk)
 	// Cut off within a frame: an error for any decoder. (The frames carry
 	// no checksum, so a byte changed inside a block may decode to other
 	// bytes of the right length; DecodeStream's caller checks a digest, as
@@ -113,22 +101,7 @@ func TestDecodeStreamReusesDecoders(t *testing.T) {
 // too.
 func TestDecodeStreamLargeFrames(t *testing.T) {
 	c, _ := Lookup("zstd")
-	encode := func(src []byte, frame int) []byte {
-		t.Helper()
-		fw, err := c.NewFrameWriter(3, frame)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		fw.Reset(&b)
-		if _, err := fw.Write(src); err != nil {
-			t.Fatal(err)
-		}
-		if err := fw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
-	}
+	encode := func(src []byte, frame int) []byte { return encodeFrames(t, c, src, frame) }
 	small, large := text(1, 2*decodeFrame+5), text(2, 5*decodeFrame/2)
 	for _, tc := range []struct {
 		name   string
@@ -147,4 +120,23 @@ func TestDecodeStreamLargeFrames(t *testing.T) {
 			t.Errorf("%s: decoded %d bytes, not the %d encoded", tc.name, got.Len(), len(tc.want))
 		}
 	}
+}
+
+// encodeFrames is src written by c's FrameWriter at level 3 in frames of
+// frame bytes.
+func encodeFrames(t *testing.T, c *Codec, src []byte, frame int) []byte {
+	t.Helper()
+	fw, err := c.NewFrameWriter(3, frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	fw.Reset(&b)
+	if _, err := fw.Write(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
