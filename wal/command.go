@@ -219,16 +219,16 @@ func (c *Command) prefetch() *Prefetch {
 }
 
 // prefetchNext has the segments after name brought into the spool: by a
-// background prefetcher where one may run, else, when none of them is
-// spooled (BatchDue), by this process, all at once, before it returns
+// background prefetcher where one may run, else, when the next one is
+// not spooled (BatchDue), by this process, all at once, before it returns
 // (nothing may outlive restore_command there). ar is the store if open
 // already.
 func (c *Command) prefetchNext(ctx context.Context, pf *Prefetch, ar *Archive, sysid uint64, name string) {
-	next := len(pf.Next(sysid, name))
+	next := pf.Next(sysid, name)
 	switch {
-	case c.BackgroundAllowed() && next > 0:
+	case c.BackgroundAllowed() && len(next) > 0:
 		c.StartPrefetcher(&pf.Prefetch, name)
-	case c.BatchDue(next):
+	case c.BatchDue(name, next):
 		if ar == nil {
 			var done func()
 			var err error

@@ -1034,9 +1034,10 @@ func TestPushListsGroups(t *testing.T) {
 
 // Where nothing may outlive restore_command, recovery played as
 // PostgreSQL runs it (pipe-wal fetch, handing over to pipe wal fetch what
-// it does not answer) fetches the segments after one only when none of
-// them is spooled: one batch per window, each segment byte for byte.
-func TestFetchBatchesWhenNoneSpooled(t *testing.T) {
+// it does not answer) fetches the segments after one only when the next
+// is not spooled: one batch per window, each segment byte for byte; a
+// segment spooled further ahead does not hold a batch back.
+func TestFetchBatchesWhenNextMissing(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, testSysID)
 	root := filepath.Join(t.TempDir(), "wal")
@@ -1053,25 +1054,41 @@ func TestFetchBatchesWhenNoneSpooled(t *testing.T) {
 	}
 	dest := filepath.Join(c.dir, "pg_wal", "RECOVERYXLOG")
 	var handed []uint64
-	for n := uint64(1); n <= 12; n++ {
-		if !cmd.AnswerFetch(ctx, name(1, n), dest) {
-			handed = append(handed, n)
-			if _, err := cmd.Fetch(ctx, name(1, n), dest); err != nil {
-				t.Fatalf("Fetch %s: %v", name(1, n), err)
+	replay := func(from, to uint64) {
+		t.Helper()
+		handed = nil
+		for n := from; n <= to; n++ {
+			if !cmd.AnswerFetch(ctx, name(1, n), dest) {
+				handed = append(handed, n)
+				if _, err := cmd.Fetch(ctx, name(1, n), dest); err != nil {
+					t.Fatalf("Fetch %s: %v", name(1, n), err)
+				}
 			}
+			got, err := os.ReadFile(dest)
+			must(t, err)
+			if !bytes.Equal(got, segs[name(1, n)]) {
+				t.Fatalf("%s restored differs", name(1, n))
+			}
+			must(t, os.Remove(dest))
 		}
-		got, err := os.ReadFile(dest)
-		must(t, err)
-		if !bytes.Equal(got, segs[name(1, n)]) {
-			t.Fatalf("%s restored differs", name(1, n))
-		}
-		must(t, os.Remove(dest))
 	}
-	// 1 is not spooled; 5 and 9 are, but none of the 4 after them is. 13
+	replay(1, 12)
+	// 1 is not spooled; 5 and 9 are, but the one after each is not. 13
 	// is not archived: the batch from 9 finds the end, and 10 to 12 are
 	// answered from the spool.
 	if !slices.Equal(handed, []uint64{1, 5, 9}) {
 		t.Errorf("handed over to pipe for %v, want 1, 5 and 9", handed)
+	}
+	// A recovery again from 1, with 4 left in the spool: the fetch of 1
+	// brings 2, 3 and 5 with it, 2 to 4 are answered, and 5, whose next
+	// is not spooled, fetches the window after it.
+	must(t, os.RemoveAll(cmd.InData(cmd.Settings.FetchSpool)))
+	dir := cmd.Prefetch().Dir(testSysID)
+	must(t, os.MkdirAll(dir, 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, name(1, 4)), segs[name(1, 4)], 0o600))
+	replay(1, 5)
+	if !slices.Equal(handed, []uint64{1, 5}) {
+		t.Errorf("with 4 spooled, handed over to pipe for %v, want 1 and 5", handed)
 	}
 }
 

@@ -117,21 +117,32 @@ func (c *Command) Prefetch() *Prefetch {
 }
 
 // BatchDue reports whether restore_command, where it prefetches itself
-// (no background process may run), fetches the segments after its own:
-// when next, the number of them not spooled (Prefetch.Next), is all of
-// them. Recovery waits for the same bytes however they are split, and
-// each batch is a pipe that starts and a round of fetches whose last ones
-// run alone: a window of 64 is fetched in 4 batches for 256 segments,
-// where fetching when half were missing took 8.
-func (c *Command) BatchDue(next int) bool {
-	return !c.BackgroundAllowed() && next > 0 && next >= c.Settings.Prefetch
+// (no background process may run), fetches the segments after its own
+// segment name: when the one right after it is among next, those of them
+// not spooled (Prefetch.Next). Recovery waits for the same bytes however
+// they are split, and each batch is a pipe that starts and a round of
+// fetches whose last ones run alone: a recovery that takes the segments
+// in order fetches a window of 64 in 4 batches for 256 segments, where
+// fetching when half were missing took 8. A segment spooled further
+// ahead (left by an earlier recovery, or a batch that failed in part)
+// does not hold a batch back.
+func (c *Command) BatchDue(name string, next []string) bool {
+	if c.BackgroundAllowed() || len(next) == 0 {
+		return false
+	}
+	f, err := walname.ParseName(name)
+	if err != nil {
+		return false
+	}
+	n, err := walname.SegmentNumber(name, c.Settings.SegmentSize)
+	return err == nil && next[0] == walname.SegmentName(f.Timeline, n+1, c.Settings.SegmentSize)
 }
 
 // AnswerFetch restores the segment name to dest from the prefetch spool
 // when the spool is all a fetch needs: the segment is spooled or a
 // prefetcher brings it, and the segments after it need nothing more (a
 // prefetcher runs, none is missing, or, where no background process may
-// run, some are spooled: BatchDue). With Spawn set, where a background process
+// run, the next one is spooled: BatchDue). With Spawn set, where a background process
 // may run, it starts the prefetcher when none runs, and a segment not
 // spooled is the first one it brings: so recovery's first fetch is not a
 // pipe beside the prefetcher it starts. It opens no store; false leaves
@@ -149,8 +160,8 @@ func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 		}
 	}
 	pf := c.Prefetch()
-	next := len(pf.Next(sysid, name))
-	settled := next == 0 || (!c.BackgroundAllowed() && !c.BatchDue(next))
+	next := pf.Next(sysid, name)
+	settled := len(next) == 0 || (!c.BackgroundAllowed() && !c.BatchDue(name, next))
 	if settled || pf.Running() {
 		took, err := pf.Wait(ctx, sysid, name, dest)
 		return err == nil && took
