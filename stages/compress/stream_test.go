@@ -3,10 +3,12 @@ package compress
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -139,4 +141,26 @@ func encodeFrames(t *testing.T, c *Codec, src []byte, frame int) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// A read that fails within a frame is reported as itself (a network or
+// decryption failure), and data that ends within one as truncated.
+func TestDecodeStreamReadErrors(t *testing.T) {
+	c, _ := Lookup("zstd")
+	src := text(3, 3*chunk)
+	frames := encodeFrames(t, c, src, 2*chunk)
+	boom := errors.New("the connection was reset")
+	for _, tc := range []struct {
+		name string
+		r    io.Reader
+		want error
+	}{
+		{"a read failing", io.MultiReader(bytes.NewReader(frames[:len(frames)/2]), iotest.ErrReader(boom)), boom},
+		{"the data ending", bytes.NewReader(frames[:len(frames)/2]), errTruncated},
+	} {
+		err := c.DecodeStream(context.Background(), io.Discard, tc.r, int64(len(src)))
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
 }

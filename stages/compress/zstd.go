@@ -118,6 +118,16 @@ const (
 
 var errTruncated = errors.New("truncated zstd frame: the data is incomplete")
 
+// truncated is the error of a read within a frame that failed: errTruncated
+// where the data ended, else the reader's own (a network or decryption
+// failure says what it is).
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errTruncated
+	}
+	return err
+}
+
 // NextUnit copies the next frame into buf, walking its block headers (no
 // decoding). Skippable frames are dropped.
 func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
@@ -146,7 +156,7 @@ func (zstdDecoders) NextUnit(r io.Reader, buf []byte) ([]byte, error) {
 	start := len(buf)
 	buf = buf[:start+4]
 	if _, err := io.ReadFull(r, buf[start:]); err != nil {
-		return nil, errTruncated
+		return nil, truncated(err)
 	}
 	return buf, nil
 }
@@ -171,10 +181,10 @@ func skipToZstdFrame(r io.Reader) ([4]byte, error) {
 		}
 		var size [4]byte
 		if _, err := io.ReadFull(r, size[:]); err != nil {
-			return magic, errTruncated
+			return magic, truncated(err)
 		}
 		if _, err := io.CopyN(io.Discard, r, int64(binary.LittleEndian.Uint32(size[:]))); err != nil {
-			return magic, errTruncated
+			return magic, truncated(err)
 		}
 	}
 }
@@ -191,7 +201,7 @@ type zstdFrameHeader struct {
 func copyZstdFrameHeader(r io.Reader, buf []byte) ([]byte, zstdFrameHeader, error) {
 	var fhd [1]byte
 	if _, err := io.ReadFull(r, fhd[:]); err != nil {
-		return nil, zstdFrameHeader{}, errTruncated
+		return nil, zstdFrameHeader{}, truncated(err)
 	}
 	buf = append(buf, fhd[0])
 	d := fhd[0]
@@ -207,7 +217,7 @@ func copyZstdFrameHeader(r io.Reader, buf []byte) ([]byte, zstdFrameHeader, erro
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, zstdFrameHeader{}, errTruncated
+		return nil, zstdFrameHeader{}, truncated(err)
 	}
 	buf = append(buf, hdr...)
 	fh := zstdFrameHeader{checksum: d&0x04 != 0, fcs: -1, maxBlock: 128 << 10}
@@ -251,7 +261,7 @@ func copyZstdBlocks(r io.Reader, buf []byte, fh zstdFrameHeader) ([]byte, error)
 	bound := int64(0)
 	for {
 		if _, err := io.ReadFull(r, bh[:]); err != nil {
-			return nil, errTruncated
+			return nil, truncated(err)
 		}
 		h := uint32(bh[0]) | uint32(bh[1])<<8 | uint32(bh[2])<<16
 		last := h&1 != 0
@@ -276,7 +286,7 @@ func copyZstdBlocks(r io.Reader, buf []byte, fh zstdFrameHeader) ([]byte, error)
 		start := len(buf)
 		buf = buf[:start+body]
 		if _, err := io.ReadFull(r, buf[start:]); err != nil {
-			return nil, errTruncated
+			return nil, truncated(err)
 		}
 		if last {
 			return buf, nil
