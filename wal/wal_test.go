@@ -1090,6 +1090,10 @@ func TestFetchBatchesWhenNextMissing(t *testing.T) {
 	if !slices.Equal(handed, []uint64{1, 5}) {
 		t.Errorf("with 4 spooled, handed over to pipe for %v, want 1 and 5", handed)
 	}
+	// No prefetcher follows recovery here: no command noted its position.
+	if _, err := os.Stat(filepath.Join(dir, spool.PositionFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("restore_command noted recovery's position where no prefetcher may run (%v)", err)
+	}
 }
 
 // Batch, where nothing may outlive restore_command, spools the segments

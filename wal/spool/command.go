@@ -113,7 +113,8 @@ func (c *Command) Answer(ctx context.Context, p string) string {
 
 // Prefetch is the archive's prefetch spool.
 func (c *Command) Prefetch() *Prefetch {
-	return &Prefetch{Spool: c.InData(c.Settings.FetchSpool), Ahead: c.Settings.Prefetch, SegmentSize: c.Settings.SegmentSize, Log: c.Log}
+	return &Prefetch{Spool: c.InData(c.Settings.FetchSpool), Ahead: c.Settings.Prefetch, SegmentSize: c.Settings.SegmentSize,
+		Unfollowed: !c.BackgroundAllowed(), Log: c.Log}
 }
 
 // BatchDue reports whether restore_command, where it prefetches itself
@@ -160,7 +161,17 @@ func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 		}
 	}
 	pf := c.Prefetch()
-	next := pf.Next(sysid, name)
+	var next []string
+	if c.BackgroundAllowed() {
+		next = pf.Next(sysid, name)
+	} else {
+		// BatchDue looks at the segment right after name alone: one stat
+		// (two), not one for each of the next Ahead, on each of the
+		// hundreds of commands of a recovery.
+		one := *pf
+		one.Ahead = 1
+		next = one.Next(sysid, name)
+	}
 	settled := len(next) == 0 || (!c.BackgroundAllowed() && !c.BatchDue(name, next))
 	if settled || pf.Running() {
 		took, err := pf.Wait(ctx, sysid, name, dest)

@@ -28,7 +28,11 @@ type Prefetch struct {
 	Ahead int
 	// SegmentSize is the cluster's.
 	SegmentSize uint32
-	Log         *slog.Logger
+	// Unfollowed says that no background prefetcher may run (background
+	// = "never", or PostgreSQL as PID 1): nothing reads recovery's
+	// position, so fetch does not note it.
+	Unfollowed bool
+	Log        *slog.Logger
 }
 
 const PrefetchLock = "prefetch.lock"
@@ -142,6 +146,9 @@ func (pf *Prefetch) Take(sysid uint64, name, dest string) (bool, error) {
 // Note notes name as recovery's position, for the prefetcher to follow: a
 // hint, without which it follows what was taken.
 func (pf *Prefetch) Note(sysid uint64, name string) {
+	if pf.Unfollowed {
+		return
+	}
 	dir := pf.Dir(sysid)
 	if err := os.MkdirAll(dir, 0o700); err == nil {
 		_ = WriteAtomic(filepath.Join(dir, PositionFile), []byte(name+"\n"), false) // a hint
