@@ -24,6 +24,26 @@ type measurement struct {
 	treePSS int64         // the same, of PSS (shared pages divided among their sharers)
 	stdout  []byte
 	summary *pipelineRun // pipe's own account of the run, when it was `pipe run --json`
+	// long counts, of a loop of commands played as PostgreSQL runs them
+	// (the WAL bench's archiver and recovery), those that took longCommand
+	// or more, and longWall is their time: where pipe pushes or fetches a
+	// batch in the command itself, its batches.
+	long     int
+	longWall time.Duration
+}
+
+// longCommand is how long a command of a played loop takes to count as
+// long (measurement.long): a batch, not an answer from the spool.
+const longCommand = 50 * time.Millisecond
+
+// addCommand adds one command of a played loop to the loop's total.
+func (m *measurement) addCommand(c measurement) {
+	m.cpu += c.cpu
+	m.maxRSS = max(m.maxRSS, c.maxRSS)
+	if c.wall >= longCommand {
+		m.long++
+		m.longWall += c.wall
+	}
 }
 
 // timeCommands runs the commands one after the other, without a shell, with

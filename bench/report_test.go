@@ -193,7 +193,7 @@ func fakeReport() *report {
 				mon: monitorTotals{detachedCPU: ms(3000), minioCPU: ms(1200), busy: ms(7000), toolPeakRSS: 52 << 20, toolPeakPSS: 40 << 20, detachedPeakRSS: 25 << 20}},
 			{scenario: "fetch", tool: "pipe", rep: 1, m: measurement{wall: ms(1500), cpu: ms(700), maxRSS: 12 << 20},
 				mon: monitorTotals{detachedCPU: ms(1000), minioCPU: ms(500), busy: ms(2500), toolPeakRSS: 57 << 20, toolPeakPSS: 50 << 20, detachedPeakRSS: 45 << 20}},
-			{scenario: "fetch", tool: "pipe-incommand", rep: 1, m: measurement{wall: ms(1700), cpu: ms(800), maxRSS: 13 << 20},
+			{scenario: "fetch", tool: "pipe-incommand", rep: 1, m: measurement{wall: ms(1700), cpu: ms(800), maxRSS: 13 << 20, long: 2, longWall: ms(900)},
 				mon: monitorTotals{minioCPU: ms(600), busy: ms(2600)}},
 			{scenario: "fetch", tool: "pgbackrest-deep", rep: 1, m: measurement{wall: ms(1900), cpu: ms(1400), maxRSS: 9 << 20},
 				mon: monitorTotals{detachedCPU: ms(1300), minioCPU: ms(500), busy: ms(3300), toolPeakRSS: 60 << 20, toolPeakPSS: 30 << 20, detachedPeakRSS: 50 << 20}},
@@ -413,7 +413,8 @@ func TestReportRows(t *testing.T) {
 		// One segment: pgBackRest 0.130 s / pipe 0.112 s = 1.16.
 		{name: "wal", want: []string{
 			"| push one segment, sync, whole process | 0.112 s | 0.130 s | 1.850 s | 1.16× as fast | ≥ 1.0× pgBackRest (≤ its time) | yes |",
-			"| burst | pipe, background | 2 | 3.05 s | 0.9 s | 2.5 s | 1.1 s | 5.1 s | 50 MiB | 42 MiB |",
+			"| burst | pipe, background | 2 | 3.05 s | 0, 0.00 s | 0.9 s | 2.5 s | 1.1 s | 5.1 s | 50 MiB | 42 MiB |",
+			"| fetch | pipe, in the command | 1 | 1.70 s | 2, 0.90 s | 0.8 s | 0.0 s | 0.6 s | 2.6 s | 0 MiB | 0 MiB |",
 			"| burst, background pusher | 50 MiB | 52 MiB | 0.96× | ≤ 1.00× | yes | 45 MiB | 40 MiB |",
 			"the budget `pipe plan` prints for any one pipe process of the archive, 64 MiB: 1.42× its peak (target: at least 1×, at most 1.5×): yes.",
 		}},

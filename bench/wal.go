@@ -319,26 +319,29 @@ func (r *walResult) whereTimeGoes(w writer) {
 	if len(r.phases) == 0 {
 		return
 	}
-	w("\n### Where the time goes\n\nMedians over the runs. *commands* is the CPU of every archive_command or restore_command (rusage, exact); *detached* is the tool's helpers that outlive them (pipe's background pusher or prefetcher, pgBackRest's async process), *MinIO* the store's; both sampled from /proc every 100 ms; *busy* is all the machine's CPU time (2 CPUs: 2 × wall is all there is). Peak RSS: of all the tool's processes, and of the detached helpers alone, summed (sampled; see Memory).\n\n")
-	w.table("scenario", "tool", "runs", "wall", "commands CPU", "detached CPU", "MinIO CPU", "busy", "peak RSS, all", "peak RSS, detached")
+	w("\n### Where the time goes\n\nMedians over the runs. *commands* is the CPU of every archive_command or restore_command (rusage, exact); *detached* is the tool's helpers that outlive them (pipe's background pusher or prefetcher, pgBackRest's async process), *MinIO* the store's; both sampled from /proc every 100 ms; *busy* is all the machine's CPU time (2 CPUs: 2 × wall is all there is). *Long commands*: how many commands took 50 ms or more, and their time (where pipe pushes or fetches a batch in the command itself, its batches; the rest of the wall is the other commands, one after the other). Peak RSS: of all the tool's processes, and of the detached helpers alone, summed (sampled; see Memory).\n\n")
+	w.table("scenario", "tool", "runs", "wall", "long commands", "commands CPU", "detached CPU", "MinIO CPU", "busy", "peak RSS, all", "peak RSS, detached")
 	labels := map[string]string{"pipe": "pipe, background", "pipe-incommand": "pipe, in the command", "pgbackrest": "pgBackRest", "pgbackrest-deep": "pgBackRest, queue 1 GiB", "barman": "barman-cloud",
 		"pipe-deep": "pipe, background, prefetch 64", "pipe-incommand-deep": "pipe, in the command, prefetch 64"}
 	for _, sc := range []string{"burst", "fetch"} {
 		for _, tool := range []string{"pipe", "pgbackrest", "pgbackrest-deep", "barman", "pipe-incommand", "pipe-deep", "pipe-incommand-deep"} {
-			var wall, cmd, det, minio, busy []time.Duration
+			var wall, long, cmd, det, minio, busy []time.Duration
+			var longs []int64
 			var cmdRSS, detRSS int64
 			for _, ph := range r.phases {
 				if ph.scenario != sc || ph.tool != tool {
 					continue
 				}
 				wall, cmd, det = append(wall, ph.m.wall), append(cmd, ph.m.cpu), append(det, ph.mon.detachedCPU)
+				long, longs = append(long, ph.m.longWall), append(longs, int64(ph.m.long))
 				minio, busy = append(minio, ph.mon.minioCPU), append(busy, ph.mon.busy)
 				cmdRSS, detRSS = max(cmdRSS, ph.mon.toolPeakRSS), max(detRSS, ph.mon.detachedPeakRSS)
 			}
 			if len(wall) == 0 {
 				continue
 			}
-			w("| %s | %s | %d | %.2f s | %.1f s | %.1f s | %.1f s | %.1f s | %s | %s |\n", sc, labels[tool], len(wall), median(wall).Seconds(), median(cmd).Seconds(),
+			w("| %s | %s | %d | %.2f s | %d, %.2f s | %.1f s | %.1f s | %.1f s | %.1f s | %s | %s |\n", sc, labels[tool], len(wall), median(wall).Seconds(),
+				median64(longs), median(long).Seconds(), median(cmd).Seconds(),
 				median(det).Seconds(), median(minio).Seconds(), median(busy).Seconds(), mib(cmdRSS), mib(detRSS))
 		}
 	}
@@ -382,8 +385,7 @@ func (w *walBench) archiver(ctx context.Context, segs []string, env []string, ar
 			continue
 		}
 		m, err := w.runIn(ctx, w.pgdata, env, append(argv[:len(argv):len(argv)], "pg_wal/"+s)...)
-		total.cpu += m.cpu
-		total.maxRSS = max(total.maxRSS, m.maxRSS)
+		total.addCommand(m)
 		if err != nil {
 			return total, err
 		}
@@ -404,8 +406,7 @@ func (w *walBench) recovery(ctx context.Context, dir string, segs []string, env 
 	dest := filepath.Join(dir, "pg_wal", "RECOVERYXLOG")
 	for i, s := range segs {
 		m, err := w.runIn(ctx, dir, env, append(argv[:len(argv):len(argv)], s, "pg_wal/RECOVERYXLOG")...)
-		total.cpu += m.cpu
-		total.maxRSS = max(total.maxRSS, m.maxRSS)
+		total.addCommand(m)
 		if err != nil {
 			return total, err
 		}
