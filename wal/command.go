@@ -224,11 +224,12 @@ func (c *Command) prefetch() *Prefetch {
 // (nothing may outlive restore_command there). ar is the store if open
 // already.
 func (c *Command) prefetchNext(ctx context.Context, pf *Prefetch, ar *Archive, sysid uint64, name string) {
-	next := pf.Next(sysid, name)
 	switch {
-	case c.BackgroundAllowed() && len(next) > 0:
-		c.StartPrefetcher(&pf.Prefetch, name)
-	case c.BatchDue(name, next):
+	case c.BackgroundAllowed():
+		if len(pf.Next(sysid, name)) > 0 {
+			c.StartPrefetcher(&pf.Prefetch, name)
+		}
+	case c.BatchDue(&pf.Prefetch, sysid, name):
 		if ar == nil {
 			var done func()
 			var err error

@@ -119,24 +119,23 @@ func (c *Command) Prefetch() *Prefetch {
 
 // BatchDue reports whether restore_command, where it prefetches itself
 // (no background process may run), fetches the segments after its own
-// segment name: when the one right after it is among next, those of them
-// not spooled (Prefetch.Next). Recovery waits for the same bytes however
-// they are split, and each batch is a pipe that starts and a round of
-// fetches whose last ones run alone: a recovery that takes the segments
-// in order fetches a window of 64 in 4 batches for 256 segments, where
-// fetching when half were missing took 8. A segment spooled further
-// ahead (left by an earlier recovery, or a batch that failed in part)
-// does not hold a batch back.
-func (c *Command) BatchDue(name string, next []string) bool {
-	if c.BackgroundAllowed() || len(next) == 0 {
+// segment name: when the one right after it is missing from pf (Next
+// with a window of one: neither spooled nor past the end of the archive
+// a batch just found). Recovery waits for the same bytes however they
+// are split, and each batch is a pipe that starts and a round of fetches
+// whose last ones run alone: a recovery that takes the segments in order
+// fetches a window of 64 in 4 batches for 256 segments, where fetching
+// when half were missing took 8. A segment spooled further ahead (left
+// by an earlier recovery, or a batch that failed in part) does not hold
+// a batch back. It looks at one segment, not the window, on each of the
+// hundreds of commands of a recovery.
+func (c *Command) BatchDue(pf *Prefetch, sysid uint64, name string) bool {
+	if c.BackgroundAllowed() {
 		return false
 	}
-	f, err := walname.ParseName(name)
-	if err != nil {
-		return false
-	}
-	n, err := walname.SegmentNumber(name, c.Settings.SegmentSize)
-	return err == nil && next[0] == walname.SegmentName(f.Timeline, n+1, c.Settings.SegmentSize)
+	one := *pf
+	one.Ahead = 1
+	return len(one.Next(sysid, name)) > 0
 }
 
 // AnswerFetch restores the segment name to dest from the prefetch spool
@@ -161,18 +160,12 @@ func (c *Command) AnswerFetch(ctx context.Context, name, dest string) bool {
 		}
 	}
 	pf := c.Prefetch()
-	var next []string
+	var settled bool
 	if c.BackgroundAllowed() {
-		next = pf.Next(sysid, name)
+		settled = len(pf.Next(sysid, name)) == 0
 	} else {
-		// BatchDue looks at the segment right after name alone: one stat
-		// (two), not one for each of the next Ahead, on each of the
-		// hundreds of commands of a recovery.
-		one := *pf
-		one.Ahead = 1
-		next = one.Next(sysid, name)
+		settled = !c.BatchDue(pf, sysid, name)
 	}
-	settled := len(next) == 0 || (!c.BackgroundAllowed() && !c.BatchDue(name, next))
 	if settled || pf.Running() {
 		took, err := pf.Wait(ctx, sysid, name, dest)
 		return err == nil && took
