@@ -325,15 +325,15 @@ func (r *walResult) whereTimeGoes(w writer) {
 		"pipe-deep": "pipe, background, prefetch 64", "pipe-incommand-deep": "pipe, in the command, prefetch 64"}
 	for _, sc := range []string{"burst", "fetch"} {
 		for _, tool := range []string{"pipe", "pgbackrest", "pgbackrest-deep", "barman", "pipe-incommand", "pipe-deep", "pipe-incommand-deep"} {
-			var wall, long, cmd, det, minio, busy []time.Duration
-			var longs []int64
+			var wall, longWall, cmd, det, minio, busy []time.Duration
+			var longN []int64
 			var cmdRSS, detRSS int64
 			for _, ph := range r.phases {
 				if ph.scenario != sc || ph.tool != tool {
 					continue
 				}
 				wall, cmd, det = append(wall, ph.m.wall), append(cmd, ph.m.cpu), append(det, ph.mon.detachedCPU)
-				long, longs = append(long, ph.m.longWall), append(longs, int64(ph.m.long))
+				longWall, longN = append(longWall, ph.m.longWall), append(longN, int64(ph.m.long))
 				minio, busy = append(minio, ph.mon.minioCPU), append(busy, ph.mon.busy)
 				cmdRSS, detRSS = max(cmdRSS, ph.mon.toolPeakRSS), max(detRSS, ph.mon.detachedPeakRSS)
 			}
@@ -341,7 +341,7 @@ func (r *walResult) whereTimeGoes(w writer) {
 				continue
 			}
 			w("| %s | %s | %d | %.2f s | %d, %.2f s | %.1f s | %.1f s | %.1f s | %.1f s | %s | %s |\n", sc, labels[tool], len(wall), median(wall).Seconds(),
-				median64(longs), median(long).Seconds(), median(cmd).Seconds(),
+				median64(longN), median(longWall).Seconds(), median(cmd).Seconds(),
 				median(det).Seconds(), median(minio).Seconds(), median(busy).Seconds(), mib(cmdRSS), mib(detRSS))
 		}
 	}
